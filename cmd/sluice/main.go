@@ -1,0 +1,85 @@
+// Command sluice is the single sluice binary: the broker, the tools and the bench harness
+// as subcommands. Flags and config files are read here only; libraries get plain values.
+//
+// Exit status: 0 success, 1 the command ran and found a problem (for example `segment
+// verify` on a corrupt log), 2 usage or setup errors.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+)
+
+// command is one subcommand: run gets the arguments after its name.
+type command struct {
+	usage string
+	run   func(args []string, stdout, stderr io.Writer) error
+}
+
+// usageError makes main print the usage and exit with status 2.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+// problemError makes main exit with status 1: the command worked and found a problem.
+type problemError struct{ err error }
+
+func (e problemError) Error() string { return e.err.Error() }
+func (e problemError) Unwrap() error { return e.err }
+
+func commands() map[string]command {
+	return map[string]command{
+		"segment dump":   {"segment dump DIR: print every batch of a partition directory", segmentDump},
+		"segment verify": {"segment verify DIR: check CRCs, offsets and indexes; exit 1 on a problem", segmentVerify},
+		"segment demo":   {"segment demo DIR [-batches N]: write a small demo log", segmentDemo},
+	}
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run dispatches args to a subcommand and returns the exit status.
+func run(args []string, stdout, stderr io.Writer) int {
+	cmds := commands()
+	for n := min(2, len(args)); n > 0; n-- {
+		c, ok := cmds[strings.Join(args[:n], " ")]
+		if !ok {
+			continue
+		}
+		err := c.run(args[n:], stdout, stderr)
+		var ue usageError
+		var pe problemError
+		switch {
+		case err == nil:
+			return 0
+		case errors.As(err, &ue):
+			fmt.Fprintf(stderr, "sluice: %v\nusage: sluice %s\n", err, c.usage)
+			return 2
+		case errors.As(err, &pe):
+			fmt.Fprintf(stderr, "sluice: %v\n", err)
+			return 1
+		default:
+			fmt.Fprintf(stderr, "sluice: %v\n", err)
+			return 2
+		}
+	}
+	printUsage(stderr, cmds)
+	return 2
+}
+
+func printUsage(w io.Writer, cmds map[string]command) {
+	names := make([]string, 0, len(cmds))
+	for name := range cmds {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	fmt.Fprintln(w, "usage: sluice COMMAND [ARGS]\n\ncommands:")
+	for _, name := range names {
+		fmt.Fprintf(w, "  %s\n", cmds[name].usage)
+	}
+}

@@ -1,0 +1,38 @@
+package local
+
+import (
+	"fmt"
+	"path/filepath"
+
+	"sluice/persist/vfs"
+)
+
+func dirOf(path string) string { return filepath.Dir(path) }
+
+func dirJoin(dir, name string) string { return filepath.Join(dir, name) }
+
+// readAll reads a whole small file (an index).
+func readAll(fs vfs.FS, path string) ([]byte, error) {
+	f, err := fs.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("cannot open %s: %w", path, err)
+	}
+	defer f.Close()
+	size, err := f.Size()
+	if err != nil {
+		return nil, fmt.Errorf("cannot stat %s: %w", path, err)
+	}
+	b := make([]byte, size)
+	if _, err := f.ReadAt(b, 0); err != nil && size > 0 {
+		return nil, fmt.Errorf("cannot read %s: %w", path, err)
+	}
+	return b, nil
+}
+
+// removeIfExists removes path, ignoring a file that is already gone.
+func removeIfExists(fs vfs.FS, path string) error {
+	if err := fs.Remove(path); err != nil && !vfs.IsNotExist(err) {
+		return fmt.Errorf("cannot remove %s: %w", path, err)
+	}
+	return nil
+}

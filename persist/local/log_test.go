@@ -1,0 +1,329 @@
+package local
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"sluice/batch"
+)
+
+func TestRoundTripAndReopen(t *testing.T) {
+	dir := t.TempDir()
+	l := openLog(t, dir, Options{})
+	if l.Start() != 0 || l.Next() != 0 || l.Durable() != -1 {
+		t.Fatalf("new log: start %d next %d durable %d", l.Start(), l.Next(), l.Durable())
+	}
+	next := appendN(t, l, 200)
+	checkContents(t, l)
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if l.Durable() != next-1 {
+		t.Fatalf("durable %d after sync, want %d", l.Durable(), next-1)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l = openLog(t, dir, Options{})
+	if l.Next() != next || l.Durable() != next-1 {
+		t.Fatalf("reopened: next %d durable %d, want %d", l.Next(), l.Durable(), next)
+	}
+	checkContents(t, l)
+	appendN(t, l, 10)
+	checkContents(t, l)
+}
+
+// TestManySegments rolls through hundreds of segments and checks that every offset and
+// every timestamp is found, before and after a reopen (which loads sealed indexes lazily).
+func TestManySegments(t *testing.T) {
+	dir := t.TempDir()
+	opts := Options{SegmentBytes: 4 << 10, IndexInterval: 512, Sync: SyncNever} // fsync is tested elsewhere; here it would only add minutes of waiting
+	l := openLog(t, dir, opts)
+	next := appendN(t, l, 6000)
+	if s := stats(t, l); s.Segments < 200 {
+		t.Fatalf("only %d segments", s.Segments)
+	}
+	check := func(l *Log) {
+		t.Helper()
+		checkContents(t, l)
+		for o := int64(0); o < next; o++ {
+			r, err := l.ReadRegion(o, 1)
+			if err != nil {
+				t.Fatalf("region at %d: %v", o, err)
+			}
+			if r.Offset > o || r.NextOffset <= o || r.Len <= 0 {
+				t.Fatalf("region at %d covers [%d,%d) len %d", o, r.Offset, r.NextOffset, r.Len)
+			}
+			r.Release()
+			got, err := l.OffsetForTime(tsAt(o))
+			if err != nil {
+				t.Fatalf("time %d: %v", tsAt(o), err)
+			}
+			if r.Offset != got { // timestamps increase with offsets: the batch holding o
+				t.Fatalf("offset for time of %d = %d, want batch %d", o, got, r.Offset)
+			}
+		}
+		if got, _ := l.OffsetForTime(tsAt(next) + 1); got != next {
+			t.Fatalf("offset for a future time = %d, want %d", got, next)
+		}
+		if got, _ := l.OffsetForTime(0); got != 0 {
+			t.Fatalf("offset for time 0 = %d, want 0", got)
+		}
+	}
+	check(l)
+	l.Close()
+	check(openLog(t, dir, opts))
+}
+
+func TestOutOfRange(t *testing.T) {
+	l := openLog(t, t.TempDir(), Options{InitialOffset: 100})
+	next := appendN(t, l, 5)
+	for _, o := range []int64{-1, 99, next + 1} {
+		_, err := l.ReadRegion(o, 100)
+		var oe *OffsetOutOfRangeError
+		if !errors.As(err, &oe) || oe.Start != 100 || oe.End != next {
+			t.Fatalf("offset %d: got %v", o, err)
+		}
+	}
+	r, err := l.ReadRegion(next, 100)
+	if err != nil || !r.Empty() || r.NextOffset != next {
+		t.Fatalf("read at end: %+v %v", r, err)
+	}
+}
+
+func TestRegionBudget(t *testing.T) {
+	l := openLog(t, t.TempDir(), Options{IndexInterval: 1 << 10})
+	next := appendN(t, l, 500)
+	for _, budget := range []int64{0, 1, 100, 1000, 5000, 1 << 20} {
+		for o := int64(0); o < next; o += 37 {
+			r, err := l.ReadRegion(o, budget)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var buf []byte
+			buf, _, _ = l.Read(buf, o, budget)
+			if int64(len(buf)) != r.Len {
+				t.Fatalf("read %d bytes, region %d", len(buf), r.Len)
+			}
+			// Whole batches, within budget unless a single batch is larger.
+			n := 0
+			for rest := buf; len(rest) > 0; n++ {
+				h, err := batch.Check(rest)
+				if err != nil {
+					t.Fatalf("budget %d at %d: %v", budget, o, err)
+				}
+				rest = rest[h.Size():]
+			}
+			if r.Len > budget && n != 1 {
+				t.Fatalf("budget %d at %d: %d bytes in %d batches", budget, o, r.Len, n)
+			}
+			if r.NextOffset < next && r.Len+int64(len(makeBatch(r.NextOffset))) <= budget {
+				t.Fatalf("budget %d at %d: stopped at %d bytes with room for the next batch", budget, o, r.Len)
+			}
+			r.Release()
+		}
+	}
+}
+
+func TestRollByAge(t *testing.T) {
+	clk := &fakeClock{now: time.Unix(1000, 0)}
+	l := openLog(t, t.TempDir(), Options{SegmentAge: time.Minute, Clock: clk.Now})
+	appendN(t, l, 3)
+	clk.Advance(59 * time.Second)
+	appendN(t, l, 1)
+	if n := stats(t, l).Segments; n != 1 {
+		t.Fatalf("%d segments before the age limit", n)
+	}
+	clk.Advance(time.Second)
+	appendN(t, l, 1)
+	if n := stats(t, l).Segments; n != 2 {
+		t.Fatalf("%d segments after the age limit", n)
+	}
+	checkContents(t, l)
+}
+
+func TestRetentionBySize(t *testing.T) {
+	opts := Options{SegmentBytes: 4 << 10, RetentionBytes: 20 << 10, Sync: SyncNever}
+	l := openLog(t, t.TempDir(), opts)
+	appendN(t, l, 1000)
+	before := stats(t, l)
+	// Nothing above the limit offset may go.
+	if n, err := l.ApplyRetention(-1); err != nil || n != 0 {
+		t.Fatalf("retention below every segment deleted %d (%v)", n, err)
+	}
+	n, err := l.ApplyRetention(l.Durable())
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := stats(t, l)
+	if n == 0 || after.Segments != before.Segments-n || after.Start == 0 {
+		t.Fatalf("deleted %d: %+v -> %+v", n, before, after)
+	}
+	if after.Bytes < opts.RetentionBytes || after.Bytes > opts.RetentionBytes+opts.SegmentBytes {
+		t.Fatalf("kept %d bytes for retention %d", after.Bytes, opts.RetentionBytes)
+	}
+	checkContents(t, l)
+	if _, err := l.ReadRegion(after.Start-1, 10); !errors.Is(err, ErrOffsetOutOfRange) {
+		t.Fatalf("read below start: %v", err)
+	}
+	files, _ := filepath.Glob(filepath.Join(l.Dir(), "*.log"))
+	if len(files) != after.Segments {
+		t.Fatalf("%d .log files for %d segments", len(files), after.Segments)
+	}
+}
+
+func TestRetentionByAgeKeepsHeldRegions(t *testing.T) {
+	clk := &fakeClock{now: time.UnixMilli(tsAt(0))}
+	l := openLog(t, t.TempDir(), Options{SegmentBytes: 4 << 10, RetentionAge: time.Hour, Clock: clk.Now})
+	next := appendN(t, l, 300)
+	r, err := l.ReadRegion(0, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Release()
+	// All timestamps are within seconds of tsAt(0); an hour and a bit later, every sealed
+	// segment has expired.
+	clk.now = time.UnixMilli(tsAt(next)).Add(time.Hour + time.Second)
+	n, err := l.ApplyRetention(l.Durable())
+	if err != nil || n == 0 || stats(t, l).Segments != 1 {
+		t.Fatalf("deleted %d, %d left (%v)", n, stats(t, l).Segments, err)
+	}
+	// The region's file was deleted but stays readable until released.
+	buf := make([]byte, r.Len)
+	if _, err := r.File.ReadAt(buf, r.Pos); err != nil {
+		t.Fatalf("held region unreadable after retention: %v", err)
+	}
+	if _, err := batch.Check(buf); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestTruncate(t *testing.T) {
+	dir := t.TempDir()
+	opts := Options{SegmentBytes: 4 << 10, IndexInterval: 256}
+	l := openLog(t, dir, opts)
+	next := appendN(t, l, 400)
+	// Collect batch boundaries.
+	var lasts []int64
+	for o := int64(0); o < next; o += int64(countAt(o)) {
+		lasts = append(lasts, o+int64(countAt(o))-1)
+	}
+	for _, i := range []int{len(lasts) - 1, len(lasts) - 2, 300, 171, 170, 1, 0} {
+		last := lasts[i]
+		if err := l.Truncate(last); err != nil {
+			t.Fatalf("truncate after %d: %v", last, err)
+		}
+		if l.Next() != last+1 || l.Durable() > last {
+			t.Fatalf("after truncate to %d: next %d durable %d", last, l.Next(), l.Durable())
+		}
+		checkContents(t, l)
+	}
+	if err := l.Truncate(lasts[0] + 5); err != nil { // beyond the end: no-op
+		t.Fatal(err)
+	}
+	appendN(t, l, 50)
+	checkContents(t, l)
+	next = l.Next()
+	l.Close()
+	l = openLog(t, dir, opts)
+	if l.Next() != next {
+		t.Fatalf("reopened after truncate: next %d, want %d", l.Next(), next)
+	}
+	checkContents(t, l)
+	// Mid-batch truncation is refused and changes nothing.
+	mid := int64(0)
+	for o := int64(0); o < next; o += int64(countAt(o)) {
+		if countAt(o) > 1 {
+			mid = o
+			break
+		}
+	}
+	if err := l.Truncate(mid); !errors.Is(err, ErrNotBatchBoundary) {
+		t.Fatalf("mid-batch truncate: %v", err)
+	}
+	if l.Next() != next {
+		t.Fatal("refused truncate changed the log")
+	}
+	if err := l.Truncate(-1); err != nil || l.Next() != 0 {
+		t.Fatalf("truncate everything: %v next %d", err, l.Next())
+	}
+	appendN(t, l, 3)
+	checkContents(t, l)
+}
+
+func TestGroupSync(t *testing.T) {
+	clk := &fakeClock{now: time.Unix(1000, 0)}
+	l := openLog(t, t.TempDir(), Options{Sync: SyncGroup, SyncInterval: 10 * time.Millisecond, SyncBytes: 1 << 30, Clock: clk.Now})
+	clk.Advance(time.Second) // the first append after a long idle syncs
+	next := appendN(t, l, 1)
+	if l.Durable() != next-1 {
+		t.Fatalf("durable %d, want %d", l.Durable(), next-1)
+	}
+	next2 := appendN(t, l, 5)
+	if l.Durable() != next-1 {
+		t.Fatalf("durable %d advanced without fsync", l.Durable())
+	}
+	if err := l.Tick(); err != nil || l.Durable() != next-1 {
+		t.Fatalf("early tick synced: durable %d (%v)", l.Durable(), err)
+	}
+	clk.Advance(10 * time.Millisecond)
+	if err := l.Tick(); err != nil || l.Durable() != next2-1 {
+		t.Fatalf("tick: durable %d, want %d (%v)", l.Durable(), next2-1, err)
+	}
+}
+
+func TestSyncModes(t *testing.T) {
+	for _, mode := range []SyncMode{SyncEveryBatch, SyncNever} {
+		l := openLog(t, t.TempDir(), Options{Sync: mode})
+		next := appendN(t, l, 3)
+		if l.Durable() != next-1 {
+			t.Fatalf("%v: durable %d, want %d", mode, l.Durable(), next-1)
+		}
+	}
+}
+
+func TestBadAppend(t *testing.T) {
+	l := openLog(t, t.TempDir(), Options{})
+	b := makeBatch(0)
+	for name, bad := range map[string][]byte{
+		"short":    b[:20],
+		"trailing": append(append([]byte(nil), b...), 0),
+		"cut":      b[:len(b)-1],
+		"magic":    func() []byte { c := append([]byte(nil), b...); c[16] = 9; return c }(),
+	} {
+		if _, err := l.Append(bad); !errors.Is(err, ErrBadBatch) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if l.Next() != 0 {
+		t.Fatal("a bad batch was appended")
+	}
+}
+
+func TestOpenRefusesForeignFiles(t *testing.T) {
+	dir := t.TempDir()
+	l := openLog(t, dir, Options{})
+	appendN(t, l, 3)
+	l.Close()
+	os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("hi"), 0o644)
+	_, err := Open(dir, Options{})
+	var fe *ForeignFileError
+	if !errors.As(err, &fe) || fe.Name != "notes.txt" {
+		t.Fatalf("open with a foreign file: %v", err)
+	}
+	os.Remove(filepath.Join(dir, "notes.txt"))
+	// Leftovers of an interrupted rebuild and orphaned indexes are removed.
+	for _, name := range []string{"00000000000000000000.index.tmp", "00000000000000000999.index"} {
+		os.WriteFile(filepath.Join(dir, name), []byte("junk"), 0o644)
+	}
+	l = openLog(t, dir, Options{})
+	checkContents(t, l)
+	for _, name := range []string{"00000000000000000000.index.tmp", "00000000000000000999.index"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); !os.IsNotExist(err) {
+			t.Errorf("%s not removed: %v", name, err)
+		}
+	}
+}

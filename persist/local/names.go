@@ -1,0 +1,56 @@
+package local
+
+import (
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// File name suffixes of a segment.
+const (
+	logSuffix       = ".log"
+	indexSuffix     = ".index"
+	timeIndexSuffix = ".timeindex"
+)
+
+// segmentName returns the path of a segment file: the 20-digit zero-padded base offset
+// plus the suffix.
+func segmentName(dir string, base int64, suffix string) string {
+	return filepath.Join(dir, fmt.Sprintf("%020d%s", base, suffix))
+}
+
+// fileKind classifies a directory entry.
+type fileKind int
+
+const (
+	kindForeign fileKind = iota
+	kindLog
+	kindIndex
+	kindTimeIndex
+	kindLeftover // *.tmp or *.deleted from an interrupted rebuild or retention
+)
+
+// parseName classifies name and returns the base offset of segment files.
+func parseName(name string) (fileKind, int64) {
+	if strings.HasSuffix(name, ".tmp") || strings.HasSuffix(name, ".deleted") {
+		return kindLeftover, 0
+	}
+	stem, suffix, ok := strings.Cut(name, ".")
+	if !ok || len(stem) != 20 {
+		return kindForeign, 0
+	}
+	base, err := strconv.ParseInt(stem, 10, 64)
+	if err != nil || base < 0 {
+		return kindForeign, 0
+	}
+	switch "." + suffix {
+	case logSuffix:
+		return kindLog, base
+	case indexSuffix:
+		return kindIndex, base
+	case timeIndexSuffix:
+		return kindTimeIndex, base
+	}
+	return kindForeign, 0
+}

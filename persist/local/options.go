@@ -1,0 +1,142 @@
+package local
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"sluice/persist/vfs"
+)
+
+// SyncMode says when appended data is fsync'd, which is also when the durable checkpoint
+// advances.
+type SyncMode int
+
+const (
+	// SyncGroup fsyncs once SyncBytes have been appended or SyncInterval has passed since
+	// the last fsync, whichever comes first (checked on Append and on Tick).
+	SyncGroup SyncMode = iota
+	// SyncEveryBatch fsyncs after every Append before it returns.
+	SyncEveryBatch
+	// SyncNever leaves flushing to the operating system, like Kafka's default. The durable
+	// checkpoint then means "handed to the kernel": it advances on every Append and survives
+	// a process crash, not a host crash.
+	SyncNever
+)
+
+func (m SyncMode) String() string {
+	switch m {
+	case SyncGroup:
+		return "group"
+	case SyncEveryBatch:
+		return "batch"
+	case SyncNever:
+		return "never"
+	}
+	return fmt.Sprintf("SyncMode(%d)", int(m))
+}
+
+// ParseSyncMode parses "group", "batch" or "never".
+func ParseSyncMode(s string) (SyncMode, error) {
+	for _, m := range []SyncMode{SyncGroup, SyncEveryBatch, SyncNever} {
+		if m.String() == s {
+			return m, nil
+		}
+	}
+	return 0, fmt.Errorf("unknown fsync mode %q (want group, batch or never)", s)
+}
+
+// Options configure a Log. The zero value is usable after EnsureDefaults.
+type Options struct {
+	// FS is the filesystem; default the operating system's.
+	FS vfs.FS
+	// SegmentBytes rolls to a new segment before a batch would take the active one past
+	// this size. Default 1 GiB.
+	SegmentBytes int64
+	// SegmentAge rolls a segment this long after its first append. Default 7 days.
+	SegmentAge time.Duration
+	// IndexInterval is the number of log bytes between sparse index entries. Default 4 KiB.
+	IndexInterval int64
+	// RetentionBytes deletes the oldest whole segments while the log would stay at least
+	// this large without them; 0 keeps everything.
+	RetentionBytes int64
+	// RetentionAge deletes whole segments whose newest timestamp is older than this;
+	// 0 keeps everything.
+	RetentionAge time.Duration
+	// Sync is the fsync policy; SyncInterval and SyncBytes tune SyncGroup.
+	Sync         SyncMode
+	SyncInterval time.Duration
+	SyncBytes    int64
+	// InitialOffset is the base offset of the first segment of a new, empty log.
+	InitialOffset int64
+	// Strict re-reads and verifies every segment when it is sealed (slow; for tests and
+	// paranoid operators).
+	Strict bool
+	// Clock returns the current time; default time.Now. Injected so tests control rolls,
+	// group fsync and retention.
+	Clock func() time.Time
+	// Logger receives recovery and retention reports; default discards.
+	Logger *slog.Logger
+}
+
+// EnsureDefaults fills unset fields with their defaults and returns o.
+func (o *Options) EnsureDefaults() *Options {
+	if o.FS == nil {
+		o.FS = vfs.Default()
+	}
+	if o.SegmentBytes == 0 {
+		o.SegmentBytes = 1 << 30
+	}
+	if o.SegmentAge == 0 {
+		o.SegmentAge = 7 * 24 * time.Hour
+	}
+	if o.IndexInterval == 0 {
+		o.IndexInterval = 4 << 10
+	}
+	if o.SyncInterval == 0 {
+		o.SyncInterval = 5 * time.Millisecond
+	}
+	if o.SyncBytes == 0 {
+		o.SyncBytes = 4 << 20
+	}
+	if o.Clock == nil {
+		o.Clock = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+// Validate reports the first setting that is out of range.
+func (o *Options) Validate() error {
+	var errs []error
+	check := func(ok bool, format string, args ...any) {
+		if !ok {
+			errs = append(errs, fmt.Errorf(format, args...))
+		}
+	}
+	check(o.SegmentBytes >= 4<<10 && o.SegmentBytes <= 1<<40,
+		"segment bytes %d out of range [4KiB, 1TiB]", o.SegmentBytes)
+	check(o.SegmentAge > 0, "segment age %v must be positive", o.SegmentAge)
+	check(o.IndexInterval >= 1 && o.IndexInterval <= o.SegmentBytes,
+		"index interval %d out of range [1, segment bytes]", o.IndexInterval)
+	check(o.RetentionBytes >= 0, "retention bytes %d must not be negative", o.RetentionBytes)
+	check(o.RetentionAge >= 0, "retention age %v must not be negative", o.RetentionAge)
+	check(o.Sync >= SyncGroup && o.Sync <= SyncNever, "unknown fsync mode %v", o.Sync)
+	check(o.SyncInterval > 0, "fsync interval %v must be positive", o.SyncInterval)
+	check(o.SyncBytes > 0, "fsync bytes %d must be positive", o.SyncBytes)
+	check(o.InitialOffset >= 0, "initial offset %d must not be negative", o.InitialOffset)
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("invalid log options: %w", err)
+	}
+	return nil
+}
+
+// String renders the options for logs.
+func (o *Options) String() string {
+	return fmt.Sprintf("segment=%dB/%v index=%dB retention=%dB/%v fsync=%v(%v,%dB) strict=%v",
+		o.SegmentBytes, o.SegmentAge, o.IndexInterval, o.RetentionBytes, o.RetentionAge,
+		o.Sync, o.SyncInterval, o.SyncBytes, o.Strict)
+}

@@ -1,0 +1,198 @@
+package local
+
+import (
+	"fmt"
+
+	"sluice/batch"
+)
+
+// ApplyRetention deletes the oldest whole segments that the retention settings let go:
+// while the log would still hold at least RetentionBytes without the oldest segment, or
+// while the oldest segment's newest timestamp is older than RetentionAge. It never deletes
+// the active segment, nor a segment holding an offset above limit (the caller passes the
+// durable checkpoint, or in distributed mode what the DFS has acknowledged). It returns
+// the number of segments deleted. Readers holding regions of a deleted segment keep
+// reading it until they release them.
+func (l *Log) ApplyRetention(limit int64) (int, error) {
+	if l.opts.RetentionBytes == 0 && l.opts.RetentionAge == 0 {
+		return 0, nil
+	}
+	cutoff := l.opts.Clock().UnixMilli() - l.opts.RetentionAge.Milliseconds()
+	l.mu.Lock()
+	if err := l.writableLocked(); err != nil {
+		l.mu.Unlock()
+		return 0, err
+	}
+	total, err := l.totalLocked()
+	if err != nil {
+		l.mu.Unlock()
+		return 0, err
+	}
+	n := 0
+	for ; n < len(l.mu.segs)-1; n++ {
+		s := l.mu.segs[n]
+		if s.next-1 > limit {
+			break
+		}
+		expired := l.opts.RetentionBytes > 0 && total-s.size >= l.opts.RetentionBytes
+		if !expired && l.opts.RetentionAge > 0 {
+			if err := s.loadIndexLocked(l); err != nil {
+				l.mu.Unlock()
+				return 0, err
+			}
+			expired = s.idx.maxTs < cutoff
+		}
+		if !expired {
+			break
+		}
+		total -= s.size
+	}
+	victims := append([]*segment(nil), l.mu.segs[:n]...)
+	l.mu.segs = append([]*segment(nil), l.mu.segs[n:]...)
+	l.mu.total, l.mu.start = total, l.mu.segs[0].base
+	l.mu.Unlock()
+	return n, l.deleteSegments(victims)
+}
+
+// deleteSegments removes the files of segments already taken out of the list and drops
+// the log's references. The .log goes first: a crash in between leaves only index files,
+// which Open removes.
+func (l *Log) deleteSegments(segs []*segment) error {
+	var firstErr error
+	for _, s := range segs {
+		for _, suffix := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+			if err := removeIfExists(l.fs, segmentName(l.dir, s.base, suffix)); err != nil && firstErr == nil {
+				firstErr = err
+			}
+		}
+		l.opts.Logger.Info("deleted segment", "segment", s.path, "bytes", s.size)
+		s.release()
+	}
+	return firstErr
+}
+
+// Truncate removes every batch with an offset above last, so the next append gets
+// last+1. last must be the last offset of a batch (or Start()-1 to empty the log). The
+// durable checkpoint drops to last if it was above. For recovery: for example to cut the
+// log back to what a distributed store acknowledged.
+func (l *Log) Truncate(last int64) error {
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.writableLocked(); err != nil {
+		return err
+	}
+	target := last + 1
+	if target >= l.mu.next {
+		return nil
+	}
+	if target < l.mu.start {
+		return &OffsetOutOfRangeError{Offset: last, Start: l.mu.start - 1, End: l.mu.next}
+	}
+	i := l.segmentForLocked(target)
+	old := l.mu.segs[i]
+	if err := old.loadIndexLocked(l); err != nil {
+		return err
+	}
+	seg, err := l.truncatedCopyLocked(old, target)
+	if err != nil {
+		return err
+	}
+	dropped := l.mu.segs[i+1:]
+	l.mu.segs = append(l.mu.segs[:i:i], seg)
+	if err := l.deleteSegments(dropped); err != nil {
+		return l.failLocked(err)
+	}
+	old.release()
+	if l.opts.Sync != SyncNever {
+		if err := seg.file.Sync(); err != nil {
+			return l.failLocked(fmt.Errorf("cannot fsync truncated %s: %w", seg.path, err))
+		}
+		if err := l.fs.SyncDir(l.dir); err != nil {
+			return l.failLocked(fmt.Errorf("cannot sync directory %s: %w", l.dir, err))
+		}
+	}
+	l.mu.next, l.mu.unsynced = target, 0
+	l.mu.total = 0
+	for _, s := range l.mu.segs {
+		if s.sized {
+			l.mu.total += s.size
+		}
+	}
+	l.durable.Store(min(l.durable.Load(), last))
+	return nil
+}
+
+// truncatedCopyLocked cuts old's file at the batch with base offset target and returns a
+// new active segment object for it, with its own read-write file and a trimmed index.
+// old is left to readers that still hold it.
+func (l *Log) truncatedCopyLocked(old *segment, target int64) (*segment, error) {
+	pos := int64(0)
+	hb := new([batch.HeaderSize]byte)
+	if target > old.base {
+		start, rel := floor(old.idx.offs, uint32(target-old.base))
+		h, p, err := seekBatch(old, hb, start, old.base+int64(rel), old.size, func(h batch.Header) bool {
+			return target <= h.LastOffset()
+		})
+		if err != nil {
+			return nil, err
+		}
+		if h.BaseOffset != target {
+			return nil, fmt.Errorf("cannot truncate after offset %d: %w (batch %d..%d)",
+				target-1, ErrNotBatchBoundary, h.BaseOffset, h.LastOffset())
+		}
+		pos = p
+	}
+	f, err := l.fs.OpenReadWrite(old.path)
+	if err != nil {
+		return nil, fmt.Errorf("cannot open segment %s: %w", old.path, err)
+	}
+	if err := f.Truncate(pos); err != nil {
+		f.Close()
+		return nil, l.failLocked(fmt.Errorf("cannot truncate segment %s at %d: %w", old.path, pos, err))
+	}
+	seg := newSegment(l.dir, old.base)
+	seg.file, seg.size, seg.next, seg.created = f, pos, target, l.opts.Clock()
+	if seg.idx, err = trimIndex(seg, old.idx, hb, l.opts.IndexInterval); err != nil {
+		return nil, err
+	}
+	for _, suffix := range []string{indexSuffix, timeIndexSuffix} {
+		if err := removeIfExists(l.fs, segmentName(l.dir, seg.base, suffix)); err != nil {
+			return nil, err
+		}
+	}
+	return seg, nil
+}
+
+// trimIndex returns old's entries that lie below seg's new end, and recomputes the
+// maximum timestamp by reading the headers after the last kept time entry.
+func trimIndex(seg *segment, old *index, hb *[batch.HeaderSize]byte, interval int64) (*index, error) {
+	idx := newIndex()
+	for _, e := range old.offs {
+		if e.pos < seg.size {
+			idx.offs = append(idx.offs, e)
+		}
+	}
+	for _, e := range old.times {
+		if e.offset < seg.next {
+			idx.times = append(idx.times, e)
+		}
+	}
+	if len(idx.times) == 0 {
+		return idx, nil
+	}
+	last := idx.times[len(idx.times)-1]
+	idx.maxTs = last.ts
+	pos, rel := floor(idx.offs, uint32(last.offset-seg.base))
+	_, _, _, err := walkHeaders(seg, hb, pos, seg.base+int64(rel), seg.size, func(h batch.Header) bool {
+		idx.maxTs = max(idx.maxTs, h.MaxTimestamp)
+		return false
+	})
+	if err != nil {
+		return nil, err
+	}
+	idx.sinceOff = seg.size - idx.offs[len(idx.offs)-1].pos
+	idx.sinceTime = interval // let the next raise of the max timestamp be indexed
+	return idx, nil
+}

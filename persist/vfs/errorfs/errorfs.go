@@ -1,0 +1,210 @@
+// Package errorfs wraps a vfs.FS and injects I/O errors, for fault-injection tests.
+//
+// A real disk cannot be made to fail an fsync or run out of space on cue, so tests of
+// storage error paths use this wrapper around the real filesystem (the one fake the
+// project allows, and only for faults). An Injector decides, for every operation, whether
+// it fails. Writes that fail with ENOSPC may first write part of their bytes, as a real
+// full disk does. Safe for concurrent use if the Injector is.
+package errorfs
+
+import (
+	"strings"
+	"sync"
+	"syscall"
+
+	"sluice/persist/vfs"
+)
+
+// Op names a filesystem operation.
+type Op int
+
+// The operations an Injector can fail.
+const (
+	OpCreate Op = iota
+	OpOpen
+	OpRead
+	OpWrite
+	OpSync
+	OpTruncate
+	OpRemove
+	OpRename
+	OpSyncDir
+	OpList
+)
+
+var opNames = [...]string{"create", "open", "read", "write", "sync", "truncate", "remove", "rename", "syncdir", "list"}
+
+func (o Op) String() string { return opNames[o] }
+
+// Injector decides whether an operation on a path fails, and with what error.
+type Injector interface {
+	MaybeError(op Op, path string) error
+}
+
+// Rule fails operations that match Op and whose path ends with Suffix, after skipping the
+// first Skip matches, at most Times times (0 means forever once started).
+type Rule struct {
+	Op     Op
+	Suffix string
+	Skip   int
+	Times  int
+	Err    error
+
+	mu struct {
+		sync.Mutex
+		seen, fired int
+	}
+}
+
+// MaybeError implements Injector.
+func (r *Rule) MaybeError(op Op, path string) error {
+	if op != r.Op || !strings.HasSuffix(path, r.Suffix) {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.mu.seen++
+	if r.mu.seen <= r.Skip || (r.Times > 0 && r.mu.fired >= r.Times) {
+		return nil
+	}
+	r.mu.fired++
+	return r.Err
+}
+
+// Fired reports how many times the rule injected its error.
+func (r *Rule) Fired() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.mu.fired
+}
+
+// FS wraps an inner filesystem with an Injector.
+type FS struct {
+	inner vfs.FS
+	inj   Injector
+}
+
+// Wrap returns inner with faults from inj injected.
+func Wrap(inner vfs.FS, inj Injector) *FS { return &FS{inner: inner, inj: inj} }
+
+func (fs *FS) check(op Op, path string) error { return fs.inj.MaybeError(op, path) }
+
+// Create implements vfs.FS.
+func (fs *FS) Create(name string) (vfs.File, error) {
+	if err := fs.check(OpCreate, name); err != nil {
+		return nil, &pathError{"create", name, err}
+	}
+	f, err := fs.inner.Create(name)
+	if err != nil {
+		return nil, err
+	}
+	return &file{File: f, fs: fs}, nil
+}
+
+// OpenReadWrite implements vfs.FS.
+func (fs *FS) OpenReadWrite(name string) (vfs.File, error) {
+	if err := fs.check(OpOpen, name); err != nil {
+		return nil, &pathError{"open", name, err}
+	}
+	f, err := fs.inner.OpenReadWrite(name)
+	if err != nil {
+		return nil, err
+	}
+	return &file{File: f, fs: fs}, nil
+}
+
+// Open implements vfs.FS.
+func (fs *FS) Open(name string) (vfs.File, error) {
+	if err := fs.check(OpOpen, name); err != nil {
+		return nil, &pathError{"open", name, err}
+	}
+	f, err := fs.inner.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	return &file{File: f, fs: fs}, nil
+}
+
+// Remove implements vfs.FS.
+func (fs *FS) Remove(name string) error {
+	if err := fs.check(OpRemove, name); err != nil {
+		return &pathError{"remove", name, err}
+	}
+	return fs.inner.Remove(name)
+}
+
+// Rename implements vfs.FS.
+func (fs *FS) Rename(oldname, newname string) error {
+	if err := fs.check(OpRename, newname); err != nil {
+		return &pathError{"rename", newname, err}
+	}
+	return fs.inner.Rename(oldname, newname)
+}
+
+// MkdirAll implements vfs.FS.
+func (fs *FS) MkdirAll(dir string) error { return fs.inner.MkdirAll(dir) }
+
+// List implements vfs.FS.
+func (fs *FS) List(dir string) ([]string, error) {
+	if err := fs.check(OpList, dir); err != nil {
+		return nil, &pathError{"list", dir, err}
+	}
+	return fs.inner.List(dir)
+}
+
+// Stat implements vfs.FS.
+func (fs *FS) Stat(name string) (int64, error) { return fs.inner.Stat(name) }
+
+// SyncDir implements vfs.FS.
+func (fs *FS) SyncDir(dir string) error {
+	if err := fs.check(OpSyncDir, dir); err != nil {
+		return &pathError{"syncdir", dir, err}
+	}
+	return fs.inner.SyncDir(dir)
+}
+
+type file struct {
+	vfs.File
+	fs *FS
+}
+
+func (f *file) ReadAt(p []byte, off int64) (int, error) {
+	if err := f.fs.check(OpRead, f.Name()); err != nil {
+		return 0, &pathError{"read", f.Name(), err}
+	}
+	return f.File.ReadAt(p, off)
+}
+
+// WriteAt writes half of p before failing with ENOSPC, like a disk that fills mid-write.
+func (f *file) WriteAt(p []byte, off int64) (int, error) {
+	if err := f.fs.check(OpWrite, f.Name()); err != nil {
+		n := 0
+		if err == syscall.ENOSPC && len(p) > 1 {
+			n, _ = f.File.WriteAt(p[:len(p)/2], off)
+		}
+		return n, &pathError{"write", f.Name(), err}
+	}
+	return f.File.WriteAt(p, off)
+}
+
+func (f *file) Sync() error {
+	if err := f.fs.check(OpSync, f.Name()); err != nil {
+		return &pathError{"sync", f.Name(), err}
+	}
+	return f.File.Sync()
+}
+
+func (f *file) Truncate(size int64) error {
+	if err := f.fs.check(OpTruncate, f.Name()); err != nil {
+		return &pathError{"truncate", f.Name(), err}
+	}
+	return f.File.Truncate(size)
+}
+
+type pathError struct {
+	op, path string
+	err      error
+}
+
+func (e *pathError) Error() string { return "injected: " + e.op + " " + e.path + ": " + e.err.Error() }
+func (e *pathError) Unwrap() error { return e.err }

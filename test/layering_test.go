@@ -1,0 +1,164 @@
+// Package test holds the repository-wide tests: package layering here, and the heavier
+// integration tests (real broker processes, ZooKeeper, HDFS) as they arrive.
+package test
+
+import (
+	"fmt"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const module = "sluice"
+
+// layers gives each package (by path relative to the module root; a trailing "/..."
+// covers a tree) its row in STYLE.md's layering. A package may import module packages
+// only from rows above its own (smaller numbers); a package missing here fails the test,
+// so every new package takes a deliberate place.
+var layers = []struct {
+	pkg string
+	row int
+}{
+	{"internal/...", 1},    // small helpers, standard library only
+	{"persist/vfs/...", 1}, // filesystem interface and fault injection
+	{"batch", 2},           // the record batch format
+	{"wire", 2},            // frames, requests, error codes
+	{"codec", 2},           // compression (klauspost/compress)
+	{"memarena/...", 2},    // the memory arena
+	{"persist", 3},         // storage tier interface
+	{"persist/local", 3},   // segment log
+	{"persist/hdfs", 3},    // HDFS backend and shipper
+	{"sched/...", 3},       // shards and mailboxes
+	{"engine/...", 4},      // partitions, topics, the write window
+	{"netio/...", 5},       // gnet handler, codec, writer
+	{"client/...", 5},      // the Go client
+	{"broker/...", 6},      // broker assembly
+	{"admin/...", 6},       // ZooKeeper placement
+	{"bench/...", 7},       // bench harness
+	{"tools/...", 7},       // operator tools
+	{"cmd/...", 8},         // the binary
+	{"test", 9},            // this package
+}
+
+// only lists third-party imports that exactly one place may use (STYLE.md rule 5), and
+// module packages that some packages must never reach.
+var only = map[string]string{
+	"github.com/panjf2000/gnet":       "netio",
+	"github.com/go-zookeeper/zk":      "admin",
+	"github.com/colinmarc/hdfs":       "persist/hdfs",
+	"github.com/klauspost/compress":   "codec",
+	"github.com/twmb/franz-go":        "bench",
+	"github.com/nats-io/nats.go":      "bench",
+	"github.com/prometheus/client_go": "broker",
+}
+
+// clientMayUse is what the client links against: the wire format only (rows 1-2).
+const clientMaxRow = 2
+
+func rowOf(pkg string) (int, bool) {
+	for _, l := range layers {
+		if tree, ok := strings.CutSuffix(l.pkg, "/..."); ok {
+			if pkg == tree || strings.HasPrefix(pkg, tree+"/") {
+				return l.row, true
+			}
+		} else if pkg == l.pkg {
+			return l.row, true
+		}
+	}
+	return 0, false
+}
+
+// TestLayering parses the imports of every non-test Go file in the module.
+func TestLayering(t *testing.T) {
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if name := d.Name(); path != root && (strings.HasPrefix(name, ".") || name == "testdata") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		rel, _ := filepath.Rel(root, filepath.Dir(path))
+		bad, err := checkFile(path, filepath.ToSlash(rel))
+		for _, b := range bad {
+			t.Error(b)
+		}
+		checked++
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if checked < 10 {
+		t.Fatalf("only %d files checked: is the module root right?", checked)
+	}
+}
+
+// checkFile returns the layering violations of one file of package pkg.
+func checkFile(path, pkg string) ([]string, error) {
+	f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
+	if err != nil {
+		return nil, err
+	}
+	row, ok := rowOf(pkg)
+	if !ok {
+		return []string{fmt.Sprintf("%s: package %s has no row in the layering table", path, pkg)}, nil
+	}
+	var bad []string
+	fail := func(format string, args ...any) { bad = append(bad, path+": "+fmt.Sprintf(format, args...)) }
+	for _, imp := range f.Imports {
+		ip := strings.Trim(imp.Path.Value, `"`)
+		if inner, ok := strings.CutPrefix(ip, module+"/"); ok {
+			irow, known := rowOf(inner)
+			related := strings.HasPrefix(inner, pkg+"/") || strings.HasPrefix(pkg, inner+"/")
+			switch {
+			case !known:
+				fail("imports %s, which has no row", ip)
+			case irow > row || (irow == row && !related):
+				fail("row %d imports %s (row %d): only rows above, or its own parent or children, may be imported", row, ip, irow)
+			case strings.HasPrefix(pkg, "client") && irow > clientMaxRow:
+				fail("the client may use only the wire format, not %s", ip)
+			}
+			continue
+		}
+		if row == 1 && strings.Contains(strings.SplitN(ip, "/", 2)[0], ".") {
+			fail("row-1 helpers use the standard library only, not %s", ip)
+		}
+		for prefix, owner := range only {
+			if strings.HasPrefix(ip, prefix) && pkg != owner && !strings.HasPrefix(pkg, owner+"/") {
+				fail("imports %s, which only %s may import", ip, owner)
+			}
+		}
+	}
+	return bad, nil
+}
+
+// TestLayeringCatches makes sure the checker fails on violations.
+func TestLayeringCatches(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "bad.go")
+	src := "package local\nimport _ \"sluice/engine\"\nimport _ \"github.com/panjf2000/gnet/v2\"\n"
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bad, err := checkFile(path, "persist/local")
+	if err != nil || len(bad) != 2 {
+		t.Fatalf("a row-3 package importing engine and gnet: %q, %v", bad, err)
+	}
+	if bad, _ := checkFile(path, "nowhere"); len(bad) != 1 {
+		t.Fatalf("a package without a row: %q", bad)
+	}
+}
