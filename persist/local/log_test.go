@@ -327,3 +327,17 @@ func TestOpenRefusesForeignFiles(t *testing.T) {
 		}
 	}
 }
+
+func TestSegmentName(t *testing.T) {
+	for _, c := range []struct {
+		base int64
+		want string
+	}{{0, "d/00000000000000000000.log"}, {170410, "d/00000000000000170410.log"}, {1<<63 - 1, "d/09223372036854775807.log"}} {
+		if got := segmentName("d", c.base, logSuffix); got != c.want {
+			t.Errorf("segmentName(%d) = %s, want %s", c.base, got, c.want)
+		}
+		if kind, base := parseName(filepath.Base(c.want)); kind != kindLog || base != c.base {
+			t.Errorf("parseName(%s) = %v %d", c.want, kind, base)
+		}
+	}
+}

@@ -1,7 +1,6 @@
 package local
 
 import (
-	"fmt"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -17,7 +16,14 @@ const (
 // segmentName returns the path of a segment file: the 20-digit zero-padded base offset
 // plus the suffix.
 func segmentName(dir string, base int64, suffix string) string {
-	return filepath.Join(dir, fmt.Sprintf("%020d%s", base, suffix))
+	var buf [20]byte
+	digits := strconv.AppendInt(buf[:0], base, 10)
+	name := make([]byte, 0, len(dir)+1+20+len(suffix))
+	name = append(append(name, dir...), filepath.Separator)
+	for range 20 - len(digits) {
+		name = append(name, '0')
+	}
+	return string(append(append(name, digits...), suffix...))
 }
 
 // fileKind classifies a directory entry.

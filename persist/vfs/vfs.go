@@ -98,14 +98,19 @@ func (osFS) Remove(name string) error             { return os.Remove(name) }
 func (osFS) Rename(oldname, newname string) error { return os.Rename(oldname, newname) }
 func (osFS) MkdirAll(dir string) error            { return os.MkdirAll(dir, 0o755) }
 
+// List reads names only (no DirEntry values): opening a partition with thousands of
+// segments lists its directory, and that should cost one string per file.
 func (osFS) List(dir string) ([]string, error) {
-	ents, err := os.ReadDir(dir)
+	d, err := os.Open(dir)
 	if err != nil {
 		return nil, err
 	}
-	names := make([]string, len(ents))
-	for i, e := range ents {
-		names[i] = e.Name()
+	names, err := d.Readdirnames(-1)
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, err
 	}
 	sort.Strings(names)
 	return names, nil
