@@ -341,3 +341,28 @@ func TestSegmentName(t *testing.T) {
 		}
 	}
 }
+
+func TestWalkHeaders(t *testing.T) {
+	l := openLog(t, t.TempDir(), Options{SegmentBytes: 4 << 10, Sync: SyncNever})
+	next := appendN(t, l, 300)
+	for _, from := range []int64{0, 1, 77, next - 1, next} {
+		var got []int64
+		if err := l.WalkHeaders(from, func(h batch.Header) bool { got = append(got, h.BaseOffset); return true }); err != nil {
+			t.Fatal(err)
+		}
+		want := []int64{}
+		for o := int64(0); o < next; o += int64(countAt(o)) {
+			if o+int64(countAt(o)) > from {
+				want = append(want, o)
+			}
+		}
+		if len(got) != len(want) || (len(got) > 0 && (got[0] != want[0] || got[len(got)-1] != want[len(want)-1])) {
+			t.Fatalf("walk from %d: %d batches, want %d", from, len(got), len(want))
+		}
+	}
+	n := 0
+	l.WalkHeaders(0, func(batch.Header) bool { n++; return n < 5 })
+	if n != 5 {
+		t.Fatalf("walk did not stop: %d", n)
+	}
+}

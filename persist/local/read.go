@@ -245,3 +245,30 @@ func (l *Log) OffsetForTime(ts int64) (int64, error) {
 	}
 	return h.BaseOffset, nil
 }
+
+// WalkHeaders calls fn with the header of every batch from the one holding offset to the
+// end of the log, in order, reading headers only (for example to rebuild producer state
+// when a partition loads). It stops early when fn returns false.
+func (l *Log) WalkHeaders(offset int64, fn func(h batch.Header) bool) error {
+	hb := l.hdrs.Get().(*[batch.HeaderSize]byte)
+	defer l.hdrs.Put(hb)
+	for {
+		r, err := l.ReadRegion(offset, 1) // the batch holding offset, located through the index
+		if err != nil || r.Empty() {
+			return err
+		}
+		l.mu.Lock()
+		size := r.seg.size
+		l.mu.Unlock()
+		stopped := false
+		_, end, _, err := walkHeaders(r.seg, hb, r.Pos, r.Offset, size, func(h batch.Header) bool {
+			offset = h.LastOffset() + 1
+			stopped = !fn(h)
+			return stopped
+		})
+		r.Release()
+		if err != nil || stopped || end < size {
+			return err
+		}
+	}
+}
