@@ -3,18 +3,18 @@
 #   make test   every test, after installing what the tests need
 GO       ?= go
 FUZZTIME ?= 5s
-DEMO     ?= $(CURDIR)/.demo
 
 .PHONY: run test deps check unit fuzz bench build
 
 build:
 	$(GO) build -o bin/sluice ./cmd/sluice
 
-# Until the broker lands, the embedded default writes a demo partition log and verifies it.
+# The embedded default: one broker process, every topic local, no ZooKeeper, no HDFS.
+# DATA and LISTEN choose where it keeps its partitions and where it serves.
+DATA   ?= $(CURDIR)/data
+LISTEN ?= 127.0.0.1:9440
 run: build
-	rm -rf "$(DEMO)"
-	bin/sluice segment demo "$(DEMO)/p0"
-	bin/sluice segment verify "$(DEMO)/p0"
+	bin/sluice broker -data "$(DATA)" -listen "$(LISTEN)" -metrics 127.0.0.1:9441
 
 test: deps check unit fuzz
 

@@ -33,6 +33,7 @@ func (e problemError) Unwrap() error { return e.err }
 
 func commands() map[string]command {
 	return map[string]command{
+		"broker":         {"broker -data DIR [-listen ADDR] [-config FILE] [-arena-size SIZE] [-metrics ADDR]: run the embedded broker", runBroker},
 		"segment dump":   {"segment dump DIR: print every batch of a partition directory", segmentDump},
 		"segment verify": {"segment verify DIR: check CRCs, offsets and indexes; exit 1 on a problem", segmentVerify},
 		"segment demo":   {"segment demo DIR [-batches N]: write a small demo log", segmentDemo},

@@ -1,0 +1,142 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"sluice/memarena"
+	"sluice/netio"
+	"sluice/sched"
+)
+
+// Broker is a running embedded broker.
+type Broker struct {
+	cfg   Config
+	arena *memarena.Arena
+	sched *sched.Scheduler
+	net   *netio.Server
+	addr  string
+
+	mu struct {
+		sync.RWMutex
+		topics map[string]*topic
+	}
+	createMu    sync.Mutex
+	lastSession atomic.Uint64
+}
+
+// Start opens the data directory (recovering every partition), starts the shards and
+// serves. It returns once the listener is up.
+func Start(cfg Config) (*Broker, error) {
+	cfg.EnsureDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("cannot create data directory: %w", err)
+	}
+	b := &Broker{cfg: cfg}
+	b.mu.topics = map[string]*topic{}
+	var err error
+	if b.arena, err = memarena.New(cfg.Arena); err != nil {
+		return nil, err
+	}
+	if b.sched, err = sched.New(cfg.Sched); err != nil {
+		b.arena.Close()
+		return nil, err
+	}
+	if err := b.loadTopics(); err != nil {
+		b.closeAll()
+		return nil, err
+	}
+	b.scheduleBackground()
+	if err := b.sched.Start(); err != nil {
+		b.closeAll()
+		return nil, err
+	}
+	if b.net, err = netio.Start(cfg.Net, b); err != nil {
+		b.sched.Close()
+		b.closeAll()
+		return nil, err
+	}
+	b.addr = b.net.Addr()
+	cfg.Logger.Info("broker serving", "addr", b.addr, "topics", len(b.mu.topics), "config", cfg.String())
+	return b, nil
+}
+
+// scheduleBackground registers each shard's periodic work: group fsync (which also
+// answers producers waiting for durability) and retention; and closes the shard's
+// partitions when the shard stops. It runs before the shards start.
+func (b *Broker) scheduleBackground() {
+	for i := range b.sched.NumShards() {
+		sh := b.sched.Shard(i)
+		sh.Every(b.cfg.Log.SyncInterval, "fsync", func(time.Time) { b.forParts(sh, b.tickPart) })
+		sh.Every(b.cfg.RetentionCheck, "retention", func(time.Time) { b.forParts(sh, b.retainPart) })
+		sh.OnClose(func() { b.forParts(sh, b.closePart) })
+	}
+}
+
+// forParts runs fn on every partition of shard sh; on the shard goroutine.
+func (b *Broker) forParts(sh *sched.Shard, fn func(*part)) {
+	b.mu.RLock()
+	var parts []*part
+	for _, t := range b.mu.topics {
+		for _, pt := range t.parts {
+			if pt.shard == sh {
+				parts = append(parts, pt)
+			}
+		}
+	}
+	b.mu.RUnlock()
+	for _, pt := range parts {
+		fn(pt)
+	}
+}
+
+func (b *Broker) tickPart(pt *part) {
+	if err := pt.p.Tick(); err != nil {
+		b.cfg.Logger.Error("fsync failed", "topic", pt.topic.meta.Name, "partition", pt.id, "err", err)
+	}
+	b.answerDurable(pt)
+}
+
+func (b *Broker) retainPart(pt *part) {
+	if _, err := pt.p.Log().ApplyRetention(pt.p.Log().Durable()); err != nil {
+		b.cfg.Logger.Error("retention failed", "topic", pt.topic.meta.Name, "partition", pt.id, "err", err)
+	}
+}
+
+func (b *Broker) closePart(pt *part) {
+	b.answerAllParked(pt)
+	if err := pt.p.Close(); err != nil {
+		b.cfg.Logger.Error("close failed", "topic", pt.topic.meta.Name, "partition", pt.id, "err", err)
+	}
+}
+
+// Addr returns the address the broker serves on.
+func (b *Broker) Addr() string { return b.addr }
+
+// Shutdown stops serving and makes everything accepted durable: it closes the listener
+// and the connections, lets the shards run every queued request, fsyncs and closes every
+// partition, and frees the arena.
+func (b *Broker) Shutdown(ctx context.Context) error {
+	err := b.net.Stop(ctx)
+	b.sched.Close()
+	b.arena.Close()
+	return err
+}
+
+// closeAll closes partitions and the arena when start fails.
+func (b *Broker) closeAll() {
+	for _, t := range b.mu.topics {
+		b.closeParts(t.parts)
+	}
+	b.arena.Close()
+}
+
+// Stats returns the network and arena figures.
+func (b *Broker) Stats() (netio.Stats, memarena.Stats) { return b.net.Stats(), b.arena.Stats() }

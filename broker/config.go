@@ -1,0 +1,68 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"sluice/memarena"
+	"sluice/netio"
+	"sluice/persist/local"
+	"sluice/sched"
+)
+
+// Config configures a broker. Flags and config files are read by cmd/sluice; this
+// package gets plain values.
+type Config struct {
+	DataDir string
+	Net     netio.Config
+	Arena   memarena.Config
+	Sched   sched.Config
+	// Log holds the defaults of every partition's segment log (topics may override
+	// segment size and retention). FS, Clock and Logger are set by the broker.
+	Log local.Options
+	// RetentionCheck is how often each shard applies retention. Default 30 s.
+	RetentionCheck time.Duration
+	// BusyRetryAfter is what a throttled producer is told to wait. Default 5 ms.
+	BusyRetryAfter time.Duration
+	Logger         *slog.Logger
+}
+
+// EnsureDefaults fills unset fields.
+func (c *Config) EnsureDefaults() *Config {
+	c.Net.EnsureDefaults()
+	c.Arena.EnsureDefaults()
+	c.Sched.EnsureDefaults()
+	c.Log.EnsureDefaults()
+	if c.RetentionCheck == 0 {
+		c.RetentionCheck = 30 * time.Second
+	}
+	if c.BusyRetryAfter == 0 {
+		c.BusyRetryAfter = 5 * time.Millisecond
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	c.Net.Logger = c.Logger
+	c.Log.Logger = c.Logger
+	return c
+}
+
+// Validate checks every part.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.DataDir == "" {
+		errs = append(errs, errors.New("data directory not set"))
+	}
+	errs = append(errs, c.Net.Validate(), c.Arena.Validate(), c.Sched.Validate(), c.Log.Validate())
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("invalid broker config: %w", err)
+	}
+	return nil
+}
+
+// String renders the configuration for the startup log.
+func (c *Config) String() string {
+	return fmt.Sprintf("data=%s listen=%s arena={%v} shards={%v} log={%v}", c.DataDir, c.Net.Listen, c.Arena, c.Sched, c.Log.String())
+}

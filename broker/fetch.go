@@ -1,0 +1,114 @@
+package broker
+
+import (
+	"time"
+
+	"sluice/engine"
+	"sluice/memarena"
+	"sluice/netio"
+	"sluice/sched"
+	"sluice/wire"
+)
+
+// fetchTask carries a fetch request to its partition's shard, and waits there when it
+// long-polls.
+type fetchTask struct {
+	b      *Broker
+	pt     *part
+	c      *netio.Conn
+	slot   netio.Slot
+	hdr    wire.ResponseHeader
+	req    wire.FetchRequest
+	timer  sched.Timer
+	parked bool
+}
+
+func (b *Broker) handleFetch(c *netio.Conn, slot netio.Slot, hdr wire.ResponseHeader, r *wire.FetchRequest) {
+	pt, err := b.lookup(r.Topic, r.Partition)
+	if err != nil {
+		respond(c, slot, hdr, err, nil)
+		return
+	}
+	t := &fetchTask{b: b, pt: pt, c: c, slot: slot, hdr: hdr, req: *r}
+	t.req.Topic = nil
+	if err := pt.shard.Submit(t); err != nil {
+		respond(c, slot, hdr, wire.NewError(wire.CodeBusy, "shard queue full"), nil)
+	}
+}
+
+// Run reads on the shard goroutine, or parks the request until data arrives or its max
+// wait passes.
+func (t *fetchTask) Run(sh *sched.Shard) {
+	if t.req.MaxWaitMs > 0 && t.req.Offset == t.pt.p.Window().Next && !sh.Closing() {
+		t.parked = true
+		t.pt.fetchWaiters = append(t.pt.fetchWaiters, t)
+		t.timer = sh.After(time.Duration(t.req.MaxWaitMs)*time.Millisecond, func(time.Time) { t.expire() })
+		return
+	}
+	t.serve()
+}
+
+// serve answers with whatever the partition has at the offset: arena chunks by writev,
+// or a segment region by sendfile; the chunks or the region stay held until written.
+func (t *fetchTask) serve() {
+	res, err := t.pt.p.Fetch(t.req.Offset, int(max(t.req.MaxBytes, 1)), nil)
+	if err != nil {
+		t.fail(err, res.Window)
+		return
+	}
+	body := wire.FetchResponse{HighWatermark: res.Next, LogStartOffset: res.Start, Checkpoint: res.Checkpoint}
+	n := res.Len()
+	resp := netio.Response{Head: body.AppendFrameHeader(nil, t.hdr, int(n)), File: -1}
+	switch {
+	case len(res.Spans) > 0:
+		for i := range res.Spans {
+			resp.Iov = append(resp.Iov, res.Spans[i].Bytes())
+		}
+		spans := res.Spans
+		resp.Done = func() { memarena.ReleaseAll(spans) }
+	case n > 0:
+		region := res.Region
+		resp.File, resp.Pos, resp.Len = int(region.File.Fd()), region.Pos, region.Len
+		resp.Done = func() { region.Release() }
+	}
+	t.c.Respond(t.slot, resp)
+}
+
+func (t *fetchTask) fail(err error, w engine.Window) {
+	if isOutOfRange(err) {
+		w = t.pt.p.Window()
+		body := &wire.FetchResponse{HighWatermark: w.Next, LogStartOffset: w.Start, Checkpoint: w.Checkpoint}
+		r := wire.Response{Header: t.hdr, Text: err.Error(), Body: body}
+		r.Header.Code = wire.CodeOffsetOutOfRange
+		t.c.Respond(t.slot, netio.Response{Head: r.AppendTo(nil), File: -1})
+		return
+	}
+	respond(t.c, t.slot, t.hdr, wire.NewError(wire.CodeNotServing, err.Error()), nil)
+}
+
+// expire answers a long poll whose wait ran out (with no records, or what arrived).
+func (t *fetchTask) expire() {
+	if !t.parked {
+		return
+	}
+	t.parked = false
+	ws := t.pt.fetchWaiters
+	for i, w := range ws {
+		if w == t {
+			t.pt.fetchWaiters = append(ws[:i], ws[i+1:]...)
+			break
+		}
+	}
+	t.serve()
+}
+
+// wakeFetchers answers the long polls of a partition that just got data.
+func (b *Broker) wakeFetchers(pt *part) {
+	ws := pt.fetchWaiters
+	pt.fetchWaiters = nil
+	for _, t := range ws {
+		t.parked = false
+		t.timer.Stop()
+		t.serve()
+	}
+}

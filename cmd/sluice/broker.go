@@ -1,0 +1,219 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"sluice/broker"
+	"sluice/memarena"
+	"sluice/persist/local"
+)
+
+// brokerFlags are the broker's flags; a config file (key = value lines) sets the same
+// keys, and flags given on the command line win.
+type brokerFlags struct {
+	fs        *flag.FlagSet
+	config    string
+	readyFile string
+	metrics   string
+	pprof     bool
+	logLevel  string
+	settings  map[string]*string
+}
+
+// brokerKeys are the settings a config file or a flag may give, with their help.
+var brokerKeys = [][2]string{
+	{"data", "data directory (required)"},
+	{"listen", "address to serve on (default 127.0.0.1:9440)"},
+	{"arena.size", "arena size, e.g. 8GiB (default 1GiB)"},
+	{"arena.chunk_size", "arena chunk size (default 256KiB)"},
+	{"arena.low_watermark", "fraction of the arena kept free by reclaim"},
+	{"arena.high_watermark", "fraction free at which reclaim stops"},
+	{"arena.partition_min", "memory each partition keeps under pressure"},
+	{"arena.partition_max", "most memory one partition may hold"},
+	{"log.fsync", "fsync policy: group, batch or never (default group)"},
+	{"log.fsync_interval", "group fsync interval (default 5ms)"},
+	{"log.segment_bytes", "segment size (default 1GiB)"},
+	{"log.retention_bytes", "default retention by size per partition"},
+	{"log.retention", "default retention by age, e.g. 168h"},
+	{"shards", "number of shards (default: cores)"},
+	{"loops", "number of event loops (default: cores)"},
+}
+
+func newBrokerFlags() *brokerFlags {
+	f := &brokerFlags{fs: flag.NewFlagSet("broker", flag.ContinueOnError), settings: map[string]*string{}}
+	for _, k := range brokerKeys {
+		f.settings[k[0]] = f.fs.String(k[0], "", k[1])
+	}
+	f.fs.StringVar(f.settings["arena.size"], "arena-size", "", "same as -arena.size")
+	f.fs.StringVar(&f.config, "config", "", "config file of `key = value` lines with the keys above")
+	f.fs.StringVar(&f.readyFile, "ready-file", "", "write the serving address to this file once serving")
+	f.fs.StringVar(&f.metrics, "metrics", "", "serve Prometheus metrics (and pprof with -pprof) on this address")
+	f.fs.BoolVar(&f.pprof, "pprof", false, "serve /debug/pprof on the metrics address")
+	f.fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	return f
+}
+
+// readConfigFile sets every key of the file that no flag set.
+func (f *brokerFlags) readConfigFile(set map[string]bool) error {
+	raw, err := os.ReadFile(f.config)
+	if err != nil {
+		return fmt.Errorf("cannot read config file: %w", err)
+	}
+	sc := bufio.NewScanner(strings.NewReader(string(raw)))
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		ptr := f.settings[k]
+		if !ok || ptr == nil {
+			return fmt.Errorf("config file %s line %d: unknown setting %q", f.config, n, k)
+		}
+		if !set[k] {
+			*ptr = v
+		}
+	}
+	return nil
+}
+
+// brokerConfig turns the settings into a broker.Config, with clear errors.
+func (f *brokerFlags) brokerConfig(logger *slog.Logger) (broker.Config, error) {
+	s := func(k string) string { return *f.settings[k] }
+	cfg := broker.Config{DataDir: s("data"), Logger: logger}
+	cfg.Net.Listen = cmp(s("listen"), "127.0.0.1:9440")
+	var errs []error
+	size := func(k string, dst *int64) {
+		if v := s(k); v != "" {
+			n, err := memarena.ParseSize(v)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", k, err))
+			}
+			*dst = n
+		}
+	}
+	frac := func(k string, dst *float64) {
+		if v := s(k); v != "" {
+			x, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", k, err))
+			}
+			*dst = x
+		}
+	}
+	dur := func(k string, dst *time.Duration) {
+		if v := s(k); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", k, err))
+			}
+			*dst = d
+		}
+	}
+	integer := func(k string, dst *int) {
+		if v := s(k); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", k, err))
+			}
+			*dst = n
+		}
+	}
+	size("arena.size", &cfg.Arena.Size)
+	size("arena.chunk_size", &cfg.Arena.ChunkSize)
+	frac("arena.low_watermark", &cfg.Arena.LowWatermark)
+	frac("arena.high_watermark", &cfg.Arena.HighWatermark)
+	size("arena.partition_min", &cfg.Arena.PartitionMin)
+	size("arena.partition_max", &cfg.Arena.PartitionMax)
+	if v := s("log.fsync"); v != "" {
+		m, err := local.ParseSyncMode(v)
+		errs = append(errs, err)
+		cfg.Log.Sync = m
+	}
+	dur("log.fsync_interval", &cfg.Log.SyncInterval)
+	size("log.segment_bytes", &cfg.Log.SegmentBytes)
+	size("log.retention_bytes", &cfg.Log.RetentionBytes)
+	dur("log.retention", &cfg.Log.RetentionAge)
+	integer("shards", &cfg.Sched.Shards)
+	integer("loops", &cfg.Net.Loops)
+	if cfg.DataDir == "" {
+		errs = append(errs, errors.New("-data is required"))
+	}
+	return cfg, errors.Join(errs...)
+}
+
+func cmp(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}
+
+func runBroker(args []string, stdout, stderr io.Writer) error {
+	f := newBrokerFlags()
+	f.fs.SetOutput(stderr)
+	if err := f.fs.Parse(normalizeFlags(args)); err != nil {
+		return usageError{err.Error()}
+	}
+	set := map[string]bool{}
+	f.fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	if f.config != "" {
+		if err := f.readConfigFile(set); err != nil {
+			return usageError{err.Error()}
+		}
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
+		return usageError{"-log-level: " + err.Error()}
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	cfg, err := f.brokerConfig(logger)
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	b, err := broker.Start(cfg)
+	if err != nil {
+		return err
+	}
+	if f.metrics != "" {
+		if err := b.ServeMetrics(f.metrics, f.pprof); err != nil {
+			b.Shutdown(context.Background())
+			return err
+		}
+	}
+	fmt.Fprintf(stdout, "sluice broker serving on %s (data %s)\n", b.Addr(), cfg.DataDir)
+	if f.readyFile != "" {
+		if err := os.WriteFile(f.readyFile, []byte(b.Addr()+"\n"), 0o644); err != nil {
+			b.Shutdown(context.Background())
+			return fmt.Errorf("cannot write ready file: %w", err)
+		}
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	got := <-sig
+	logger.Info("shutting down: making everything accepted durable", "signal", got.String())
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := b.Shutdown(ctx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	logger.Info("stopped")
+	return nil
+}
+
+// normalizeFlags accepts --name as well as -name (the flag package does both already)
+// and --name=value; it exists to keep the README's spelling working.
+func normalizeFlags(args []string) []string { return args }

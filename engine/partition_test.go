@@ -1,0 +1,230 @@
+package engine
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"testing"
+
+	"sluice/batch"
+	"sluice/memarena"
+	"sluice/persist/local"
+)
+
+func newArena(t testing.TB, size, chunk int64) *memarena.Arena {
+	t.Helper()
+	cfg := memarena.Config{Size: size, ChunkSize: chunk}
+	cfg.EnsureDefaults()
+	a, err := memarena.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	return a
+}
+
+func openPartition(t testing.TB, dir string, a *memarena.Arena, opts local.Options, session uint64) *Partition {
+	t.Helper()
+	l, err := local.Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := OpenPartition(PartitionConfig{Topic: "t", ID: 0, Version: 1, Session: session}, l, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// mkBatch builds a batch of n records whose values name the producer's sequence.
+func mkBatch(pid int64, seq int32, n int, size int) []byte {
+	var b batch.Builder
+	b.Reset(nil, pid, seq)
+	for i := range n {
+		v := fmt.Appendf(nil, "p%d-s%d-", pid, int(seq)+i)
+		v = append(v, bytes.Repeat([]byte{'.'}, max(0, size-len(v)))...)
+		b.Add(uint16(i), 1_700_000_000_000+int64(seq)+int64(i), nil, v)
+	}
+	return b.Finish()
+}
+
+// readAll fetches [from, end) and returns the record values.
+func readAll(t testing.TB, p *Partition, from int64) []string {
+	t.Helper()
+	var vals []string
+	var spans []memarena.Span
+	for off := from; off < p.Window().Next; {
+		res, err := p.Fetch(off, 1<<16, spans)
+		if err != nil {
+			t.Fatalf("fetch at %d: %v", off, err)
+		}
+		var data []byte
+		if len(res.Spans) > 0 {
+			for i := range res.Spans {
+				data = append(data, res.Spans[i].Bytes()...)
+			}
+		} else {
+			data = make([]byte, res.Region.Len)
+			if _, err := res.Region.File.ReadAt(data, res.Region.Pos); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for len(data) > 0 {
+			var it batch.Iter
+			if err := it.Reset(data); err != nil {
+				t.Fatalf("fetch at %d: %v", off, err)
+			}
+			h := it.Header()
+			for it.Next() {
+				if r := it.Record(); r.Offset >= off {
+					vals = append(vals, string(bytes.TrimRight(r.Value, ".")))
+				}
+			}
+			off = h.LastOffset() + 1
+			data = data[h.Size():]
+		}
+		spans = res.Spans
+		res.Release()
+	}
+	return vals
+}
+
+func TestProduceFetchAndWindow(t *testing.T) {
+	a := newArena(t, 8<<20, 64<<10)
+	dir := t.TempDir()
+	p := openPartition(t, dir, a, local.Options{Sync: local.SyncEveryBatch}, 77)
+	// The first request (S = 0) is accepted and learns S.
+	res, err := p.Produce(1, 0, mkBatch(5, 0, 3, 10))
+	if err != nil || res.Base != 0 || res.Last != 2 || res.Session != 77 || res.Checkpoint != 2 {
+		t.Fatalf("first produce: %+v %v", res, err)
+	}
+	// Wrong V or S: rejected with the current window.
+	for _, c := range []struct {
+		v    uint32
+		s    uint64
+		want error
+	}{{2, 77, ErrVersionMismatch}, {1, 78, ErrSessionMismatch}} {
+		_, err := p.Produce(c.v, c.s, mkBatch(5, 3, 1, 10))
+		var we *WindowError
+		if !errors.Is(err, c.want) || !errors.As(err, &we) || we.Session != 77 || we.Checkpoint != 2 {
+			t.Fatalf("V=%d S=%d: %v", c.v, c.s, err)
+		}
+	}
+	// Two batches in one request, then an empty request.
+	two := append(mkBatch(5, 3, 2, 10), mkBatch(5, 5, 1, 10)...)
+	if res, err = p.Produce(1, 77, two); err != nil || res.Base != 3 || res.Last != 5 {
+		t.Fatalf("two batches: %+v %v", res, err)
+	}
+	if res, err = p.Produce(1, 77, nil); err != nil || res.Next != 6 || res.Base != -1 {
+		t.Fatalf("empty produce: %+v %v", res, err)
+	}
+	want := []string{"p5-s0-", "p5-s1-", "p5-s2-", "p5-s3-", "p5-s4-", "p5-s5-"}
+	if got := readAll(t, p, 0); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("read %v", got)
+	}
+	if got := readAll(t, p, 4); fmt.Sprint(got) != fmt.Sprint(want[4:]) {
+		t.Fatalf("read from 4: %v", got)
+	}
+	if hits, _ := p.Counters(); hits == 0 {
+		t.Fatal("no reads were served from memory")
+	}
+}
+
+func TestDedup(t *testing.T) {
+	a := newArena(t, 8<<20, 64<<10)
+	dir := t.TempDir()
+	p := openPartition(t, dir, a, local.Options{}, 1)
+	for seq := int32(0); seq < 30; seq += 3 {
+		if _, err := p.Produce(1, 1, mkBatch(9, seq, 3, 10)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(p *Partition) {
+		t.Helper()
+		// A resend of a recent batch gets its first offsets back and appends nothing.
+		res, err := p.Produce(1, 0, mkBatch(9, 24, 3, 10))
+		if err != nil || res.Duplicates != 1 || res.Base != 24 || res.Last != 26 || res.Next != 30 {
+			t.Fatalf("resend: %+v %v", res, err)
+		}
+		// A resend older than the window is acknowledged without offsets.
+		if res, err = p.Produce(1, 0, mkBatch(9, 0, 3, 10)); err != nil || res.Duplicates != 1 || res.Next != 30 {
+			t.Fatalf("old resend: %+v %v", res, err)
+		}
+		// A gap is refused; so is an overlap that is not a resend.
+		for _, seq := range []int32{31, 25} {
+			if _, err := p.Produce(1, 0, mkBatch(9, seq, 3, 10)); !errors.Is(err, ErrOutOfOrderSequence) {
+				t.Fatalf("seq %d: %v", seq, err)
+			}
+		}
+		// Producer id 0 is not deduplicated.
+		if res, err = p.Produce(1, 0, mkBatch(0, 0, 1, 10)); err != nil || res.Duplicates != 0 {
+			t.Fatalf("non-idempotent: %+v %v", res, err)
+		}
+	}
+	check(p)
+	p.Close()
+	// Rebuilt from the log on load (new session).
+	p = openPartition(t, dir, a, local.Options{}, 2)
+	defer p.Close()
+	next := p.Window().Next
+	res, err := p.Produce(1, 0, mkBatch(9, 24, 3, 10))
+	if err != nil || res.Duplicates != 1 || res.Base != 24 || res.Next != next {
+		t.Fatalf("resend after reload: %+v %v", res, err)
+	}
+	if res, err = p.Produce(1, 0, mkBatch(9, 30, 2, 10)); err != nil || res.Base != next {
+		t.Fatalf("continue after reload: %+v %v", res, err)
+	}
+}
+
+func TestInvalidBatchesAppendNothing(t *testing.T) {
+	a := newArena(t, 8<<20, 64<<10)
+	p := openPartition(t, t.TempDir(), a, local.Options{}, 1)
+	defer p.Close()
+	good := mkBatch(0, -1, 2, 10)
+	bad := mkBatch(0, -1, 2, 10)
+	bad[len(bad)-1] ^= 1
+	for name, req := range map[string][]byte{
+		"crc":       append(append([]byte(nil), good...), bad...),
+		"truncated": append(append([]byte(nil), good...), good[:30]...),
+		"garbage":   []byte("hello, world, this is not a batch at all, no no no no"),
+	} {
+		if _, err := p.Produce(1, 0, req); !errors.Is(err, ErrInvalidBatch) {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	if p.Window().Next != 0 {
+		t.Fatal("an invalid request appended something")
+	}
+}
+
+// TestThrottle fills a small arena with data that is not durable (fsync never runs: group
+// sync with a long interval), sees the typed throttle, then lets the checkpoint advance.
+func TestThrottle(t *testing.T) {
+	a := newArena(t, 1<<20, 64<<10)
+	p := openPartition(t, t.TempDir(), a, local.Options{Sync: local.SyncGroup, SyncInterval: 1 << 62, SyncBytes: 1 << 40}, 1)
+	defer p.Close()
+	b := mkBatch(0, -1, 16, 1000)
+	var err error
+	n := 0
+	for ; n < 1000; n++ {
+		if _, err = p.Produce(1, 0, b); err != nil {
+			break
+		}
+	}
+	if !errors.Is(err, memarena.ErrFull) {
+		t.Fatalf("after %d batches: %v", n, err)
+	}
+	next := p.Window().Next
+	if _, err := p.Produce(1, 0, b); !errors.Is(err, memarena.ErrFull) || p.Window().Next != next {
+		t.Fatalf("throttled produce appended: %v", err)
+	}
+	if err := p.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Produce(1, 0, b); err != nil {
+		t.Fatalf("after the checkpoint advanced: %v", err)
+	}
+	if got := readAll(t, p, 0); len(got) != (n+1)*16 {
+		t.Fatalf("read %d records, want %d", len(got), (n+1)*16)
+	}
+}

@@ -1,0 +1,175 @@
+// Package testbroker starts real sluice broker processes for tests: it builds cmd/sluice
+// once per test binary, runs `sluice broker` on a loopback port with a data directory, waits
+// until the broker says it serves, and stops the process by its pid when the test ends.
+//
+// A Broker is used by one test goroutine at a time.
+package testbroker
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// binary is built once per test process; the lock also guards the path.
+var binary struct {
+	sync.Mutex
+	path string
+	err  error
+}
+
+// Binary returns the path of a freshly built sluice binary (built once per test process).
+func Binary(t testing.TB) string {
+	t.Helper()
+	binary.Lock()
+	defer binary.Unlock()
+	if binary.path == "" && binary.err == nil {
+		dir, err := os.MkdirTemp("", "sluice-bin-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(dir, "sluice")
+		args := []string{"build", "-o", path}
+		if raceEnabled {
+			args = append(args, "-race")
+		}
+		cmd := exec.Command("go", append(args, "sluice/cmd/sluice")...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			binary.err = fmt.Errorf("cannot build sluice: %v\n%s", err, out)
+		} else {
+			binary.path = path
+		}
+	}
+	if binary.err != nil {
+		t.Fatal(binary.err)
+	}
+	return binary.path
+}
+
+// Broker is a running broker process.
+type Broker struct {
+	t    testing.TB
+	Dir  string // data directory
+	Addr string // host:port it serves
+	args []string
+	cmd  *exec.Cmd
+	log  *syncBuffer
+	done chan struct{}
+}
+
+// Start runs `sluice broker --data dir --listen 127.0.0.1:0 args...` and waits until it
+// serves. The process is stopped (SIGTERM, then SIGKILL) when the test ends.
+func Start(t testing.TB, dir string, args ...string) *Broker {
+	t.Helper()
+	b := &Broker{t: t, Dir: dir, args: args}
+	b.start("127.0.0.1:0")
+	t.Cleanup(func() { b.Stop() })
+	return b
+}
+
+func (b *Broker) start(listen string) {
+	b.t.Helper()
+	ready := filepath.Join(b.t.TempDir(), "ready")
+	args := append([]string{"broker", "--data", b.Dir, "--listen", listen, "--ready-file", ready}, b.args...)
+	b.cmd = exec.Command(Binary(b.t), args...)
+	b.log = &syncBuffer{}
+	b.cmd.Stdout, b.cmd.Stderr = b.log, b.log
+	if err := b.cmd.Start(); err != nil {
+		b.t.Fatal(err)
+	}
+	b.done = make(chan struct{})
+	go func(cmd *exec.Cmd, done chan struct{}) { cmd.Wait(); close(done) }(b.cmd, b.done)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if addr, err := os.ReadFile(ready); err == nil && len(addr) > 0 && bytes.HasSuffix(addr, []byte("\n")) {
+			b.Addr = strings.TrimSpace(string(addr))
+			return
+		}
+		select {
+		case <-b.done:
+			b.t.Fatalf("broker exited before serving: %v\n%s", b.cmd.ProcessState, b.log.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			b.Kill()
+			b.t.Fatalf("broker did not serve within a minute\n%s", b.log.String())
+		}
+	}
+}
+
+// Kill stops the broker with SIGKILL and waits for it.
+func (b *Broker) Kill() {
+	if b.cmd == nil {
+		return
+	}
+	b.cmd.Process.Signal(syscall.SIGKILL)
+	<-b.done
+	b.cmd = nil
+}
+
+// Stop asks the broker to shut down (SIGTERM: everything accepted becomes durable) and
+// waits up to 30 s before killing it. It returns the process's exit error, if any.
+func (b *Broker) Stop() error {
+	if b.cmd == nil {
+		return nil
+	}
+	b.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-b.done:
+	case <-time.After(30 * time.Second):
+		b.t.Errorf("broker ignored SIGTERM for 30 s; killing it\n%s", b.log.String())
+		b.cmd.Process.Signal(syscall.SIGKILL)
+		<-b.done
+	}
+	err := b.cmd.ProcessState
+	b.cmd = nil
+	if !err.Success() {
+		return fmt.Errorf("broker exited with %v", err)
+	}
+	return nil
+}
+
+// Restart starts the broker again on the same data directory and address.
+func (b *Broker) Restart() {
+	b.t.Helper()
+	if b.cmd != nil {
+		b.t.Fatal("Restart of a running broker")
+	}
+	b.start(b.Addr)
+}
+
+// Pid returns the broker's process id, or 0 when it is not running.
+func (b *Broker) Pid() int {
+	if b.cmd == nil {
+		return 0
+	}
+	return b.cmd.Process.Pid
+}
+
+// Log returns what the broker printed so far.
+func (b *Broker) Log() string { return b.log.String() }
+
+// syncBuffer is a bytes.Buffer the process's output goroutines and the test share.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.String()
+}

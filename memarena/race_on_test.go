@@ -1,0 +1,5 @@
+//go:build race
+
+package memarena
+
+const raceEnabled = true

@@ -1,0 +1,328 @@
+package memarena
+
+import (
+	"fmt"
+	"math"
+	"sync"
+)
+
+// WriteBuffer is one partition's tail of the log in memory: whole batches,
+// packed back to back in a chain of chunks, indexed by offset. Its shard
+// appends and reads; the reclaimer, on any goroutine, takes its oldest
+// chunks once their batches are durable. Every method locks the buffer once
+// (per batch, never per record) and is safe for concurrent use.
+type WriteBuffer struct {
+	a        *Arena
+	st       ownerState
+	min, max int64 // Config.PartitionMin and PartitionMax
+
+	mu struct {
+		sync.Mutex
+		closed     bool
+		growing    bool // Append is allocating: keep the tail chunk
+		chain      chain
+		idx        batchIndex
+		headPos    int64 // stream position where the first chunk starts
+		tailPos    int64 // stream position of the next byte to append
+		durablePos int64 // end of the last durable batch
+		next       int64 // offset the next batch must start at
+		durable    int64 // the checkpoint: highest durable offset
+		bytes      int64 // chain length * ChunkSize
+		hits       uint64
+		misses     uint64
+		scratch    []uint32
+	}
+}
+
+// WriteBufferStats describes one write buffer.
+type WriteBufferStats struct {
+	Bytes        int64  // chunk bytes held
+	Chunks       int    // chunks held
+	PendingBytes int64  // bytes of batches past the checkpoint
+	FirstOffset  int64  // first offset in memory; -1 if none
+	NextOffset   int64  // offset the next batch must start at
+	Durable      int64  // the checkpoint given to SetDurable
+	Hits, Misses uint64 // reads served from memory, reads that missed
+}
+
+// NewWriteBuffer returns an empty write buffer whose first batch must start
+// at offset next, the partition's log end; everything before next counts as
+// durable. Each buffer is capped by Config.PartitionMax.
+func (a *Arena) NewWriteBuffer(next int64) (*WriteBuffer, error) {
+	if a.closed.Load() {
+		return nil, ErrClosed
+	}
+	if next < 0 {
+		return nil, fmt.Errorf("cannot create write buffer at offset %d: %w", next, ErrInvalid)
+	}
+	w := &WriteBuffer{a: a, min: a.cfg.PartitionMin, max: a.cfg.PartitionMax}
+	w.st.id = a.newOwnerID()
+	w.mu.next, w.mu.durable = next, next-1
+	w.mu.idx.pool = &a.indexGroups
+	a.c.writeBuffers.Add(1)
+	return w, nil
+}
+
+// Append copies a whole batch holding offsets [baseOffset, lastOffset] into
+// the buffer; baseOffset must be the previous batch's lastOffset+1. It fails
+// with ErrPartitionFull or ErrFull (errors.Is(err, ErrFull) for both) when
+// memory is full of data past the checkpoint, and leaves the buffer as it
+// was. Steady-state appends do not allocate on the Go heap.
+func (w *WriteBuffer) Append(batch []byte, baseOffset, lastOffset int64) error {
+	n := int64(len(batch))
+	if err := w.checkBatch(n, baseOffset, lastOffset); err != nil {
+		return err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case w.mu.closed:
+		return ErrClosed
+	case baseOffset != w.mu.next:
+		return fmt.Errorf("cannot append batch at offset %d, want %d: %w", baseOffset, w.mu.next, ErrOffsetOrder)
+	}
+	if err := w.reserveLocked(n); err != nil {
+		return err
+	}
+	w.appendLocked(batch, baseOffset, lastOffset)
+	if invariantsOn {
+		w.checkLocked()
+	}
+	return nil
+}
+
+func (w *WriteBuffer) checkBatch(n, base, last int64) error {
+	switch {
+	case n == 0:
+		return fmt.Errorf("cannot append an empty batch: %w", ErrInvalid)
+	case base < 0 || last < base || last-base > math.MaxInt32:
+		return fmt.Errorf("cannot append batch with offsets %d..%d: %w", base, last, ErrInvalid)
+	case n > MaxBatchSize || n > w.max:
+		return fmt.Errorf("cannot append batch of %d bytes: %w", n, ErrTooLarge)
+	}
+	return nil
+}
+
+// reserveLocked makes room for n more bytes at the tail.
+func (w *WriteBuffer) reserveLocked(n int64) error {
+	cs := w.a.chunkSize
+	need := w.needLocked(n)
+	if need == 0 {
+		return nil
+	}
+	// Over PartitionMax: give up our own oldest durable chunks first, the
+	// tail too if all is durable (then the batch starts a fresh chunk).
+	for w.mu.bytes+need*cs > w.max && w.reclaimableLocked() {
+		w.reclaimOneLocked()
+		w.a.c.reclaimed.Add(cs)
+		need = w.needLocked(n)
+	}
+	if w.mu.bytes+need*cs > w.max {
+		return ErrPartitionFull
+	}
+	w.mu.growing = true
+	defer w.endGrowLocked()
+	return w.growLocked(need)
+}
+
+// needLocked returns how many chunks n more bytes need beyond the tail's room.
+func (w *WriteBuffer) needLocked(n int64) int64 {
+	space := w.mu.headPos + int64(w.mu.chain.len())*w.a.chunkSize - w.mu.tailPos
+	if n <= space {
+		return 0
+	}
+	return (n - space + w.a.chunkSize - 1) >> w.a.chunkShift
+}
+
+// endGrowLocked ends a reserve: the tail chunk is reclaimable again, and the
+// reclaimer, which dropped the buffer from its queue if it saw nothing but
+// the tail, must hear of it if the append fails.
+func (w *WriteBuffer) endGrowLocked() {
+	w.mu.growing = false
+	if w.reclaimableLocked() {
+		w.a.enqueueLocked(w)
+	}
+}
+
+// growLocked adds need chunks to the chain, all or none.
+func (w *WriteBuffer) growLocked(need int64) error {
+	s := w.mu.scratch[:0]
+	for range need {
+		id, err := w.a.alloc(w, w.st.id)
+		if err != nil {
+			for _, id := range s {
+				w.a.unref(id)
+			}
+			w.mu.scratch = s[:0]
+			return err
+		}
+		s = append(s, id)
+	}
+	for _, id := range s {
+		w.mu.chain.pushBack(id)
+	}
+	w.mu.scratch = s[:0]
+	w.mu.bytes += need * w.a.chunkSize
+	w.a.c.writeBufferBytes.Add(need * w.a.chunkSize)
+	return nil
+}
+
+// appendLocked copies the batch at the tail and indexes it; room is there.
+func (w *WriteBuffer) appendLocked(batch []byte, base, last int64) {
+	start := w.mu.tailPos
+	w.copyLocked(batch, start)
+	end := start + int64(len(batch))
+	w.mu.tailPos = end
+	w.mu.idx.add(base, last, start, end)
+	w.mu.next = last + 1
+	if last <= w.mu.durable {
+		w.mu.durablePos = end
+	} else {
+		w.a.c.pending.Add(end - start)
+	}
+	if w.reclaimableLocked() {
+		w.a.enqueueLocked(w)
+	}
+}
+
+func (w *WriteBuffer) copyLocked(b []byte, pos int64) {
+	now := w.a.clock()
+	for len(b) > 0 {
+		id, off := w.locateLocked(pos)
+		n := copy(w.a.chunkData(id)[off:], b)
+		w.a.meta(id).stamp = now
+		b = b[n:]
+		pos += int64(n)
+	}
+}
+
+// locateLocked returns the chunk and the offset in it of stream position pos.
+func (w *WriteBuffer) locateLocked(pos int64) (uint32, int64) {
+	rel := pos - w.mu.headPos
+	return w.mu.chain.at(rel >> w.a.chunkShift), rel & (w.a.chunkSize - 1)
+}
+
+// SetDurable advances the checkpoint: batches whose last offset is at most
+// offset may now be reclaimed. A lower offset than before is ignored.
+func (w *WriteBuffer) SetDurable(offset int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.mu.closed || offset <= w.mu.durable {
+		return
+	}
+	w.mu.durable = offset
+	end := w.mu.tailPos
+	if offset < w.mu.next-1 {
+		e, ok := w.mu.idx.durableEnd(offset)
+		if !ok {
+			return
+		}
+		end = e
+	}
+	if end > w.mu.durablePos {
+		w.a.c.pending.Add(w.mu.durablePos - end)
+		w.mu.durablePos = end
+	}
+	if w.reclaimableLocked() {
+		w.a.enqueueLocked(w)
+	}
+	if invariantsOn {
+		w.checkLocked()
+	}
+}
+
+// Read appends to dst held spans of whole batches, starting with the batch
+// that holds offset, up to maxBytes (but always the first batch whole), in
+// order; each span lies in one chunk and must be released. It returns
+// ErrMiss if that batch is no longer in memory (read it from the log), and
+// dst unchanged if offset is at or past NextOffset. It allocates nothing if
+// dst has room.
+func (w *WriteBuffer) Read(offset int64, maxBytes int, dst []Span) ([]Span, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case w.mu.closed:
+		return dst, ErrClosed
+	case offset >= w.mu.next:
+		return dst, nil
+	}
+	g, j, ok := w.findLocked(offset)
+	if !ok {
+		w.mu.misses++
+		w.a.c.readMisses.Add(1)
+		return dst, ErrMiss
+	}
+	_, _, start, _ := w.mu.idx.batch(g, j)
+	end := w.mu.idx.readEnd(g, j, start, int64(max(maxBytes, 0)))
+	w.mu.hits++
+	w.a.c.readHits.Add(1)
+	return w.spansLocked(start, end, dst), nil
+}
+
+// findLocked finds the live batch holding offset (< next).
+func (w *WriteBuffer) findLocked(offset int64) (g, j int, ok bool) {
+	if w.mu.idx.empty() {
+		return 0, 0, false
+	}
+	g, j, ok = w.mu.idx.find(offset)
+	if !ok {
+		return 0, 0, false
+	}
+	if base, _, _, _ := w.mu.idx.batch(g, j); base > offset {
+		return 0, 0, false // before the first batch in memory
+	}
+	return g, j, true
+}
+
+// spansLocked appends held spans covering stream range [start, end).
+func (w *WriteBuffer) spansLocked(start, end int64, dst []Span) []Span {
+	now := w.a.clock()
+	for pos := start; pos < end; {
+		id, off := w.locateLocked(pos)
+		n := min(w.a.chunkSize-off, end-pos)
+		w.a.meta(id).stamp = now
+		dst = append(dst, w.a.holdSpan(id, off, n))
+		pos += n
+	}
+	return dst
+}
+
+// Close frees the buffer's chunks (spans still held stay valid until
+// released). Later calls fail with ErrClosed.
+func (w *WriteBuffer) Close() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.mu.closed {
+		return
+	}
+	w.mu.closed = true
+	for w.mu.chain.len() > 0 {
+		w.a.unref(w.mu.chain.popFront())
+	}
+	w.a.c.writeBufferBytes.Add(-w.mu.bytes)
+	w.a.c.pending.Add(w.mu.durablePos - w.mu.tailPos)
+	w.mu.bytes, w.mu.durablePos, w.mu.headPos = 0, w.mu.tailPos, w.mu.tailPos
+	w.mu.idx.reset()
+	w.a.c.writeBuffers.Add(-1)
+}
+
+// Stats describes the buffer.
+func (w *WriteBuffer) Stats() WriteBufferStats {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s := WriteBufferStats{
+		Bytes:        w.mu.bytes,
+		Chunks:       w.mu.chain.len(),
+		PendingBytes: w.mu.tailPos - w.mu.durablePos,
+		FirstOffset:  -1,
+		NextOffset:   w.mu.next,
+		Durable:      w.mu.durable,
+		Hits:         w.mu.hits,
+		Misses:       w.mu.misses,
+	}
+	if !w.mu.idx.empty() {
+		g, j := w.mu.idx.first()
+		s.FirstOffset, _, _, _ = w.mu.idx.batch(g, j)
+	}
+	return s
+}
