@@ -27,6 +27,8 @@ type Broker struct {
 	}
 	createMu    sync.Mutex
 	lastSession atomic.Uint64
+	stopReclaim chan struct{}
+	reclaimDone chan struct{}
 }
 
 // Start opens the data directory (recovering every partition), starts the shards and
@@ -58,13 +60,16 @@ func Start(cfg Config) (*Broker, error) {
 		b.closeAll()
 		return nil, err
 	}
+	ntopics := len(b.mu.topics) // read before requests can create topics
 	if b.net, err = netio.Start(cfg.Net, b); err != nil {
 		b.sched.Close()
 		b.closeAll()
 		return nil, err
 	}
 	b.addr = b.net.Addr()
-	cfg.Logger.Info("broker serving", "addr", b.addr, "topics", len(b.mu.topics), "config", cfg.String())
+	b.stopReclaim, b.reclaimDone = make(chan struct{}), make(chan struct{})
+	go b.reclaimLoop()
+	cfg.Logger.Info("broker serving", "addr", b.addr, "topics", ntopics, "config", cfg.String())
 	return b, nil
 }
 
@@ -125,6 +130,8 @@ func (b *Broker) Addr() string { return b.addr }
 // partition, and frees the arena.
 func (b *Broker) Shutdown(ctx context.Context) error {
 	err := b.net.Stop(ctx)
+	close(b.stopReclaim)
+	<-b.reclaimDone
 	b.sched.Close()
 	b.arena.Close()
 	return err
@@ -140,3 +147,20 @@ func (b *Broker) closeAll() {
 
 // Stats returns the network and arena figures.
 func (b *Broker) Stats() (netio.Stats, memarena.Stats) { return b.net.Stats(), b.arena.Stats() }
+
+// reclaimLoop is the arena's background driver: allocations reclaim when memory runs low,
+// and this pass every second also gives idle slabs back to the kernel (MADV_DONTNEED)
+// and keeps free memory above the low watermark between bursts.
+func (b *Broker) reclaimLoop() {
+	defer close(b.reclaimDone)
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			b.arena.Reclaim()
+		case <-b.stopReclaim:
+			return
+		}
+	}
+}

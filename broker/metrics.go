@@ -15,8 +15,8 @@ import (
 )
 
 // ServeMetrics serves /metrics (and /debug/pprof when withPprof) on addr in the
-// background, until the process ends.
-func (b *Broker) ServeMetrics(addr string, withPprof bool) error {
+// background, until the process ends, and returns the address it listens on.
+func (b *Broker) ServeMetrics(addr string, withPprof bool) (string, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(b.Metrics(), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mux := http.NewServeMux()
@@ -29,7 +29,7 @@ func (b *Broker) ServeMetrics(addr string, withPprof bool) error {
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return fmt.Errorf("cannot serve metrics on %s: %w", addr, err)
+		return "", fmt.Errorf("cannot serve metrics on %s: %w", addr, err)
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
@@ -37,7 +37,7 @@ func (b *Broker) ServeMetrics(addr string, withPprof bool) error {
 			b.cfg.Logger.Error("metrics server failed", "err", err)
 		}
 	}()
-	return nil
+	return ln.Addr().String(), nil
 }
 
 // Metrics returns a Prometheus collector reading the broker's figures at scrape time:

@@ -23,8 +23,11 @@ func TestModel(t *testing.T) {
 		seed = uint64(time.Now().UnixNano())
 	}
 	owners, steps := 2000, 8000
-	if testing.Short() {
+	switch {
+	case testing.Short():
 		owners, steps = 300, 2000
+	case raceEnabled: // single goroutine: the race detector adds nothing but time
+		steps = 3000
 	}
 	for _, min := range []int64{0, 8 * KiB} {
 		t.Run(fmt.Sprintf("partition_min=%s", FormatSize(min)), func(t *testing.T) {

@@ -138,3 +138,33 @@ func fetchValues(t testing.TB, w *wireConn, topic string, part uint32, from int6
 		}
 	}
 }
+
+// lastOffset returns the last offset of the whole batches in records.
+func lastOffset(t testing.TB, records []byte) int64 {
+	t.Helper()
+	last := int64(-1)
+	for len(records) > 0 {
+		h, err := batch.Check(records)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last, records = h.LastOffset(), records[h.Size():]
+	}
+	return last
+}
+
+// readFrameInto reads one response frame into buf (grown if needed).
+func (w *wireConn) readFrameInto(buf []byte) ([]byte, error) {
+	w.conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if _, err := io.ReadFull(w.r, buf[:4]); err != nil {
+		return nil, err
+	}
+	n := int(binary.LittleEndian.Uint32(buf)) + 4
+	if n > len(buf) {
+		buf = append(buf[:4], make([]byte, n-4)...)
+	}
+	if _, err := io.ReadFull(w.r, buf[4:n]); err != nil {
+		return nil, err
+	}
+	return buf[:n], nil
+}

@@ -58,7 +58,7 @@ func newBrokerFlags() *brokerFlags {
 	}
 	f.fs.StringVar(f.settings["arena.size"], "arena-size", "", "same as -arena.size")
 	f.fs.StringVar(&f.config, "config", "", "config file of `key = value` lines with the keys above")
-	f.fs.StringVar(&f.readyFile, "ready-file", "", "write the serving address to this file once serving")
+	f.fs.StringVar(&f.readyFile, "ready-file", "", "once serving, write the broker's address (and the metrics address) to this file, one per line")
 	f.fs.StringVar(&f.metrics, "metrics", "", "serve Prometheus metrics (and pprof with -pprof) on this address")
 	f.fs.BoolVar(&f.pprof, "pprof", false, "serve /debug/pprof on the metrics address")
 	f.fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -188,15 +188,20 @@ func runBroker(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	ready := b.Addr() + "\n"
 	if f.metrics != "" {
-		if err := b.ServeMetrics(f.metrics, f.pprof); err != nil {
+		addr, err := b.ServeMetrics(f.metrics, f.pprof)
+		if err != nil {
 			b.Shutdown(context.Background())
 			return err
 		}
+		ready += addr + "\n"
+		logger.Info("serving metrics", "addr", addr, "pprof", f.pprof)
 	}
 	fmt.Fprintf(stdout, "sluice broker serving on %s (data %s)\n", b.Addr(), cfg.DataDir)
 	if f.readyFile != "" {
-		if err := os.WriteFile(f.readyFile, []byte(b.Addr()+"\n"), 0o644); err != nil {
+		// Written whole through a rename, so a reader never sees half of it.
+		if err := writeReady(f.readyFile, ready); err != nil {
 			b.Shutdown(context.Background())
 			return fmt.Errorf("cannot write ready file: %w", err)
 		}
@@ -217,3 +222,11 @@ func runBroker(args []string, stdout, stderr io.Writer) error {
 // normalizeFlags accepts --name as well as -name (the flag package does both already)
 // and --name=value; it exists to keep the README's spelling working.
 func normalizeFlags(args []string) []string { return args }
+
+func writeReady(path, content string) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}

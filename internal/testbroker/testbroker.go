@@ -58,10 +58,12 @@ type Broker struct {
 	t    testing.TB
 	Dir  string // data directory
 	Addr string // host:port it serves
-	args []string
-	cmd  *exec.Cmd
-	log  *syncBuffer
-	done chan struct{}
+	// MetricsAddr is the metrics endpoint's host:port, when started with -metrics.
+	MetricsAddr string
+	args        []string
+	cmd         *exec.Cmd
+	log         *syncBuffer
+	done        chan struct{}
 }
 
 // Start runs `sluice broker --data dir --listen 127.0.0.1:0 args...` and waits until it
@@ -77,7 +79,11 @@ func Start(t testing.TB, dir string, args ...string) *Broker {
 func (b *Broker) start(listen string) {
 	b.t.Helper()
 	ready := filepath.Join(b.t.TempDir(), "ready")
-	args := append([]string{"broker", "--data", b.Dir, "--listen", listen, "--ready-file", ready}, b.args...)
+	args := []string{"broker", "--data", b.Dir, "--listen", listen, "--ready-file", ready}
+	if b.MetricsAddr != "" { // a restart keeps its metrics address too
+		args = append(args, "--metrics", b.MetricsAddr)
+	}
+	args = append(args, b.args...)
 	b.cmd = exec.Command(Binary(b.t), args...)
 	b.log = &syncBuffer{}
 	b.cmd.Stdout, b.cmd.Stderr = b.log, b.log
@@ -88,8 +94,12 @@ func (b *Broker) start(listen string) {
 	go func(cmd *exec.Cmd, done chan struct{}) { cmd.Wait(); close(done) }(b.cmd, b.done)
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		if addr, err := os.ReadFile(ready); err == nil && len(addr) > 0 && bytes.HasSuffix(addr, []byte("\n")) {
-			b.Addr = strings.TrimSpace(string(addr))
+		if raw, err := os.ReadFile(ready); err == nil && len(raw) > 0 {
+			lines := strings.Fields(string(raw))
+			b.Addr = lines[0]
+			if len(lines) > 1 {
+				b.MetricsAddr = lines[1]
+			}
 			return
 		}
 		select {
@@ -131,7 +141,7 @@ func (b *Broker) Stop() error {
 	err := b.cmd.ProcessState
 	b.cmd = nil
 	if !err.Success() {
-		return fmt.Errorf("broker exited with %v", err)
+		return fmt.Errorf("broker exited with %v\n%s", err, b.log.String())
 	}
 	return nil
 }
