@@ -10,6 +10,7 @@ import (
 
 	"sluice/memarena"
 	"sluice/netio"
+	"sluice/persist/local"
 	"sluice/sched"
 )
 
@@ -29,6 +30,8 @@ type Broker struct {
 	lastSession atomic.Uint64
 	stopReclaim chan struct{}
 	reclaimDone chan struct{}
+	flushers    sync.WaitGroup
+	stopFlush   chan struct{}
 }
 
 // Start opens the data directory (recovering every partition), starts the shards and
@@ -41,6 +44,9 @@ func Start(cfg Config) (*Broker, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("cannot create data directory: %w", err)
 	}
+	// Group fsync runs on flusher goroutines, never on a shard: a shard that waited for
+	// the disk would hold up every partition it owns.
+	cfg.Log.ExternalSync = cfg.Log.Sync == local.SyncGroup
 	b := &Broker{cfg: cfg}
 	b.mu.topics = map[string]*topic{}
 	var err error
@@ -69,6 +75,13 @@ func Start(cfg Config) (*Broker, error) {
 	b.addr = b.net.Addr()
 	b.stopReclaim, b.reclaimDone = make(chan struct{}), make(chan struct{})
 	go b.reclaimLoop()
+	b.stopFlush = make(chan struct{})
+	if cfg.Log.ExternalSync {
+		for i := range b.sched.NumShards() {
+			b.flushers.Add(1)
+			go b.flushLoop(b.sched.Shard(i))
+		}
+	}
 	cfg.Logger.Info("broker serving", "addr", b.addr, "topics", ntopics, "config", cfg.String())
 	return b, nil
 }
@@ -79,15 +92,25 @@ func Start(cfg Config) (*Broker, error) {
 func (b *Broker) scheduleBackground() {
 	for i := range b.sched.NumShards() {
 		sh := b.sched.Shard(i)
-		sh.Every(b.cfg.Log.SyncInterval, "fsync", func(time.Time) { b.forParts(sh, b.tickPart) })
+		if !b.cfg.Log.ExternalSync {
+			sh.Every(b.cfg.Log.SyncInterval, "fsync", func(time.Time) { b.forParts(sh, b.tickPart) })
+		}
 		sh.Every(b.cfg.RetentionCheck, "retention", func(time.Time) { b.forParts(sh, b.retainPart) })
 		sh.OnClose(func() { b.forParts(sh, b.closePart) })
 	}
 }
 
-// forParts runs fn on every partition of shard sh; on the shard goroutine.
+// forParts runs fn on every partition of shard sh.
 func (b *Broker) forParts(sh *sched.Shard, fn func(*part)) {
+	for _, pt := range b.partsOf(sh) {
+		fn(pt)
+	}
+}
+
+// partsOf lists the partitions of shard sh; safe from any goroutine.
+func (b *Broker) partsOf(sh *sched.Shard) []*part {
 	b.mu.RLock()
+	defer b.mu.RUnlock()
 	var parts []*part
 	for _, t := range b.mu.topics {
 		for _, pt := range t.parts {
@@ -96,9 +119,37 @@ func (b *Broker) forParts(sh *sched.Shard, fn func(*part)) {
 			}
 		}
 	}
-	b.mu.RUnlock()
-	for _, pt := range parts {
-		fn(pt)
+	return parts
+}
+
+// flushLoop is a shard's group fsync, on a goroutine of its own: every fsync interval it
+// syncs the shard's partitions that have pending data (Log.Sync runs concurrently with
+// appends), then has the shard pass the new checkpoints on and answer the producers
+// waiting for them.
+func (b *Broker) flushLoop(sh *sched.Shard) {
+	defer b.flushers.Done()
+	t := time.NewTicker(b.cfg.Log.SyncInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+		case <-b.stopFlush:
+			return
+		}
+		synced := false
+		for _, pt := range b.partsOf(sh) {
+			if pt.p.Log().Pending() == 0 {
+				continue
+			}
+			if err := pt.p.Log().Sync(); err != nil {
+				b.cfg.Logger.Error("fsync failed: the partition accepts no more writes", "topic", pt.topic.meta.Name, "partition", pt.id, "err", err)
+				continue
+			}
+			synced = true
+		}
+		if synced {
+			sh.SubmitFunc(func(*sched.Shard) { b.forParts(sh, b.tickPart) })
+		}
 	}
 }
 
@@ -132,7 +183,9 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	err := b.net.Stop(ctx)
 	close(b.stopReclaim)
 	<-b.reclaimDone
-	b.sched.Close()
+	close(b.stopFlush)
+	b.flushers.Wait()
+	b.sched.Close() // runs queued requests, then closes (and fsyncs) every partition
 	b.arena.Close()
 	return err
 }

@@ -121,6 +121,11 @@ func (a *Arena) mapSlab(i int) error {
 		// The host is out of memory: throttle like a full arena, but say why.
 		return fmt.Errorf("%w: cannot map arena slab of %s: %w", ErrFull, FormatSize(n*a.chunkSize), err)
 	}
+	// Transparent huge pages where the host allows them (best effort): the first write to
+	// fresh arena memory then faults once per 2 MiB instead of once per 4 KiB, which
+	// measured as the largest cost of appends into a new arena (memmove into faulting
+	// pages ran at a fifth of the speed of a warm copy).
+	_ = unix.Madvise(mem, unix.MADV_HUGEPAGE)
 	s.mem = mem
 	s.meta = make([]chunkMeta, n)
 	for j := n - 1; j >= 0; j-- {

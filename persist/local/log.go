@@ -163,7 +163,7 @@ func (l *Log) Sync() error {
 func (l *Log) Tick() error {
 	now := l.opts.Clock()
 	l.mu.Lock()
-	due := l.opts.Sync == SyncGroup && l.mu.unsynced > 0 && now.Sub(l.mu.lastSync) >= l.opts.SyncInterval
+	due := l.opts.Sync == SyncGroup && !l.opts.ExternalSync && l.mu.unsynced > 0 && now.Sub(l.mu.lastSync) >= l.opts.SyncInterval
 	l.mu.Unlock()
 	if due {
 		return l.Sync()
@@ -176,7 +176,7 @@ func (l *Log) syncDueLocked(now time.Time) bool {
 	case SyncEveryBatch:
 		return true
 	case SyncGroup:
-		return l.mu.unsynced >= l.opts.SyncBytes || now.Sub(l.mu.lastSync) >= l.opts.SyncInterval
+		return !l.opts.ExternalSync && (l.mu.unsynced >= l.opts.SyncBytes || now.Sub(l.mu.lastSync) >= l.opts.SyncInterval)
 	}
 	return false
 }
@@ -189,6 +189,13 @@ func (l *Log) advanceDurable(off int64) {
 			return
 		}
 	}
+}
+
+// Pending returns the bytes appended since the last fsync. Safe from any goroutine.
+func (l *Log) Pending() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.mu.unsynced
 }
 
 // rollLocked seals the active segment (fsync, index files) and starts a new one.

@@ -366,3 +366,33 @@ func TestWalkHeaders(t *testing.T) {
 		t.Fatalf("walk did not stop: %d", n)
 	}
 }
+
+// TestExternalSync: with ExternalSync, Append and Tick never fsync; a Sync from another
+// goroutine, concurrent with appends, advances the checkpoint.
+func TestExternalSync(t *testing.T) {
+	clk := &fakeClock{now: time.Unix(1000, 0)}
+	l := openLog(t, t.TempDir(), Options{Sync: SyncGroup, ExternalSync: true, SyncBytes: 1, Clock: clk.Now})
+	clk.Advance(time.Hour)
+	next := appendN(t, l, 5)
+	if err := l.Tick(); err != nil || l.Durable() != -1 || l.Pending() == 0 {
+		t.Fatalf("appends or tick fsynced: durable %d pending %d (%v)", l.Durable(), l.Pending(), err)
+	}
+	done := make(chan error)
+	go func() {
+		for range 50 {
+			if err := l.Sync(); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	next = appendN(t, l, 200)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Sync(); err != nil || l.Durable() != next-1 || l.Pending() != 0 {
+		t.Fatalf("after sync: durable %d, want %d, pending %d (%v)", l.Durable(), next-1, l.Pending(), err)
+	}
+	checkContents(t, l)
+}

@@ -68,6 +68,11 @@ type Options struct {
 	Sync         SyncMode
 	SyncInterval time.Duration
 	SyncBytes    int64
+	// ExternalSync, with SyncGroup, leaves every fsync to the owner's calls of Sync, made
+	// on a goroutine of its own (the broker's flusher), so that neither Append nor Tick
+	// ever waits for the disk on the writer's goroutine. Sync is safe concurrently with
+	// Append; the owner calls it at least every SyncInterval while data is pending.
+	ExternalSync bool
 	// InitialOffset is the base offset of the first segment of a new, empty log.
 	InitialOffset int64
 	// Strict re-reads and verifies every segment when it is sealed (slow; for tests and
@@ -136,7 +141,7 @@ func (o *Options) Validate() error {
 
 // String renders the options for logs.
 func (o *Options) String() string {
-	return fmt.Sprintf("segment=%dB/%v index=%dB retention=%dB/%v fsync=%v(%v,%dB) strict=%v",
+	return fmt.Sprintf("segment=%dB/%v index=%dB retention=%dB/%v fsync=%v(%v,%dB,external=%v) strict=%v",
 		o.SegmentBytes, o.SegmentAge, o.IndexInterval, o.RetentionBytes, o.RetentionAge,
-		o.Sync, o.SyncInterval, o.SyncBytes, o.Strict)
+		o.Sync, o.SyncInterval, o.SyncBytes, o.ExternalSync, o.Strict)
 }
