@@ -48,6 +48,8 @@ var brokerKeys = [][2]string{
 	{"log.retention_bytes", "default retention by size per partition"},
 	{"log.retention", "default retention by age, e.g. 168h"},
 	{"shards", "number of shards (default: cores)"},
+	{"sched.pin", "pin each shard to a core (true/false; off by default: see BENCHMARKS.md)"},
+	{"sched.cores", "comma-separated core list for pinned shards"},
 	{"loops", "number of event loops (default: cores)"},
 }
 
@@ -148,6 +150,20 @@ func (f *brokerFlags) brokerConfig(logger *slog.Logger) (broker.Config, error) {
 	size("log.retention_bytes", &cfg.Log.RetentionBytes)
 	dur("log.retention", &cfg.Log.RetentionAge)
 	integer("shards", &cfg.Sched.Shards)
+	if v := s("sched.pin"); v != "" {
+		pin, err := strconv.ParseBool(v)
+		errs = append(errs, err)
+		cfg.Sched.Pin = pin
+	}
+	if v := s("sched.cores"); v != "" {
+		for _, c := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(c))
+			if err != nil {
+				errs = append(errs, fmt.Errorf("sched.cores: %w", err))
+			}
+			cfg.Sched.Cores = append(cfg.Sched.Cores, n)
+		}
+	}
 	integer("loops", &cfg.Net.Loops)
 	if cfg.DataDir == "" {
 		errs = append(errs, errors.New("-data is required"))

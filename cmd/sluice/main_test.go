@@ -39,3 +39,32 @@ func TestSegmentCommands(t *testing.T) {
 		t.Fatalf("verify of a corrupt log: %s", out)
 	}
 }
+
+func TestBrokerConfig(t *testing.T) {
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "sluice.conf")
+	os.WriteFile(conf, []byte("# comment\ndata = /srv/x\narena.size = 2GiB\nlog.fsync = never\nsched.pin = true\nsched.cores = 0, 1\n"), 0o644)
+	f := newBrokerFlags()
+	if err := f.fs.Parse([]string{"-config", conf, "-arena-size", "3GiB"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.readConfigFile(map[string]bool{"arena.size": true}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := f.brokerConfig(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.DataDir != "/srv/x" || cfg.Arena.Size != 3<<30 || cfg.Log.Sync.String() != "never" || !cfg.Sched.Pin || len(cfg.Sched.Cores) != 2 {
+		t.Fatalf("config: %+v", cfg)
+	}
+	os.WriteFile(conf, []byte("arena.sise = 2GiB\n"), 0o644)
+	if err := f.readConfigFile(nil); err == nil || !strings.Contains(err.Error(), "arena.sise") {
+		t.Fatalf("unknown key: %v", err)
+	}
+	f = newBrokerFlags()
+	f.fs.Parse([]string{"-data", dir, "-arena.size", "lots", "-log.fsync", "sometimes"})
+	if _, err := f.brokerConfig(nil); err == nil || !strings.Contains(err.Error(), "arena.size") || !strings.Contains(err.Error(), "sometimes") {
+		t.Fatalf("bad values: %v", err)
+	}
+}
