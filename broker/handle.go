@@ -227,5 +227,5 @@ func (b *Broker) answerAllParked(pt *part) {
 	pt.fetchWaiters = nil
 }
 
-// offsetOutOfRange builds the answer to a fetch outside the log.
+// isOutOfRange reports a fetch outside the log, answered with the partition's offsets.
 func isOutOfRange(err error) bool { return errors.Is(err, local.ErrOffsetOutOfRange) }
