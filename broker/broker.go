@@ -32,6 +32,7 @@ type Broker struct {
 	reclaimDone chan struct{}
 	flushers    sync.WaitGroup
 	stopFlush   chan struct{}
+	payloads    sync.Pool // *[]byte buffers for produce payloads; see getPayload
 }
 
 // Start opens the data directory (recovering every partition), starts the shards and

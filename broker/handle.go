@@ -68,16 +68,17 @@ func (b *Broker) describe(name string) (*wire.DescribeTopicResponse, error) {
 
 // produceTask carries a produce request to its partition's shard.
 type produceTask struct {
-	b      *Broker
-	pt     *part
-	c      *netio.Conn
-	slot   netio.Slot
-	hdr    wire.ResponseHeader
-	req    wire.ProduceRequest // Batches is the broker's own copy
-	res    engine.ProduceResult
-	target int64 // offset C must reach before answering (acks=persisted)
-	timer  sched.Timer
-	parked bool
+	b       *Broker
+	pt      *part
+	c       *netio.Conn
+	slot    netio.Slot
+	hdr     wire.ResponseHeader
+	req     wire.ProduceRequest // Batches is the broker's own copy, in payload
+	payload *[]byte
+	res     engine.ProduceResult
+	target  int64 // offset C must reach before answering (acks=persisted)
+	timer   sched.Timer
+	parked  bool
 }
 
 func (b *Broker) handleProduce(c *netio.Conn, slot netio.Slot, hdr wire.ResponseHeader, r *wire.ProduceRequest) {
@@ -91,15 +92,41 @@ func (b *Broker) handleProduce(c *netio.Conn, slot netio.Slot, hdr wire.Response
 	// The one copy of the payload: out of gnet's buffer, which is reused after Handle
 	// returns. The partition copies it into the arena (its write buffer) and hands this
 	// copy to the kernel with pwrite.
-	t.req.Batches = append([]byte(nil), r.Batches...)
+	t.payload = b.getPayload(len(r.Batches))
+	t.req.Batches = append((*t.payload)[:0], r.Batches...)
 	if err := pt.shard.Submit(t); err != nil {
 		b.busy(t)
+		b.putPayload(t.payload)
+	}
+}
+
+// getPayload takes a buffer for a produce payload from b.payloads, which recycles them so
+// that a steady stream of 64 KiB requests does not allocate (and collect) 64 KiB each.
+func (b *Broker) getPayload(n int) *[]byte {
+	p, _ := b.payloads.Get().(*[]byte)
+	if p == nil {
+		p = new([]byte)
+	}
+	if cap(*p) < n {
+		*p = make([]byte, 0, max(n, 64<<10))
+	}
+	return p
+}
+
+// putPayload returns a buffer; oversized ones (a rare 64 MiB batch) are left to the GC.
+func (b *Broker) putPayload(p *[]byte) {
+	if cap(*p) <= 4<<20 {
+		b.payloads.Put(p)
 	}
 }
 
 // Run appends on the shard goroutine.
 func (t *produceTask) Run(sh *sched.Shard) {
 	res, err := t.pt.p.Produce(t.req.Version, t.req.Session, t.req.Batches)
+	// The partition copied the batches into the arena and wrote them to the log: the
+	// payload buffer is free again.
+	t.b.putPayload(t.payload)
+	t.payload, t.req.Batches = nil, nil
 	t.res = res
 	if res.Last >= 0 && res.Duplicates == 0 {
 		t.b.wakeFetchers(t.pt)
