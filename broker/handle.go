@@ -24,7 +24,11 @@ func (b *Broker) Handle(c *netio.Conn, slot netio.Slot, req *wire.Request) {
 		respond(c, slot, hdr, nil, b.metadata(body))
 	case *wire.DescribeTopicRequest:
 		resp, err := b.describe(body.Name)
-		respond(c, slot, hdr, err, resp)
+		if err != nil {
+			respond(c, slot, hdr, err, nil) // not resp: a nil pointer in an interface is no nil body
+			return
+		}
+		respond(c, slot, hdr, nil, resp)
 	case *wire.CreateTopicRequest:
 		r := *body
 		go func() { // opening partitions does I/O: off the loop

@@ -219,6 +219,14 @@ func (s *Server) readFrame(c *Conn) (done bool, action gnet.Action) {
 			gc.Discard(size)
 			return false, gnet.None
 		}
+		if !wire.CodeOf(err).Fatal() {
+			// A whole, well-framed request with a bad field (a topic name, say): answer it
+			// and go on reading; only framing errors end the connection.
+			s.stats.protocolErrs.Add(1)
+			c.Respond(c.newSlot(), Response{Head: wire.AppendErrorResponse(nil, hdr, err), File: -1})
+			gc.Discard(size)
+			return false, gnet.None
+		}
 	}
 	return true, s.refuse(c, hdr, err)
 }

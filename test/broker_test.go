@@ -113,6 +113,10 @@ func TestBadInput(t *testing.T) {
 		{"corrupt batch", produce(1, 0, "t", 0, corrupt(records(0, -1, "x", 3))), wire.CodeCorruptBatch},
 		{"garbage batch", produce(1, 0, "t", 0, []byte(strings.Repeat("z", 80))), wire.CodeCorruptBatch},
 		{"fetch out of range", good.call(&wire.FetchRequest{Topic: []byte("t"), Offset: 99, MaxBytes: 100}), wire.CodeOffsetOutOfRange},
+		{"describe unknown topic", good.call(&wire.DescribeTopicRequest{Name: "nope"}), wire.CodeUnknownTopic},
+		{"create bad name", good.call(&wire.CreateTopicRequest{Name: "a/b", Partitions: 1}), wire.CodeInvalidTopic},
+		{"create zero partitions", good.call(&wire.CreateTopicRequest{Name: "zero", Partitions: 0}), wire.CodeInvalidConfig},
+		{"create existing differently", good.call(&wire.CreateTopicRequest{Name: "t", Partitions: 7}), wire.CodeTopicExists},
 	} {
 		if c.resp.Header.Code != c.want {
 			t.Errorf("%s: code %v (%s), want %v", c.name, c.resp.Header.Code, c.resp.Text, c.want)
