@@ -34,9 +34,16 @@ func (e problemError) Unwrap() error { return e.err }
 func commands() map[string]command {
 	return map[string]command{
 		"broker":         {"broker -data DIR [-listen ADDR] [-config FILE] [-arena-size SIZE] [-metrics ADDR]: run the embedded broker", runBroker},
+		"produce":        {"produce --broker ADDR --topic T [--key] [--acks accepted|persisted] [--codec C]: send stdin lines as records", produce},
+		"consume":        {"consume --broker ADDR --topic T [--from oldest|newest|OFFSET|RFC3339] [--max N] [--idle D] [--logical A-B]: print record values", consume},
+		"topic create":   {"topic create NAME --partitions N --broker ADDR: create a topic", topicCreate},
+		"topic describe": {"topic describe NAME --broker ADDR: print a topic's partitions, offsets and checkpoints", topicDescribe},
 		"segment dump":   {"segment dump DIR: print every batch of a partition directory", segmentDump},
 		"segment verify": {"segment verify DIR: check CRCs, offsets and indexes; exit 1 on a problem", segmentVerify},
 		"segment demo":   {"segment demo DIR [-batches N]: write a small demo log", segmentDemo},
+		"bench produce":  {"bench produce [-system S] [-broker ADDR] [flags]: measure producers", benchCmd("produce")},
+		"bench consume":  {"bench consume [-system S] [-broker ADDR] [-from start|tail] [flags]: measure consumers", benchCmd("consume")},
+		"bench e2e":      {"bench e2e [-system S] [-broker ADDR] [-rate R] [flags]: end-to-end latency", benchCmd("e2e")},
 	}
 }
 

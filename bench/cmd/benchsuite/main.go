@@ -1,0 +1,75 @@
+// Command benchsuite runs the suite behind `make bench` and `make bench-quick`: it starts
+// sluice, NATS JetStream and Kafka (those it is given) one at a time on 127.0.0.1, runs
+// the same workloads against each and the ceilings, stops every process it started (by
+// pid; the kernel kills them too if benchsuite dies), and writes the generated section of
+// BENCHMARKS.md, the charts and the results as JSON. scripts/bench-all installs the
+// peers and calls it.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"sluice/bench"
+)
+
+func main() {
+	var o bench.SuiteOptions
+	flag.BoolVar(&o.Quick, "quick", false, "small counts and short runs")
+	flag.StringVar(&o.Work, "work", filepath.Join(os.TempDir(), "sluice-bench"), "scratch directory")
+	flag.StringVar(&o.SluiceBin, "sluice", "bin/sluice", "sluice binary")
+	flag.StringVar(&o.NATSBin, "nats-server", "", "nats-server binary (empty: skip NATS)")
+	flag.StringVar(&o.KafkaDir, "kafka", "", "Kafka directory with lib/ and log4j2.properties (empty: skip Kafka)")
+	out := flag.String("out", "BENCHMARKS.md", "markdown file whose generated section is rewritten")
+	charts := flag.String("charts", "docs/bench", "directory for the PNG charts")
+	jsonOut := flag.String("json", "", "write every result to this JSON file")
+	flag.Parse()
+	o.Log = os.Stderr
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o, *out, *charts, *jsonOut); err != nil {
+		fmt.Fprintln(os.Stderr, "benchsuite:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, o bench.SuiteOptions, out, chartDir, jsonOut string) error {
+	s, err := bench.RunSuite(ctx, o)
+	if err != nil {
+		return err
+	}
+	if jsonOut != "" {
+		b, _ := json.MarshalIndent(s, "", "  ")
+		if err := os.WriteFile(jsonOut, b, 0o644); err != nil {
+			return err
+		}
+	}
+	if err := os.MkdirAll(chartDir, 0o755); err != nil {
+		return err
+	}
+	rel, err := filepath.Rel(filepath.Dir(out), chartDir)
+	if err != nil {
+		return err
+	}
+	var charts []string
+	for _, ch := range []struct {
+		name string
+		draw func(string) error
+	}{{"throughput.png", s.ThroughputChart}, {"latency-cdf.png", s.LatencyChart}} {
+		if err := ch.draw(filepath.Join(chartDir, ch.name)); err != nil {
+			return err
+		}
+		charts = append(charts, filepath.ToSlash(filepath.Join(rel, ch.name)))
+	}
+	doc, err := os.ReadFile(out)
+	if err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	return os.WriteFile(out, []byte(bench.RewriteSection(string(doc), s.Markdown(charts))), 0o644)
+}

@@ -1,0 +1,64 @@
+package bench
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"sluice/internal/testbroker"
+)
+
+// TestSluiceIntegration runs short produce, consume and end-to-end workloads against a
+// real broker process.
+func TestSluiceIntegration(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a broker")
+	}
+	b := testbroker.Start(t, t.TempDir(), "-log.fsync", "never")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := Config{System: "sluice", Broker: b.Addr, Topic: "it", RecordSize: 512, Partitions: 2, Duration: time.Second}
+	p, err := Run(ctx, "produce", c, nil)
+	if err != nil || p.Errors > 0 || p.Records == 0 {
+		t.Fatalf("produce: %+v, %v", p, err)
+	}
+	c.FromStart, c.Count, c.Duration = true, p.Records, 10*time.Second
+	r, err := Run(ctx, "consume", c, nil)
+	if err != nil || r.Errors > 0 || r.Records != p.Records || r.Bytes != p.Bytes {
+		t.Fatalf("consume %d records of %d: %+v, %v", r.Records, p.Records, r, err)
+	}
+	e := Config{System: "sluice", Broker: b.Addr, Topic: "it-e2e", RecordSize: 256, Rate: 2000, Duration: time.Second, Linger: time.Millisecond}
+	res, err := Run(ctx, "e2e", e, nil)
+	if err != nil || res.Errors > 0 || res.Latency == nil || !res.Latency.Corrected || res.Records < 1500 {
+		t.Fatalf("e2e: %+v, %v", res, err)
+	}
+}
+
+// TestCeilings runs the tcp and sendfile ceilings in-process.
+func TestCeilings(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	for _, tc := range []struct{ system, w string }{{"tcp", "produce"}, {"tcp", "consume"}, {"sendfile", "produce"}, {"sendfile", "consume"}} {
+		c := Config{System: tc.system, Broker: dir, Topic: "c", RecordSize: 1000, Count: 10_000, FromStart: tc.w == "consume", Duration: 10 * time.Second}
+		r, err := Run(ctx, tc.w, c, nil)
+		if err != nil || r.Records != 10_000 || r.Bytes != 10_000_000 {
+			t.Fatalf("%s %s: %+v, %v", tc.system, tc.w, r, err)
+		}
+	}
+}
+
+// TestMarkdown renders a suite with made-up results.
+func TestMarkdown(t *testing.T) {
+	s := &Suite{Results: map[string]map[string]*Result{}, RSS: map[string]int64{"sluice": 100 << 20}, Skipped: map[string]string{"kafka": "no jars"}}
+	s.put("sluice", MProduce1K, &Result{MBPerSec: 900, RecordsPerSec: 900e3})
+	s.put("nats", MProduce1K, &Result{MBPerSec: 150})
+	s.put("tcp", MProduce1K, &Result{MBPerSec: 3000})
+	s.put("sluice", ME2EHalf, &Result{Config: Config{Rate: 1000}, RecordsPerSec: 1000, Latency: &Latency{P50: 100, P99: 800, P999: 1500, Max: 2000}})
+	md := s.Markdown([]string{"docs/bench/throughput.png"})
+	for _, want := range []string{"| produce, 1 KiB records | 900 | — | 150 | 3000 (tcp) | — | 6.00 | 0.30 |", "| sluice | 1000 | 100 µs | 800 µs | 1.50 ms | 2.00 ms | 0 |", "| sluice | 100 MiB |", "kafka: no jars", "![throughput](docs/bench/throughput.png)", "produce ≥ 5× NATS (1 KiB): 6.00× — met"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md)
+		}
+	}
+}

@@ -1,0 +1,79 @@
+package bench
+
+import (
+	"encoding/binary"
+	"time"
+)
+
+// stampSize is the size of the timestamp at the front of every record value.
+const stampSize = 8
+
+// putStamp writes t (Unix nanoseconds) at the front of a record value.
+func putStamp(v []byte, t int64) { binary.LittleEndian.PutUint64(v, uint64(t)) }
+
+// stampOf returns the timestamp at the front of a record value, 0 if it is too short.
+func stampOf(v []byte) int64 {
+	if len(v) < stampSize {
+		return 0
+	}
+	return int64(binary.LittleEndian.Uint64(v))
+}
+
+// Pacer is a fixed-rate schedule: record i is due at start + i/rate. It is a plain value
+// with no clock of its own, so it is tested without sleeping; the producer loop reads the
+// clock and sleeps. A Pacer is used by one goroutine.
+type Pacer struct {
+	start    int64   // Unix ns of record 0
+	interval float64 // ns between records; 0 = unpaced
+	next     int64   // index of the next record
+}
+
+// NewPacer returns a schedule of rate records/s from start; rate 0 means no schedule.
+func NewPacer(start time.Time, rate float64) *Pacer {
+	p := &Pacer{start: start.UnixNano()}
+	if rate > 0 {
+		p.interval = 1e9 / rate
+	}
+	return p
+}
+
+// Paced reports whether the pacer has a schedule.
+func (p *Pacer) Paced() bool { return p.interval > 0 }
+
+// Due returns when the next record is due (Unix ns).
+func (p *Pacer) Due() int64 { return p.start + int64(float64(p.next)*p.interval) }
+
+// Take returns how many records are due at now (at least 0) and advances past them.
+// Their intended send times are Intended(first), Intended(first+1), ...; first is the
+// index of the first of them.
+func (p *Pacer) Take(now int64) (first, n int64) {
+	first = p.next
+	if !p.Paced() {
+		p.next++
+		return first, 1
+	}
+	if now < p.start {
+		return first, 0
+	}
+	last := int64(float64(now-p.start) / p.interval) // index due at or before now
+	if last < p.next {
+		return first, 0
+	}
+	n = last - p.next + 1
+	p.next = last + 1
+	return first, n
+}
+
+// Intended returns when record i was due (Unix ns). This, not the moment the record was
+// actually sent, is what its latency is measured from: the correction for coordinated
+// omission.
+func (p *Pacer) Intended(i int64) int64 { return p.start + int64(float64(i)*p.interval) }
+
+// sleepUntil sleeps until t (Unix ns). It never spins: on two cores a spinning producer
+// takes the CPU the broker and the consumers need; timer overshoot (tens of µs) delays the
+// records, which count it in their latency as they should.
+func sleepUntil(t int64) {
+	if d := time.Duration(t - time.Now().UnixNano()); d > 0 {
+		time.Sleep(d)
+	}
+}

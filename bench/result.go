@@ -1,0 +1,80 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"time"
+)
+
+// Result is what a run measured; it is what `--json` writes.
+type Result struct {
+	// Workload is produce, consume or e2e.
+	Workload string `json:"workload"`
+	// Name labels the run in reports (e.g. "produce-1k"); free text.
+	Name   string    `json:"name,omitempty"`
+	Config Config    `json:"config"`
+	Start  time.Time `json:"start"`
+	// Seconds is the measured time: from the first send (or the consumer's start) to the
+	// last acknowledgment (or the last record read).
+	Seconds float64 `json:"seconds"`
+	// Records and Bytes count record values produced (produce) or read (consume, e2e);
+	// Bytes are value bytes only, without keys, headers or protocol overhead.
+	Records       int64   `json:"records"`
+	Bytes         int64   `json:"bytes"`
+	RecordsPerSec float64 `json:"records_per_sec"`
+	MBPerSec      float64 `json:"mb_per_sec"` // 10^6 bytes per second
+	// Latency is the end-to-end latency (e2e, consume from the tail) or the produce
+	// acknowledgment latency (produce, where the driver reports acks); nil when none.
+	Latency *Latency `json:"latency,omitempty"`
+	// Errors counts failed sends and reads; FirstError is the first one's text.
+	Errors     int64  `json:"errors"`
+	FirstError string `json:"first_error,omitempty"`
+	// BrokerRSS is the server's resident memory at its peak (VmHWM), in bytes, when the
+	// harness started the server itself; 0 otherwise.
+	BrokerRSS int64 `json:"broker_rss_bytes,omitempty"`
+}
+
+// finish computes the rates from the counts and the time.
+func (r *Result) finish(elapsed time.Duration) {
+	r.Seconds = elapsed.Seconds()
+	if r.Seconds > 0 {
+		r.RecordsPerSec = float64(r.Records) / r.Seconds
+		r.MBPerSec = float64(r.Bytes) / r.Seconds / 1e6
+	}
+}
+
+// WriteJSON writes r to path, indented.
+func (r *Result) WriteJSON(path string) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// ReadResult reads a result written by WriteJSON.
+func ReadResult(path string) (*Result, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var r Result
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// Summary returns a one-line human summary of r.
+func Summary(r *Result) string {
+	s := fmt.Sprintf("%s %s: %d records in %.2fs: %.0f records/s, %.1f MB/s, %d errors",
+		r.Config.System, r.Workload, r.Records, r.Seconds, r.RecordsPerSec, r.MBPerSec, r.Errors)
+	if l := r.Latency; l != nil {
+		s += fmt.Sprintf("; latency p50 %s p99 %s p99.9 %s max %s", fmtMicros(l.P50), fmtMicros(l.P99), fmtMicros(l.P999), fmtMicros(l.Max))
+		if l.Corrected {
+			s += " (corrected for coordinated omission)"
+		}
+	}
+	return s
+}

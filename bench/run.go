@@ -1,0 +1,426 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Counters are a run's shared counts. Safe from any goroutine.
+type Counters struct {
+	records, bytes, errors atomic.Int64
+	mu                     struct {
+		sync.Mutex
+		first string
+	}
+}
+
+func (c *Counters) add(n, bytes int64) { c.records.Add(n); c.bytes.Add(bytes) }
+
+func (c *Counters) fail(err error) {
+	if c.errors.Add(1) == 1 {
+		c.mu.Lock()
+		c.mu.first = err.Error()
+		c.mu.Unlock()
+	}
+}
+
+func (c *Counters) firstError() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mu.first
+}
+
+// Run runs the workload named by w: "produce", "consume" or "e2e". Progress, if not
+// nil, gets a live line every second (a terminal line rewritten with \r).
+func Run(ctx context.Context, w string, c Config, progress io.Writer) (*Result, error) {
+	c.EnsureDefaults()
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	d, err := Open(c.System, c.Broker)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	pctx, cancel := context.WithTimeout(ctx, time.Minute)
+	err = d.Prepare(pctx, &c)
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("cannot prepare %s topic %s: %w", c.System, c.Topic, err)
+	}
+	switch w {
+	case "produce":
+		return RunProduce(ctx, d, c, progress)
+	case "consume":
+		return RunConsume(ctx, d, c, progress)
+	case "e2e":
+		return RunE2E(ctx, d, c, progress)
+	}
+	return nil, fmt.Errorf("unknown workload %q", w)
+}
+
+// produceLoop is one producer's loop: it sends quota records (0 = no limit) at rate
+// (0 = as fast as it can) until ctx ends, stamping each with its intended send time.
+func produceLoop(ctx context.Context, p Producer, c *Config, rate float64, quota int64, cnt *Counters, rec *Recorder) {
+	v := make([]byte, c.RecordSize)
+	fillPayload(v[stampSize:], rand.Uint64())
+	pacer := NewPacer(time.Now(), rate)
+	var ack func(error)
+	if p.Acks() && rec == nil {
+		ack = func(err error) {
+			if err != nil {
+				cnt.fail(err)
+			}
+		}
+	}
+	var sent int64
+	for ctx.Err() == nil && (quota == 0 || sent < quota) {
+		now := time.Now().UnixNano()
+		first, n := pacer.Take(now)
+		if n == 0 {
+			sleepUntil(pacer.Due())
+			continue
+		}
+		if quota > 0 {
+			n = min(n, quota-sent)
+		}
+		for i := range n {
+			stamp := now
+			if pacer.Paced() {
+				stamp = pacer.Intended(first + i)
+			}
+			putStamp(v, stamp)
+			a := ack
+			if p.Acks() && rec != nil {
+				a = func(err error) {
+					if err != nil {
+						cnt.fail(err)
+						return
+					}
+					rec.Record(time.Now().UnixNano() - stamp)
+				}
+			}
+			if err := p.Send(ctx, v, a); err != nil {
+				if ctx.Err() == nil {
+					cnt.fail(err)
+				}
+				return
+			}
+			cnt.add(1, int64(len(v)))
+		}
+		sent += n
+	}
+}
+
+// fillPayload fills b with bytes that compress about 2:1 (half random, half repeated), so
+// that compression settings have something to do.
+func fillPayload(b []byte, seed uint64) {
+	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	for i := range b {
+		if i%2 == 0 {
+			b[i] = byte(r.Uint32())
+		} else {
+			b[i] = 'a'
+		}
+	}
+}
+
+// split divides total into n shares whose sum is total.
+func split(total int64, n, i int) int64 {
+	q := total / int64(n)
+	if int64(i) < total%int64(n) {
+		q++
+	}
+	return q
+}
+
+// RunProduce measures producers alone: records/s and MB/s until every record sent was
+// acknowledged (Flush), and the acknowledgment latency where the driver reports it.
+func RunProduce(ctx context.Context, d Driver, c Config, progress io.Writer) (*Result, error) {
+	prods := make([]Producer, c.Producers)
+	for i := range prods {
+		p, err := d.NewProducer(ctx, &c)
+		if err != nil {
+			closeAll(prods[:i])
+			return nil, fmt.Errorf("cannot start producer: %w", err)
+		}
+		prods[i] = p
+	}
+	defer closeAll(prods)
+	var cnt Counters
+	rec := NewRecorder()
+	res := &Result{Workload: "produce", Config: c, Start: time.Now()}
+	rctx, cancel := runContext(ctx, c.Duration)
+	defer cancel()
+	stop := startProgress(progress, c.System, &cnt, rec)
+	var wg sync.WaitGroup
+	for i, p := range prods {
+		wg.Go(func() {
+			produceLoop(rctx, p, &c, c.Rate/float64(len(prods)), split(c.Count, len(prods), i), &cnt, rec)
+			fctx, fcancel := context.WithTimeout(ctx, time.Minute)
+			defer fcancel()
+			if err := p.Flush(fctx); err != nil {
+				cnt.fail(fmt.Errorf("cannot flush: %w", err))
+			}
+		})
+	}
+	wg.Wait()
+	stop()
+	res.Records, res.Bytes = cnt.records.Load(), cnt.bytes.Load()
+	res.Errors, res.FirstError = cnt.errors.Load(), cnt.firstError()
+	res.finish(time.Since(res.Start))
+	res.Latency = rec.Summary(c.Rate > 0)
+	return res, nil
+}
+
+// idleEnd is how long consumers may see nothing, once they read something, before a
+// consume run counts the topic as read to its end.
+const idleEnd = 2 * time.Second
+
+// RunConsume measures consumers reading what the topic holds: records/s and MB/s from
+// the first read to the last record, ending at Count records, at Duration, or when no
+// record came for idleEnd.
+func RunConsume(ctx context.Context, d Driver, c Config, progress io.Writer) (*Result, error) {
+	cons, err := newConsumers(ctx, d, &c)
+	if err != nil {
+		return nil, err
+	}
+	defer closeAll(cons)
+	var cnt Counters
+	res := &Result{Workload: "consume", Config: c, Start: time.Now()}
+	rctx, cancel := runContext(ctx, c.Duration)
+	defer cancel()
+	var last atomic.Int64 // Unix ns of the last record read
+	last.Store(res.Start.UnixNano())
+	go func() { // ends the run once the consumers go idle
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for rctx.Err() == nil {
+			select {
+			case <-t.C:
+				if cnt.records.Load() > 0 && time.Since(time.Unix(0, last.Load())) > idleEnd {
+					cancel()
+				}
+			case <-rctx.Done():
+			}
+		}
+	}()
+	stop := startProgress(progress, c.System, &cnt, nil)
+	var wg sync.WaitGroup
+	for _, cs := range cons {
+		wg.Go(func() {
+			var n, bytes int64
+			err := cs.Run(rctx, func(v []byte) bool {
+				n++
+				bytes += int64(len(v))
+				if n%256 == 0 {
+					cnt.add(n, bytes)
+					last.Store(time.Now().UnixNano())
+					n, bytes = 0, 0
+					if c.Count > 0 && cnt.records.Load() >= c.Count {
+						cancel()
+						return false
+					}
+				}
+				return true
+			})
+			cnt.add(n, bytes) // the remainder: its time is within 256 records of last
+			if err != nil && rctx.Err() == nil {
+				cnt.fail(err)
+				cancel()
+			}
+		})
+	}
+	wg.Wait()
+	stop()
+	res.Records, res.Bytes = cnt.records.Load(), cnt.bytes.Load()
+	res.Errors, res.FirstError = cnt.errors.Load(), cnt.firstError()
+	res.finish(time.Unix(0, last.Load()).Sub(res.Start))
+	return res, nil
+}
+
+// drainWait bounds how long an end-to-end run waits, after the producers stopped, for
+// the consumers to read what was sent.
+const drainWait = 5 * time.Second
+
+// RunE2E runs producers (at c.Rate, or as fast as they can) and consumers reading from
+// the tail at the same time, and measures the latency from each record's intended send
+// time to its arrival at a consumer; latencies of the first c.Warmup are dropped.
+func RunE2E(ctx context.Context, d Driver, c Config, progress io.Writer) (*Result, error) {
+	c.FromStart = false
+	cons, err := newConsumers(ctx, d, &c)
+	if err != nil {
+		return nil, err
+	}
+	defer closeAll(cons)
+	prods := make([]Producer, c.Producers)
+	for i := range prods {
+		if prods[i], err = d.NewProducer(ctx, &c); err != nil {
+			closeAll(prods[:i])
+			return nil, fmt.Errorf("cannot start producer: %w", err)
+		}
+	}
+	defer closeAll(prods)
+	var sent, got Counters
+	rec := NewRecorder()
+	cctx, ccancel := context.WithCancel(ctx)
+	defer ccancel()
+	var cwg sync.WaitGroup
+	for _, cs := range cons {
+		cwg.Go(func() {
+			lat := make([]int64, 0, 256)
+			var bytes int64
+			flush := func() {
+				rec.RecordAll(lat)
+				got.add(int64(len(lat)), bytes)
+				lat, bytes = lat[:0], 0
+			}
+			err := cs.Run(cctx, func(v []byte) bool {
+				lat = append(lat, time.Now().UnixNano()-stampOf(v))
+				bytes += int64(len(v))
+				if len(lat) == cap(lat) {
+					flush()
+				}
+				return true
+			})
+			flush()
+			if err != nil && cctx.Err() == nil {
+				got.fail(err)
+			}
+		})
+	}
+	res := &Result{Workload: "e2e", Config: c, Start: time.Now()}
+	var startNs atomic.Int64 // the measured part's start; moved by the warm-up
+	startNs.Store(res.Start.UnixNano())
+	rctx, cancel := runContext(ctx, c.Duration+c.Warmup)
+	defer cancel()
+	stop := startProgress(progress, c.System, &got, rec)
+	if c.Warmup > 0 {
+		go func() {
+			select {
+			case <-time.After(c.Warmup):
+				rec.Reset()
+				// Throughput counts from here too: the measured part starts now.
+				startNs.Store(time.Now().UnixNano())
+				got.records.Store(0)
+				got.bytes.Store(0)
+				sent.records.Store(0)
+			case <-rctx.Done():
+			}
+		}()
+	}
+	var pwg sync.WaitGroup
+	for i, p := range prods {
+		pwg.Go(func() {
+			produceLoop(rctx, p, &c, c.Rate/float64(len(prods)), split(c.Count, len(prods), i), &sent, nil)
+			fctx, fcancel := context.WithTimeout(ctx, time.Minute)
+			defer fcancel()
+			if err := p.Flush(fctx); err != nil {
+				sent.fail(fmt.Errorf("cannot flush: %w", err))
+			}
+		})
+	}
+	pwg.Wait()
+	end := time.Now()
+	for deadline := time.Now().Add(drainWait); got.records.Load() < sent.records.Load() && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	ccancel()
+	cwg.Wait()
+	stop()
+	res.Records, res.Bytes = got.records.Load(), got.bytes.Load()
+	res.Errors = sent.errors.Load() + got.errors.Load()
+	res.FirstError = sent.firstError() + got.firstError()
+	if missing := sent.records.Load() - res.Records; missing > 0 {
+		res.Errors += missing
+		if res.FirstError == "" {
+			res.FirstError = fmt.Sprintf("%d records sent but not consumed within %v", missing, drainWait)
+		}
+	}
+	res.Start = time.Unix(0, startNs.Load())
+	res.finish(end.Sub(res.Start))
+	res.Latency = rec.Summary(c.Rate > 0)
+	return res, nil
+}
+
+func newConsumers(ctx context.Context, d Driver, c *Config) ([]Consumer, error) {
+	cons := make([]Consumer, c.Consumers)
+	for i := range cons {
+		cs, err := d.NewConsumer(ctx, c, i, len(cons))
+		if err != nil {
+			closeAll(cons[:i])
+			return nil, fmt.Errorf("cannot start consumer: %w", err)
+		}
+		cons[i] = cs
+	}
+	return cons, nil
+}
+
+// runContext ends at d (if positive) or with ctx.
+func runContext(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if d > 0 {
+		return context.WithTimeout(ctx, d)
+	}
+	return context.WithCancel(ctx)
+}
+
+func closeAll[T io.Closer](cs []T) {
+	for _, c := range cs {
+		c.Close()
+	}
+}
+
+// startProgress prints a progress line every second until the returned stop is called.
+func startProgress(w io.Writer, name string, cnt *Counters, rec *Recorder) (stop func()) {
+	if w == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		start, prevN, prevB, prevT := time.Now(), int64(0), int64(0), time.Now()
+		for {
+			select {
+			case <-done:
+				fmt.Fprintln(w)
+				return
+			case now := <-t.C:
+				n, b := cnt.records.Load(), cnt.bytes.Load()
+				fmt.Fprint(w, progressLine(name, now.Sub(start), n-prevN, b-prevB, now.Sub(prevT), rec, cnt.errors.Load()))
+				prevN, prevB, prevT = n, b, now
+			}
+		}
+	})
+	return func() { close(done); wg.Wait() }
+}
+
+// progressLine formats one live line: rate, MB/s and the interval's p99.
+func progressLine(name string, at time.Duration, n, bytes int64, dt time.Duration, rec *Recorder, errs int64) string {
+	p99 := "-"
+	if rec != nil {
+		if v := rec.IntervalP99(); v > 0 {
+			p99 = fmtMicros(float64(v) / 1e3)
+		}
+	}
+	s := dt.Seconds()
+	return fmt.Sprintf("\r%-8s %6.1fs %11.0f rec/s %9.1f MB/s  p99 %-9s errors %d   ",
+		name, at.Seconds(), float64(n)/s, float64(bytes)/s/1e6, p99, errs)
+}
+
+// fmtMicros formats a latency given in µs with a unit that suits it.
+func fmtMicros(us float64) string {
+	switch {
+	case us >= 1e6:
+		return fmt.Sprintf("%.2f s", us/1e6)
+	case us >= 1e3:
+		return fmt.Sprintf("%.2f ms", us/1e3)
+	}
+	return fmt.Sprintf("%.0f µs", us)
+}

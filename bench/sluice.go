@@ -1,0 +1,111 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"sluice/batch"
+	"sluice/client"
+	"sluice/wire"
+)
+
+// The sluice driver uses the Go client. Its producer does not report per-record
+// acknowledgments (Produce is asynchronous; Flush waits until the broker accepted
+// everything), so produce runs report throughput only and latency comes from e2e runs.
+func init() {
+	register("sluice", func(addr string) (Driver, error) { return &sluiceDriver{addr: addr}, nil })
+}
+
+type sluiceDriver struct{ addr string }
+
+func (d *sluiceDriver) Prepare(ctx context.Context, c *Config) error {
+	a, err := client.NewAdmin(client.Brokers(d.addr))
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	_, err = a.CreateTopic(ctx, c.Topic, c.Partitions, wire.TopicOptions{})
+	if client.IsCode(err, wire.CodeTopicExists) {
+		return nil
+	}
+	return err
+}
+
+func (d *sluiceDriver) NewProducer(ctx context.Context, c *Config) (Producer, error) {
+	codec, err := CodecOf(c.Compression)
+	if err != nil {
+		return nil, err
+	}
+	p, err := client.NewProducer(ctx, c.Topic, client.Brokers(d.addr), client.BatchBytes(c.BatchBytes),
+		client.Linger(c.Linger), client.Compression(codec), client.MaxBufferedBytes(256<<20))
+	if err != nil {
+		return nil, err
+	}
+	return &sluiceProducer{p: p}, nil
+}
+
+type sluiceProducer struct {
+	p *client.Producer
+	r client.Record
+}
+
+func (p *sluiceProducer) Send(ctx context.Context, v []byte, _ func(error)) error {
+	p.r.Value = v
+	return p.p.Produce(ctx, &p.r)
+}
+
+func (p *sluiceProducer) Acks() bool { return false }
+
+func (p *sluiceProducer) Flush(ctx context.Context) error { return p.p.Flush(ctx) }
+
+func (p *sluiceProducer) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return p.p.Close(ctx)
+}
+
+func (d *sluiceDriver) NewConsumer(ctx context.Context, c *Config, i, n int) (Consumer, error) {
+	start := client.Newest()
+	if c.FromStart {
+		start = client.Oldest()
+	}
+	opts := []client.Opt{client.Brokers(d.addr), client.Start(start), client.FetchMaxBytes(4 << 20),
+		client.FetchMaxWait(100 * time.Millisecond)}
+	if n > 1 {
+		lo := i * wire.LogicalPartitions / n
+		hi := (i+1)*wire.LogicalPartitions/n - 1
+		opts = append(opts, client.LogicalRange(uint16(lo), uint16(hi)))
+	}
+	cs, err := client.NewConsumer(ctx, c.Topic, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &sluiceConsumer{c: cs}, nil
+}
+
+type sluiceConsumer struct{ c *client.Consumer }
+
+func (c *sluiceConsumer) Run(ctx context.Context, fn func([]byte) bool) error {
+	for {
+		if err := c.c.Poll(ctx); err != nil {
+			if ctx.Err() != nil || errors.Is(err, client.ErrClosed) {
+				return nil
+			}
+			return err
+		}
+		for c.c.Next() {
+			var r *batch.Record = c.c.Record()
+			if !fn(r.Value) {
+				return nil
+			}
+		}
+		if err := c.c.Err(); err != nil {
+			return err
+		}
+	}
+}
+
+func (c *sluiceConsumer) Close() error { return c.c.Close() }
+
+func (d *sluiceDriver) Close() error { return nil }

@@ -1,0 +1,196 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// SuiteOptions configure the suite that `make bench` runs.
+type SuiteOptions struct {
+	Quick     bool   // smaller counts and shorter runs (make bench-quick)
+	Work      string // scratch directory for data and logs
+	SluiceBin string
+	NATSBin   string // nats-server binary; empty skips NATS
+	KafkaDir  string // directory with lib/ and log4j2.properties; empty skips Kafka
+	Log       io.Writer
+}
+
+// Suite holds the results of a suite run, by system and measurement name.
+type Suite struct {
+	Quick   bool                          `json:"quick"`
+	Start   time.Time                     `json:"start"`
+	Results map[string]map[string]*Result `json:"results"`
+	RSS     map[string]int64              `json:"rss_bytes"`
+	Skipped map[string]string             `json:"skipped,omitempty"`
+	Machine Machine                       `json:"machine"`
+}
+
+func (s *Suite) put(system, name string, r *Result) {
+	if s.Results[system] == nil {
+		s.Results[system] = map[string]*Result{}
+	}
+	r.Name = name
+	s.Results[system][name] = r
+}
+
+// The measurement names.
+const (
+	MProduce1K   = "produce-1k"
+	MProduce100  = "produce-100"
+	MConsumeMem  = "consume-memory"
+	MConsumePage = "consume-pagecache"
+	ME2EHalf     = "e2e-half"
+)
+
+// sizes of a suite run.
+type suiteSizes struct {
+	count1K, count100 int64
+	cap               time.Duration // bound of each produce and consume run
+	e2e, warmup       time.Duration
+}
+
+func sizesOf(quick bool) suiteSizes {
+	if quick {
+		return suiteSizes{count1K: 400_000, count100: 2_000_000, cap: 8 * time.Second, e2e: 4 * time.Second, warmup: time.Second}
+	}
+	return suiteSizes{count1K: 2_000_000, count100: 10_000_000, cap: 30 * time.Second, e2e: 10 * time.Second, warmup: 2 * time.Second}
+}
+
+// Common settings of every system's workloads (stated in the report).
+const (
+	suitePartitions = 4
+	suiteBatch      = 1 << 20
+	suiteLinger     = 5 * time.Millisecond
+	e2eLinger       = 200 * time.Microsecond
+)
+
+// RunSuite runs every workload against every system it can start and the ceilings.
+func RunSuite(ctx context.Context, o SuiteOptions) (*Suite, error) {
+	s := &Suite{Quick: o.Quick, Start: time.Now(), Results: map[string]map[string]*Result{},
+		RSS: map[string]int64{}, Skipped: map[string]string{}, Machine: DescribeMachine()}
+	sz := sizesOf(o.Quick)
+	logf := func(format string, args ...any) { fmt.Fprintf(o.Log, format+"\n", args...) }
+
+	servers := []*Server{SluiceServer(o.SluiceBin, filepath.Join(o.Work, "sluice", "data"), "127.0.0.1:19440", "never")}
+	if o.NATSBin != "" {
+		servers = append(servers, NATSServer(o.NATSBin, filepath.Join(o.Work, "nats", "data"), "127.0.0.1:14222", false))
+	} else {
+		s.Skipped["nats"] = "no nats-server given"
+	}
+	if o.KafkaDir != "" {
+		servers = append(servers, KafkaServer(o.KafkaDir, filepath.Join(o.Work, "kafka", "data"), "127.0.0.1:19092"))
+	} else {
+		s.Skipped["kafka"] = "no Kafka jars given"
+	}
+	for _, srv := range servers {
+		os.RemoveAll(filepath.Dir(srv.Dir))
+		logf("== %s: starting", srv.Name)
+		if err := srv.Start(ctx); err != nil {
+			s.Skipped[srv.Name] = err.Error()
+			logf("%s skipped: %v", srv.Name, err)
+			continue
+		}
+		err := runSystem(ctx, s, srv, sz, logf)
+		srv.Stop()
+		s.RSS[srv.Name] = srv.PeakRSS
+		if err != nil {
+			s.Skipped[srv.Name] = err.Error()
+			logf("%s failed: %v", srv.Name, err)
+		}
+		if ctx.Err() != nil {
+			return s, ctx.Err()
+		}
+	}
+	logf("== ceilings")
+	if err := runCeilings(ctx, s, filepath.Join(o.Work, "ceiling"), sz, logf); err != nil {
+		s.Skipped["ceiling"] = err.Error()
+	}
+	return s, nil
+}
+
+func baseConfig(system, addr, topic string, recSize int) Config {
+	return Config{System: system, Broker: addr, Topic: topic, RecordSize: recSize, BatchBytes: suiteBatch,
+		Linger: suiteLinger, Partitions: suitePartitions, Producers: 1, Consumers: 1}
+}
+
+// runSystem runs the workloads against one started server: produce (1 KiB, then 100 B),
+// consume what was produced from the start (memory, or whatever the system reads from),
+// restart the server, consume again (page cache), and an end-to-end run at half the
+// 1 KiB produce rate.
+func runSystem(ctx context.Context, s *Suite, srv *Server, sz suiteSizes, logf func(string, ...any)) error {
+	name := srv.Name
+	run := func(m, w string, c Config) (*Result, error) {
+		r, err := Run(ctx, w, c, nil)
+		srv.SampleRSS()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", m, err)
+		}
+		s.put(name, m, r)
+		logf("%-8s %-18s %s", name, m, Summary(r))
+		return r, nil
+	}
+	c := baseConfig(name, srv.Addr, "b1k", 1024)
+	c.Count, c.Duration = sz.count1K, sz.cap
+	p1k, err := run(MProduce1K, "produce", c)
+	if err != nil {
+		return err
+	}
+	cc := c
+	cc.FromStart, cc.Count = true, p1k.Records
+	if _, err := run(MConsumeMem, "consume", cc); err != nil {
+		return err
+	}
+	if err := srv.Restart(ctx); err != nil {
+		return err
+	}
+	if _, err := run(MConsumePage, "consume", cc); err != nil {
+		return err
+	}
+	c100 := baseConfig(name, srv.Addr, "b100", 100)
+	c100.Count, c100.Duration = sz.count100, sz.cap
+	if _, err := run(MProduce100, "produce", c100); err != nil {
+		return err
+	}
+	e := baseConfig(name, srv.Addr, "be2e", 1024)
+	e.Rate, e.Duration, e.Warmup, e.Linger = p1k.RecordsPerSec/2, sz.e2e, sz.warmup, e2eLinger
+	_, err = run(ME2EHalf, "e2e", e)
+	return err
+}
+
+// runCeilings measures the ceilings: tcp for produce and consume from memory, sendfile
+// for consume from the page cache (the file is written by the sendfile producer first).
+func runCeilings(ctx context.Context, s *Suite, dir string, sz suiteSizes, logf func(string, ...any)) error {
+	os.RemoveAll(dir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	type step struct {
+		system, m, w string
+		rec          int
+		count        int64
+		fromStart    bool
+	}
+	steps := []step{
+		{"tcp", MProduce1K, "produce", 1024, sz.count1K, false},
+		{"tcp", MProduce100, "produce", 100, sz.count100, false},
+		{"tcp", MConsumeMem, "consume", 1024, sz.count1K, true},
+		{"sendfile", MProduce1K, "produce", 1024, sz.count1K, false},
+		{"sendfile", MConsumePage, "consume", 1024, sz.count1K, true},
+	}
+	for _, st := range steps {
+		c := baseConfig(st.system, dir, "c1k", st.rec)
+		c.Count, c.Duration, c.FromStart = st.count, sz.cap, st.fromStart
+		r, err := Run(ctx, st.w, c, nil)
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", st.system, st.m, err)
+		}
+		s.put(st.system, st.m, r)
+		logf("%-8s %-18s %s", st.system, st.m, Summary(r))
+	}
+	return nil
+}

@@ -1,0 +1,177 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"sluice/wire"
+)
+
+// Admin makes the admin calls: create and describe topics, metadata. Its methods are safe
+// from any goroutine; calls are serialized on one connection to a seed broker.
+type Admin struct {
+	cfg cfg
+	mu  struct {
+		sync.Mutex
+		rc     *rpcConn
+		seed   int // index of the seed broker to try next
+		closed bool
+	}
+}
+
+// NewAdmin returns an Admin for the brokers given with the Brokers option. It connects on
+// the first call.
+func NewAdmin(opts ...Opt) (*Admin, error) {
+	c, err := newCfg(opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Admin{cfg: c}, nil
+}
+
+// Close closes the connection. Calls after Close return ErrClosed.
+func (a *Admin) Close() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.mu.closed = true
+	if a.mu.rc != nil {
+		a.mu.rc.close()
+		a.mu.rc = nil
+	}
+	return nil
+}
+
+// CreateTopic creates a topic with the given number of physical partitions (1..65536)
+// and options (zero values take the broker's defaults), and returns its metadata. For a
+// topic that exists, the error matches wire.CodeTopicExists (see IsCode) and the
+// existing topic's metadata is returned with it.
+func (a *Admin) CreateTopic(ctx context.Context, name string, partitions int, o wire.TopicOptions) (wire.Topic, error) {
+	req := &wire.CreateTopicRequest{Name: name, Partitions: uint32(partitions), Options: o}
+	var t wire.Topic
+	err := a.call(ctx, req, false, func(r *wire.Response) error {
+		if body, ok := r.Body.(*wire.CreateTopicResponse); ok {
+			t = body.Topic
+		}
+		return r.Err()
+	})
+	if err != nil {
+		return t, fmt.Errorf("cannot create topic %s: %w", name, err)
+	}
+	return t, nil
+}
+
+// DescribeTopic returns a topic's metadata, options and the state of each partition.
+func (a *Admin) DescribeTopic(ctx context.Context, name string) (*wire.DescribeTopicResponse, error) {
+	var d *wire.DescribeTopicResponse
+	err := a.call(ctx, &wire.DescribeTopicRequest{Name: name}, true, func(r *wire.Response) error {
+		if err := r.Err(); err != nil {
+			return err
+		}
+		d = r.Body.(*wire.DescribeTopicResponse)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cannot describe topic %s: %w", name, err)
+	}
+	return d, nil
+}
+
+// Metadata returns the metadata of the named topics that exist (of every topic when none
+// is named), in the order asked.
+func (a *Admin) Metadata(ctx context.Context, topics ...string) ([]wire.Topic, error) {
+	var ts []wire.Topic
+	err := a.call(ctx, &wire.MetadataRequest{Topics: topics}, true, func(r *wire.Response) error {
+		if err := r.Err(); err != nil {
+			return err
+		}
+		ts = r.Body.(*wire.MetadataResponse).Topics
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cannot get metadata: %w", err)
+	}
+	return ts, nil
+}
+
+// topic returns the metadata of one topic; a missing topic is unknown_topic.
+func (a *Admin) topic(ctx context.Context, name string) (wire.Topic, error) {
+	ts, err := a.Metadata(ctx, name)
+	if err != nil {
+		return wire.Topic{}, err
+	}
+	if len(ts) != 1 || ts[0].Name != name {
+		return wire.Topic{}, fmt.Errorf("cannot find topic %s: %w", name, wire.NewError(wire.CodeUnknownTopic, ""))
+	}
+	return ts[0], nil
+}
+
+// call sends req and hands the answer to use, retrying after connection failures (and
+// after retriable codes when idempotent) with backoff until ctx ends. Each call decodes
+// into a new response, so what use keeps stays valid.
+func (a *Admin) call(ctx context.Context, req wire.Body, idempotent bool, use func(*wire.Response) error) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delay := a.cfg.backoffMin
+	for {
+		err := a.tryLocked(ctx, req, use)
+		var pe *wire.ProtocolError
+		retry := err != nil && (!errors.As(err, &pe) || (idempotent && pe.Code.Retriable()))
+		if !retry || a.mu.closed {
+			return err
+		}
+		if werr := sleepCtx(ctx, jitter(delay)); werr != nil {
+			return fmt.Errorf("%w (last error: %w)", werr, err)
+		}
+		delay = min(2*delay, a.cfg.backoffMax)
+	}
+}
+
+func (a *Admin) tryLocked(ctx context.Context, req wire.Body, use func(*wire.Response) error) error {
+	if a.mu.closed {
+		return ErrClosed
+	}
+	if a.mu.rc == nil {
+		addr := a.cfg.brokers[a.mu.seed%len(a.cfg.brokers)]
+		a.mu.seed++
+		rc, err := dialRPC(ctx, &a.cfg, addr)
+		if err != nil {
+			return err
+		}
+		a.mu.rc = rc
+	}
+	a.mu.rc.resp = wire.Response{}
+	resp, err := a.mu.rc.call(ctx, req)
+	if err != nil {
+		a.mu.rc.close()
+		a.mu.rc = nil
+		return err
+	}
+	return use(resp)
+}
+
+// IsCode reports whether err carries a broker answer with code c.
+func IsCode(err error, c wire.Code) bool {
+	var pe *wire.ProtocolError
+	return errors.As(err, &pe) && pe.Code == c
+}
+
+// sleepCtx sleeps for d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// jitter returns a delay between d/2 and d.
+func jitter(d time.Duration) time.Duration {
+	return d/2 + rand.N(d/2+1)
+}

@@ -1,0 +1,199 @@
+package client
+
+import (
+	"fmt"
+	"time"
+
+	"sluice/batch"
+	"sluice/wire"
+)
+
+// Opt is an option of NewProducer, NewConsumer or NewAdmin. Options that do not concern
+// the value being made are ignored by it.
+type Opt interface{ apply(*cfg) }
+
+type optFunc func(*cfg)
+
+func (f optFunc) apply(c *cfg) { f(c) }
+
+// cfg holds every option; defaultCfg sets the defaults and validate checks them.
+type cfg struct {
+	brokers      []string
+	dialTimeout  time.Duration
+	backoffMin   time.Duration
+	backoffMax   time.Duration
+	maxFrame     int
+	linger       time.Duration
+	batchBytes   int
+	codec        batch.Codec
+	maxBuffered  int64
+	blockOnFull  bool
+	maxInflight  int
+	requestBytes int
+	producerID   int64
+	pollWait     time.Duration
+	start        StartAt
+	logicalLo    int
+	logicalHi    int
+	fetchBytes   int
+	fetchWait    time.Duration
+}
+
+func defaultCfg() cfg {
+	return cfg{
+		dialTimeout:  5 * time.Second,
+		backoffMin:   20 * time.Millisecond,
+		backoffMax:   time.Second,
+		maxFrame:     wire.DefaultMaxFrame,
+		linger:       5 * time.Millisecond,
+		batchBytes:   1 << 20,
+		maxBuffered:  64 << 20,
+		blockOnFull:  true,
+		maxInflight:  8,
+		requestBytes: 4 << 20,
+		pollWait:     500 * time.Millisecond,
+		start:        Oldest(),
+		logicalLo:    0,
+		logicalHi:    wire.LogicalPartitions - 1,
+		fetchBytes:   1 << 20,
+		fetchWait:    500 * time.Millisecond,
+	}
+}
+
+func newCfg(opts []Opt) (cfg, error) {
+	c := defaultCfg()
+	for _, o := range opts {
+		o.apply(&c)
+	}
+	return c, c.validate()
+}
+
+func (c *cfg) validate() error {
+	var bad string
+	switch {
+	case len(c.brokers) == 0:
+		return ErrNoBroker
+	case c.dialTimeout <= 0 || c.backoffMin <= 0 || c.backoffMax < c.backoffMin:
+		bad = "dial timeout and backoff must be positive, min <= max"
+	case c.maxFrame < wire.DefaultMaxFrame:
+		bad = fmt.Sprintf("max frame %d is below wire.DefaultMaxFrame", c.maxFrame)
+	case c.linger < 0:
+		bad = "linger is negative"
+	case c.batchBytes < batch.HeaderSize+16 || c.batchBytes > batch.MaxSize:
+		bad = fmt.Sprintf("batch bytes %d out of [72, %d]", c.batchBytes, batch.MaxSize)
+	case c.codec > batch.CodecLZ4:
+		bad = fmt.Sprintf("unknown codec %v", c.codec)
+	case c.maxBuffered < int64(c.batchBytes):
+		bad = fmt.Sprintf("max buffered bytes %d below batch bytes %d", c.maxBuffered, c.batchBytes)
+	case c.maxInflight < 1 || c.requestBytes < c.batchBytes || c.requestBytes > batch.MaxSize:
+		bad = "max in flight must be positive and request bytes in [batch bytes, 64 MiB]"
+	case c.pollWait < time.Millisecond || c.fetchWait < 0 || c.fetchBytes < 1:
+		bad = "poll wait must be at least 1ms, fetch wait not negative, fetch bytes positive"
+	case c.logicalLo < 0 || c.logicalHi >= wire.LogicalPartitions || c.logicalLo > c.logicalHi:
+		bad = fmt.Sprintf("logical range [%d, %d] out of [0, 65535]", c.logicalLo, c.logicalHi)
+	}
+	if bad != "" {
+		return fmt.Errorf("cannot configure client: %s", bad)
+	}
+	return nil
+}
+
+// Brokers sets the seed brokers ("host:port"), asked for metadata. Required.
+func Brokers(addrs ...string) Opt {
+	return optFunc(func(c *cfg) { c.brokers = append([]string(nil), addrs...) })
+}
+
+// DialTimeout bounds each connection attempt (default 5s).
+func DialTimeout(d time.Duration) Opt { return optFunc(func(c *cfg) { c.dialTimeout = d }) }
+
+// RetryBackoff sets the first and the largest delay between reconnections and retries
+// (default 20ms and 1s; each failure doubles the delay, with jitter).
+func RetryBackoff(minDelay, maxDelay time.Duration) Opt {
+	return optFunc(func(c *cfg) { c.backoffMin, c.backoffMax = minDelay, maxDelay })
+}
+
+// MaxFrame sets the largest response frame accepted (default and minimum
+// wire.DefaultMaxFrame: a fetch answer holds at least one whole batch).
+func MaxFrame(n int) Opt { return optFunc(func(c *cfg) { c.maxFrame = n }) }
+
+// Linger is how long a producer batch waits for more records before it is sent
+// (default 5ms). ProduceSync and Flush send at once.
+func Linger(d time.Duration) Opt { return optFunc(func(c *cfg) { c.linger = d }) }
+
+// BatchBytes is the size at which a producer batch is sealed and sent (default 1 MiB). A
+// record larger than this goes alone in a batch.
+func BatchBytes(n int) Opt { return optFunc(func(c *cfg) { c.batchBytes = n }) }
+
+// Compression sets the codec of the producer's batches (default batch.CodecNone). A batch
+// that does not get smaller is sent uncompressed.
+func Compression(codec batch.Codec) Opt { return optFunc(func(c *cfg) { c.codec = codec }) }
+
+// MaxBufferedBytes bounds the memory a producer holds for records not yet persisted
+// (default 64 MiB). See BlockOnFull.
+func MaxBufferedBytes(n int64) Opt { return optFunc(func(c *cfg) { c.maxBuffered = n }) }
+
+// BlockOnFull says what Produce does when the buffer is full: block until there is room
+// or its context ends (true, the default), or fail at once with ErrBufferFull.
+func BlockOnFull(block bool) Opt { return optFunc(func(c *cfg) { c.blockOnFull = block }) }
+
+// MaxInflight bounds the produce requests in flight per partition (default 8).
+func MaxInflight(n int) Opt { return optFunc(func(c *cfg) { c.maxInflight = n }) }
+
+// MaxRequestBytes bounds the batches of one produce request (default 4 MiB); a request
+// holds at least one batch.
+func MaxRequestBytes(n int) Opt { return optFunc(func(c *cfg) { c.requestBytes = n }) }
+
+// ProducerID sets the producer id stamped on every batch (default: random). Two producers
+// must never share an id; reuse one only to continue a stopped producer's sequences.
+func ProducerID(id int64) Opt { return optFunc(func(c *cfg) { c.producerID = id }) }
+
+// DurablePollWait is how long the broker may hold the empty produce a producer sends to
+// learn the checkpoint when it is idle with unpersisted records (default 500ms).
+func DurablePollWait(d time.Duration) Opt { return optFunc(func(c *cfg) { c.pollWait = d }) }
+
+// Start sets where a consumer starts in every partition (default Oldest()).
+func Start(s StartAt) Opt { return optFunc(func(c *cfg) { c.start = s }) }
+
+// LogicalRange makes a consumer read only the records whose logical id is in [lo, hi],
+// from the physical partitions serving that range (default: all of 0..65535).
+func LogicalRange(lo, hi uint16) Opt {
+	return optFunc(func(c *cfg) { c.logicalLo, c.logicalHi = int(lo), int(hi) })
+}
+
+// FetchMaxBytes bounds the records of one fetch answer (default 1 MiB; an answer holds at
+// least one whole batch).
+func FetchMaxBytes(n int) Opt { return optFunc(func(c *cfg) { c.fetchBytes = n }) }
+
+// FetchMaxWait is the consumer's long poll: how long the broker may wait for records when
+// there are none yet (default 500ms).
+func FetchMaxWait(d time.Duration) Opt { return optFunc(func(c *cfg) { c.fetchWait = d }) }
+
+// StartAt is where a consumer starts; make one with Oldest, Newest, AtOffset or AtTime.
+type StartAt struct {
+	kind   startKind
+	offset int64
+	millis int64
+}
+
+type startKind uint8
+
+const (
+	startOldest startKind = iota
+	startNewest
+	startOffset
+	startTime
+)
+
+// Oldest starts at the first offset each partition still holds.
+func Oldest() StartAt { return StartAt{kind: startOldest} }
+
+// Newest starts after the last record of each partition: only new records are read.
+func Newest() StartAt { return StartAt{kind: startNewest} }
+
+// AtOffset starts at offset off in every partition (clamped to what the partition holds).
+func AtOffset(off int64) StartAt { return StartAt{kind: startOffset, offset: off} }
+
+// AtTime starts at the first record whose timestamp is at or after t, found by a binary
+// search over the batches' timestamps (exact when timestamps do not decrease along the
+// log, which holds for producers that stamp records with their clock).
+func AtTime(t time.Time) StartAt { return StartAt{kind: startTime, millis: t.UnixMilli()} }

@@ -1,0 +1,283 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"sluice/batch"
+	"sluice/wire"
+)
+
+// Consumer reads a topic: every physical partition, or those serving a logical range. It
+// fetches in rounds, one request per partition pipelined on each broker's connection,
+// and long-polls (FetchMaxWait) when the previous round brought nothing:
+//
+//	for {
+//		if err := c.Poll(ctx); err != nil { ... }
+//		for c.Next() { r := c.Record(); ... }
+//		if err := c.Err(); err != nil { ... }
+//	}
+//
+// Poll, Next, Record, Partition and Err are used by one goroutine at a time; Close may be
+// called from any goroutine.
+type Consumer struct {
+	cfg    cfg
+	topic  string
+	topicB []byte
+	admin  *Admin
+	parts  []*cpart
+	round  []*cpart // partitions whose answers are still to read, in request order
+	data   bool     // the last round brought records
+	cur    *cpart
+	ri     recordIter
+	stop   chan struct{}
+	once   sync.Once
+
+	mu struct {
+		sync.Mutex
+		conns map[string]*rpcConn // by broker address
+	}
+}
+
+// cpart is a partition the consumer reads.
+type cpart struct {
+	id   int
+	addr string
+	next int64 // the next offset wanted
+}
+
+// NewConsumer connects to the topic and finds the start offset of every partition it
+// reads (see Start and LogicalRange).
+func NewConsumer(ctx context.Context, topic string, opts ...Opt) (*Consumer, error) {
+	c, err := newCfg(opts)
+	if err != nil {
+		return nil, err
+	}
+	cs := &Consumer{cfg: c, topic: topic, topicB: []byte(topic), admin: &Admin{cfg: c},
+		data: true, stop: make(chan struct{})}
+	cs.mu.conns = map[string]*rpcConn{}
+	cs.ri.lo, cs.ri.hi = uint16(c.logicalLo), uint16(c.logicalHi)
+	if err := cs.resolve(ctx); err != nil {
+		cs.Close()
+		return nil, fmt.Errorf("cannot start consumer: %w", err)
+	}
+	return cs, nil
+}
+
+// resolve picks the partitions serving the logical range and their start offsets.
+func (c *Consumer) resolve(ctx context.Context) error {
+	d, err := c.admin.DescribeTopic(ctx, c.topic)
+	if err != nil {
+		return err
+	}
+	for _, ps := range d.Partitions {
+		if int(ps.Hi) <= c.cfg.logicalLo || int(ps.Lo) > c.cfg.logicalHi {
+			continue
+		}
+		p := &cpart{id: int(ps.ID), addr: ps.Addr}
+		switch s := c.cfg.start; s.kind {
+		case startOldest:
+			p.next = ps.LogStartOffset
+		case startNewest:
+			p.next = ps.NextOffset
+		case startOffset:
+			p.next = min(max(s.offset, ps.LogStartOffset), ps.NextOffset)
+		case startTime:
+			if p.next, err = c.offsetForTime(ctx, p, ps.LogStartOffset, ps.NextOffset, s.millis); err != nil {
+				return err
+			}
+		}
+		c.parts = append(c.parts, p)
+	}
+	return nil
+}
+
+// Poll reads the next fetch answer (one partition's), sending a new round of fetches
+// when the previous one is used up; Next then iterates its records. The records are
+// valid until the next Poll. Connection failures are retried with backoff until ctx ends.
+func (c *Consumer) Poll(ctx context.Context) error {
+	delay := c.cfg.backoffMin
+	for {
+		err := c.poll(ctx)
+		if err != nil && ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
+			err = fmt.Errorf("%w: %w", ctx.Err(), err)
+		}
+		if err == nil || ctx.Err() != nil || c.closed() || !retriable(err) {
+			return err
+		}
+		if werr := sleepCtx(ctx, jitter(delay)); werr != nil {
+			return fmt.Errorf("%w (last error: %w)", werr, err)
+		}
+		delay = min(2*delay, c.cfg.backoffMax)
+	}
+}
+
+// retriable reports whether a fetch failure may go away: a connection failure or a
+// retriable code.
+func retriable(err error) bool {
+	var pe *wire.ProtocolError
+	return !errors.As(err, &pe) || pe.Code.Retriable() || pe.Code == wire.CodeUnknownPartition
+}
+
+func (c *Consumer) poll(ctx context.Context) error {
+	if c.closed() {
+		return ErrClosed
+	}
+	c.cur = nil
+	c.ri.reset(nil, nil)
+	if len(c.round) == 0 {
+		if err := c.sendRound(ctx); err != nil {
+			c.dropConns()
+			return err
+		}
+	}
+	p := c.round[0]
+	rc, err := c.conn(ctx, p.addr)
+	var resp *wire.Response
+	if err == nil {
+		resp, err = rc.read(ctx)
+	}
+	if c.closed() {
+		return ErrClosed
+	}
+	if err != nil {
+		c.dropConns()
+		return fmt.Errorf("cannot fetch %s/%d: %w", c.topic, p.id, err)
+	}
+	c.round = c.round[1:]
+	return c.take(p, resp)
+}
+
+// take applies a fetch answer of partition p.
+func (c *Consumer) take(p *cpart, resp *wire.Response) error {
+	body, _ := resp.Body.(*wire.FetchResponse)
+	switch code := resp.Header.Code; {
+	case code == wire.CodeNone:
+		c.data = c.data || len(body.Records) > 0
+		c.cur = p
+		c.ri.reset(body.Records, &p.next)
+		return nil
+	case code == wire.CodeOffsetOutOfRange && body != nil:
+		// Retention removed what we wanted (skip to the oldest kept), or we are past the end.
+		p.next = min(max(p.next, body.LogStartOffset), body.HighWatermark)
+		return nil
+	default:
+		return fmt.Errorf("cannot fetch %s/%d at %d: %w", c.topic, p.id, p.next, resp.Err())
+	}
+}
+
+// sendRound writes one fetch per partition, grouped by broker.
+func (c *Consumer) sendRound(ctx context.Context) error {
+	wait := uint32(0)
+	if !c.data {
+		wait = uint32(c.cfg.fetchWait / time.Millisecond)
+	}
+	c.data = false
+	for _, p := range c.parts {
+		rc, err := c.conn(ctx, p.addr)
+		if err != nil {
+			return err
+		}
+		rc.queue(&wire.FetchRequest{Topic: c.topicB, Partition: uint32(p.id), Offset: p.next,
+			MaxBytes: uint32(c.cfg.fetchBytes), MaxWaitMs: wait})
+		c.round = append(c.round, p)
+	}
+	for _, p := range c.parts {
+		rc, err := c.conn(ctx, p.addr)
+		if err == nil && len(rc.wbuf) > 0 {
+			err = rc.flush(ctx)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// conn returns the connection to addr, dialing it if needed.
+func (c *Consumer) conn(ctx context.Context, addr string) (*rpcConn, error) {
+	c.mu.Lock()
+	rc := c.mu.conns[addr]
+	c.mu.Unlock()
+	if rc != nil {
+		return rc, nil
+	}
+	rc, err := dialRPC(ctx, &c.cfg, addr)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed() {
+		rc.close()
+		return nil, ErrClosed
+	}
+	c.mu.conns[addr] = rc
+	return rc, nil
+}
+
+// dropConns closes every connection: their streams are in an unknown state.
+func (c *Consumer) dropConns() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for addr, rc := range c.mu.conns {
+		rc.close()
+		delete(c.mu.conns, addr)
+	}
+	c.round = c.round[:0]
+}
+
+// Next moves to the next record of the current answer; false when there are no more (or
+// on a corrupt batch: see Err).
+func (c *Consumer) Next() bool { return c.ri.next() }
+
+// Record returns the current record. It points into the consumer and is overwritten by
+// Next; its slices are valid until the next Poll.
+func (c *Consumer) Record() *batch.Record { return c.ri.rec }
+
+// Partition returns the physical partition of the current answer, -1 before the first.
+func (c *Consumer) Partition() int {
+	if c.cur == nil {
+		return -1
+	}
+	return c.cur.id
+}
+
+// Err returns the error that ended Next early, if any.
+func (c *Consumer) Err() error { return c.ri.err }
+
+// Position returns the next offset the consumer will read in physical partition id.
+func (c *Consumer) Position(id int) (int64, bool) {
+	for _, p := range c.parts {
+		if p.id == id {
+			return p.next, true
+		}
+	}
+	return 0, false
+}
+
+func (c *Consumer) closed() bool {
+	select {
+	case <-c.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// Close closes the consumer's connections; a Poll in progress returns ErrClosed.
+func (c *Consumer) Close() error {
+	c.once.Do(func() {
+		c.mu.Lock()
+		close(c.stop)
+		for _, rc := range c.mu.conns {
+			rc.close()
+		}
+		c.mu.Unlock()
+		c.admin.Close()
+	})
+	return nil
+}

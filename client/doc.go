@@ -1,0 +1,52 @@
+// Package client is the Go client of sluice: a producer with Swift's write window made
+// exactly-once, a consumer, and the admin calls. It speaks the wire protocol of
+// docs/protocol.md and uses only the wire, batch and codec packages (never the broker's).
+//
+// # Producer
+//
+// NewProducer connects to a topic. Produce copies a record into the client-side batch of
+// its physical partition and returns (async, the default); ProduceSync also waits until
+// the broker accepted the record, or until it is persisted. Records are routed by the hash
+// of their key (LogicalOf) to one of the 65536 logical partitions, or by an explicit
+// logical id, then to the physical partition serving that id (wire.PartitionOf); keyless
+// records stick to one partition until its batch is sealed. Batches are sealed when they
+// reach BatchBytes or have lingered for Linger, compressed with the chosen codec, and kept
+// until the broker's checkpoint C covers them (DESIGN.md §2):
+//
+//	q: [ accepted (offsets known) | in flight | not sent ] + open batch
+//	   ^ dropped from here once C covers them
+//
+// Every batch carries the producer id and per-partition sequences, so a resend (after a
+// lost connection, a busy answer or a session change) is answered with the original
+// offsets instead of being appended again. On a session change the window forgets the
+// offsets it learned in the old session and resends every batch it still holds, in
+// order, with the same boundaries and sequences. Memory is bounded by MaxBufferedBytes:
+// Produce blocks (until its context ends) or fails with ErrBufferFull. Progress numbers
+// given with records map to Checkpoint(); Close reports the records that were not
+// persisted.
+//
+// # Consumer
+//
+// NewConsumer reads a topic (or the physical partitions serving a logical range) from the
+// oldest or newest offset, an offset, or a time. Poll fetches with a long poll; Next and
+// Record iterate the records without allocating per record.
+//
+// # Key hashing
+//
+// LogicalOf(key) is the 32-bit FNV-1a hash of the key folded to 16 bits (h ^ h>>16); it
+// is part of the protocol between clients: every client must route a key the same way.
+//
+// # Concurrency
+//
+// Producer, Consumer and Admin methods are safe from any goroutine, except that a
+// Consumer's Poll, Next and Record are used by one goroutine at a time.
+//
+// Inside the producer, the per-partition window (window.go) is a synchronous state machine
+// with no goroutines, sockets or clocks; the driver owns them: per broker a sender
+// goroutine and a reader goroutine per connection. Producer.mu guards the windows; a
+// link's and a connection's locks guard their own fields. No two of these locks are ever
+// held at once, so there is no lock order to keep. Files: config.go (options), window.go
+// and window_answer.go (the state machine), producer.go and producer_close.go (API),
+// sender.go and pconn.go (the driver), conn.go (framing, synchronous connections),
+// consumer.go, iter.go and start.go (consumer), admin.go, route.go.
+package client

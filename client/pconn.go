@@ -1,0 +1,150 @@
+package client
+
+import (
+	"fmt"
+	"net"
+	"sync"
+
+	"sluice/wire"
+)
+
+// pconn is one of a link's connections: the sender writes requests, a reader goroutine
+// reads the answers, which come in request order.
+type pconn struct {
+	l    *link
+	nc   net.Conn
+	poll bool // carries empty produces only
+
+	mu struct {
+		sync.Mutex
+		nextID  uint32
+		pending []pending // requests without an answer, oldest first from head
+		head    int
+		dead    bool
+	}
+}
+
+// pending is a request written (or being written) on a pconn.
+type pending struct {
+	id   uint32
+	part int
+	req  sendReq // without its batches
+}
+
+func (c *pconn) dead() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mu.dead
+}
+
+// pop removes the oldest pending request, which must have id.
+func (c *pconn) pop(id uint32) (pending, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mu.head == len(c.mu.pending) || c.mu.pending[c.mu.head].id != id {
+		return pending{}, false
+	}
+	pd := c.mu.pending[c.mu.head]
+	c.mu.head++
+	if c.mu.head >= 64 && 2*c.mu.head >= len(c.mu.pending) { // keep the array from creeping
+		n := copy(c.mu.pending, c.mu.pending[c.mu.head:])
+		c.mu.pending, c.mu.head = c.mu.pending[:n], 0
+	}
+	return pd, true
+}
+
+// readLoop is the reader goroutine: it decodes each answer and gives it to its window.
+func (c *pconn) readLoop() {
+	defer c.l.p.wg.Done()
+	fr := frameReader{r: c.nc, maxFrame: c.l.p.cfg.maxFrame}
+	var resp wire.Response
+	for {
+		frame, err := fr.next()
+		if err == nil {
+			_, err = resp.Decode(frame, fr.maxFrame)
+		}
+		if err != nil {
+			c.l.broken(c, err)
+			return
+		}
+		pd, ok := c.pop(resp.Header.RequestID)
+		if !ok {
+			c.l.broken(c, fmt.Errorf("cannot match answer %d to a request", resp.Header.RequestID))
+			return
+		}
+		c.l.deliver(c.poll, &pd, &resp)
+	}
+}
+
+// deliver hands an answer to its window and acts on what the window says.
+func (l *link) deliver(poll bool, pd *pending, resp *wire.Response) {
+	body, _ := resp.Body.(*wire.ProduceResponse)
+	code := resp.Header.Code
+	p := l.p
+	p.mu.Lock()
+	w := p.mu.wins[pd.part]
+	var act action
+	if poll {
+		act = w.onPoll(code, body)
+	} else {
+		act = w.onAnswer(&pd.req, code, body, p.now(), int64(p.cfg.backoffMin))
+	}
+	switch act {
+	case actRefresh:
+		p.refreshLocked()
+	case actFailed:
+		p.failLocked(fmt.Errorf("partition %d: %w", w.part, w.err))
+	}
+	p.notifyLocked()
+	p.mu.Unlock()
+	l.wake()
+}
+
+// broken closes both connections of the link after a failure on c and tells the windows
+// that their requests in flight will not be answered. The sender then reconnects.
+// The first of the two connections to fail does it; the other one's failure is then
+// ignored. err is not kept: the windows only need to know that the answers are lost.
+func (l *link) broken(c *pconn, _ error) {
+	if !c.kill() {
+		return
+	}
+	l.mu.Lock()
+	data, poll := l.mu.data, l.mu.poll
+	l.mu.Unlock()
+	if c != data && c != poll {
+		return // an older connection
+	}
+	data.kill()
+	poll.kill()
+	l.lost()
+}
+
+// lost tells the windows of the link that the answers to their requests in flight will
+// not come.
+func (l *link) lost() {
+	p := l.p
+	p.mu.Lock()
+	for i, w := range p.mu.wins {
+		if p.mu.links[i] == l {
+			w.connLost(p.now() + int64(p.cfg.backoffMin))
+			w.pollLost()
+		}
+	}
+	p.notifyLocked()
+	p.mu.Unlock()
+	l.wake()
+}
+
+// kill marks the connection dead, forgets its pending requests and closes it. It reports
+// whether the connection was alive.
+func (c *pconn) kill() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mu.dead {
+		return false
+	}
+	c.mu.dead = true
+	c.mu.pending, c.mu.head = nil, 0
+	c.nc.Close()
+	return true
+}

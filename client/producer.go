@@ -1,0 +1,281 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"sluice/batch"
+)
+
+// Ack is the level a synchronous produce waits for.
+type Ack uint8
+
+const (
+	// AckAccepted: the broker appended the record (to memory; not durable yet).
+	AckAccepted Ack = iota
+	// AckPersisted: the partition's checkpoint C covers the record.
+	AckPersisted
+)
+
+// Result is where a synchronously produced record went.
+type Result struct {
+	Partition int
+	// Offset is the record's offset, or -1 when the answer did not tell it exactly (a
+	// resend acknowledged together with batches the broker no longer remembers).
+	Offset int64
+}
+
+// Producer sends records to one topic. It is safe from any goroutine. See the package
+// comment for the write window, and Close, which must be called.
+type Producer struct {
+	cfg    cfg
+	topic  string
+	topicB []byte
+	admin  *Admin
+	pid    int64
+	t0     time.Time // monotonic origin of the windows' clock
+	// ctx ends when the producer stops; it cancels dials, waits and metadata refreshes.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu struct {
+		sync.Mutex
+		sh        winShared
+		wins      []*window
+		links     []*link // per partition
+		rt        router
+		changed   chan struct{} // closed when windows change and someone waits
+		waiters   int
+		err       error // sticky: the producer failed
+		closed    bool
+		maxProg   int64
+		refreshes bool // a metadata refresh is running
+	}
+}
+
+// NewProducer connects to the topic: it gets the topic's metadata (the topic must exist)
+// and starts a sender per broker.
+func NewProducer(ctx context.Context, topic string, opts ...Opt) (*Producer, error) {
+	c, err := newCfg(opts)
+	if err != nil {
+		return nil, err
+	}
+	admin := &Admin{cfg: c}
+	t, err := admin.topic(ctx, topic)
+	if err != nil {
+		admin.Close()
+		return nil, fmt.Errorf("cannot start producer: %w", err)
+	}
+	p := &Producer{cfg: c, topic: topic, topicB: []byte(topic), admin: admin, pid: c.producerID, t0: time.Now()}
+	p.ctx, p.cancel = context.WithCancel(context.Background())
+	if p.pid <= 0 {
+		p.pid = newPID()
+	}
+	p.mu.sh = winShared{codec: c.codec, batchBytes: c.batchBytes, requestBytes: c.requestBytes,
+		maxInflight: c.maxInflight, linger: int64(c.linger), newPID: newPID}
+	p.mu.changed = make(chan struct{})
+	p.mu.rt = router{p: len(t.Partitions)}
+	p.mu.Lock()
+	for i, part := range t.Partitions {
+		p.mu.wins = append(p.mu.wins, newWindow(&p.mu.sh, i, t.Version, p.pid))
+		p.mu.links = append(p.mu.links, p.linkLocked(part.Addr))
+	}
+	p.mu.Unlock()
+	return p, nil
+}
+
+// newPID returns a random positive producer id.
+func newPID() int64 { return 1 + rand.Int64N(1<<63-1) }
+
+// ID returns the producer id stamped on every batch (a partition that produced 2^31
+// records switches to a new id rather than wrap its sequences).
+func (p *Producer) ID() int64 { return p.pid }
+
+// Partitions returns the topic's number of physical partitions.
+func (p *Producer) Partitions() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.mu.wins)
+}
+
+// now returns the windows' clock: nanoseconds since the producer started.
+func (p *Producer) now() int64 { return int64(time.Since(p.t0)) }
+
+// Produce adds a record to its partition's batch and returns: the record's bytes are
+// copied, so r may be reused at once. The broker gets it within Linger, or when the batch
+// is full. When the producer holds MaxBufferedBytes, Produce blocks until there is room
+// or ctx ends (or fails with ErrBufferFull, per BlockOnFull).
+func (p *Producer) Produce(ctx context.Context, r *Record) error {
+	_, _, err := p.produce(ctx, r, false)
+	return err
+}
+
+// ProduceSync produces a record, sends its batch at once, and waits until the broker
+// accepted it, or until it is persisted, per level.
+func (p *Producer) ProduceSync(ctx context.Context, r *Record, level Ack) (Result, error) {
+	w, b, err := p.produce(ctx, r, true)
+	if err != nil {
+		return Result{Partition: -1, Offset: -1}, err
+	}
+	idx := int64(b.count - 1)
+	res := Result{Partition: w.part, Offset: -1}
+	err = p.waitFor(ctx, func() (bool, error) {
+		switch {
+		case w.err != nil && !b.durable:
+			return true, fmt.Errorf("cannot produce record: %w", w.err)
+		case b.durable || (level == AckAccepted && b.accepted):
+			if b.exact && b.base >= 0 {
+				res.Offset = b.base + idx
+			}
+			return true, nil
+		}
+		return false, nil
+	})
+	return res, err
+}
+
+// produce routes and adds r; with seal, it also seals the batch and returns it (the
+// record is its last).
+func (p *Producer) produce(ctx context.Context, r *Record, seal bool) (*window, *pbatch, error) {
+	size := int64(len(r.Key) + len(r.Value) + 64)
+	for _, h := range r.Headers {
+		size += int64(len(h.Key) + len(h.Value) + 20)
+	}
+	if size > batch.MaxSize-batch.HeaderSize || size > p.cfg.maxBuffered {
+		return nil, nil, fmt.Errorf("cannot produce record of %d bytes: %w", size, ErrRecordTooLarge)
+	}
+	now := time.Now()
+	ts := r.Timestamp
+	if ts == 0 {
+		ts = now.UnixMilli()
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.roomLocked(ctx, size); err != nil {
+		return nil, nil, err
+	}
+	logical, part := p.mu.rt.route(r)
+	w := p.mu.wins[part]
+	ord := w.nextOrd
+	wake := w.add(r, logical, ts, int64(now.Sub(p.t0)))
+	p.mu.maxProg = max(p.mu.maxProg, r.Progress)
+	var b *pbatch
+	if seal {
+		w.seal()
+		b, wake = w.q[len(w.q)-1], true
+	}
+	if w.nextOrd != ord {
+		p.mu.rt.sealed(part)
+	}
+	if wake {
+		p.mu.links[part].wake()
+	}
+	return w, b, nil
+}
+
+// roomLocked waits until the producer may buffer size more bytes.
+func (p *Producer) roomLocked(ctx context.Context, size int64) error {
+	for {
+		switch {
+		case p.mu.closed:
+			return ErrClosed
+		case p.mu.err != nil:
+			return fmt.Errorf("cannot produce record: %w", p.mu.err)
+		case p.mu.sh.buffered+size <= p.cfg.maxBuffered:
+			return nil
+		case !p.cfg.blockOnFull:
+			return ErrBufferFull
+		}
+		if err := p.waitLocked(ctx); err != nil {
+			return fmt.Errorf("cannot produce record: %w", err)
+		}
+	}
+}
+
+// Flush sends every record produced so far at once (ignoring Linger) and waits until the
+// broker accepted them all.
+func (p *Producer) Flush(ctx context.Context) error {
+	return p.flush(ctx, AckAccepted)
+}
+
+// WaitPersisted sends every record produced so far at once and waits until checkpoints
+// cover them all.
+func (p *Producer) WaitPersisted(ctx context.Context) error {
+	return p.flush(ctx, AckPersisted)
+}
+
+func (p *Producer) flush(ctx context.Context, level Ack) error {
+	p.mu.Lock()
+	targets := make([]uint64, len(p.mu.wins))
+	for i, w := range p.mu.wins {
+		if w.seal() {
+			p.mu.links[i].wake()
+		}
+		targets[i] = w.lastOrd()
+	}
+	p.mu.Unlock()
+	return p.waitFor(ctx, func() (bool, error) {
+		for i, w := range p.mu.wins {
+			reached := w.durableOrd >= targets[i] || (level == AckAccepted && w.acceptedOrd >= targets[i])
+			switch {
+			case w.err != nil && !reached:
+				return true, fmt.Errorf("cannot flush producer: %w", w.err)
+			case !reached:
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}
+
+// waitFor blocks until cond, called with the lock held, says done, or ctx ends.
+func (p *Producer) waitFor(ctx context.Context, cond func() (bool, error)) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for {
+		if done, err := cond(); done {
+			return err
+		}
+		if err := p.waitLocked(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+// waitLocked releases the lock until the windows change or ctx ends.
+func (p *Producer) waitLocked(ctx context.Context) error {
+	ch := p.mu.changed
+	p.mu.waiters++
+	p.mu.Unlock()
+	var err error
+	select {
+	case <-ch:
+	case <-ctx.Done():
+		err = ctx.Err()
+	case <-p.ctx.Done():
+		err = ErrClosed
+	}
+	p.mu.Lock()
+	p.mu.waiters--
+	return err
+}
+
+// notifyLocked wakes the goroutines waiting for the windows to change.
+func (p *Producer) notifyLocked() {
+	if p.mu.waiters > 0 {
+		close(p.mu.changed)
+		p.mu.changed = make(chan struct{})
+	}
+}
+
+// failLocked makes the producer's failure sticky and wakes every waiter.
+func (p *Producer) failLocked(err error) {
+	if p.mu.err == nil {
+		p.mu.err = err
+	}
+	p.notifyLocked()
+}

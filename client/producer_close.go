@@ -1,0 +1,199 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"sluice/batch"
+	"sluice/codec"
+	"sluice/wire"
+)
+
+// Checkpoint returns the caller's checkpoint: the largest progress number P such that
+// every record produced so far with a progress number in (0, P] is persisted (0 when
+// none is). Progress numbers usually grow with the records; they need not be unique.
+func (p *Producer) Checkpoint() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	low := int64(0)
+	for _, w := range p.mu.wins {
+		if m := w.minProgress(); m > 0 && (low == 0 || m < low) {
+			low = m
+		}
+	}
+	if low > 0 {
+		return low - 1
+	}
+	return p.mu.maxProg
+}
+
+// Buffered returns the bytes the producer holds for records not yet persisted.
+func (p *Producer) Buffered() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.mu.sh.buffered
+}
+
+// errClosing is the cause reported for what Close could not persist.
+var errClosing = errors.New("producer closed before a checkpoint covered them")
+
+// Close sends everything, waits until checkpoints cover every record or ctx ends, and
+// stops. If some records were not persisted it returns an *UnpersistedError listing
+// them: each is in the topic at most once.
+func (p *Producer) Close(ctx context.Context) error {
+	p.mu.Lock()
+	if p.mu.closed {
+		p.mu.Unlock()
+		return ErrClosed
+	}
+	p.mu.closed = true
+	p.mu.Unlock()
+	werr := p.flush(ctx, AckPersisted)
+	p.cancel()
+	p.mu.Lock()
+	links := uniqueLinks(p.mu.links)
+	p.mu.Unlock()
+	for _, l := range links {
+		l.shutdown()
+	}
+	p.wg.Wait()
+	p.admin.Close()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	recs, err := p.unpersistedLocked()
+	if err != nil {
+		return err
+	}
+	if len(recs) == 0 {
+		return nil
+	}
+	if werr == nil {
+		werr = errClosing
+	}
+	return &UnpersistedError{Records: recs, Err: werr}
+}
+
+func uniqueLinks(ls []*link) []*link {
+	var out []*link
+	seen := map[*link]bool{}
+	for _, l := range ls {
+		if !seen[l] {
+			seen[l] = true
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// refreshLocked starts a metadata refresh unless one is running: the topic's version or
+// partition addresses changed.
+func (p *Producer) refreshLocked() {
+	if p.mu.refreshes || p.ctx.Err() != nil {
+		return
+	}
+	p.mu.refreshes = true
+	p.wg.Add(1)
+	go p.refresh()
+}
+
+func (p *Producer) refresh() {
+	defer p.wg.Done()
+	t, err := p.admin.topic(p.ctx, p.topic)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.mu.refreshes = false
+	if err != nil {
+		return // the next answer that needs it asks again
+	}
+	p.applyTopicLocked(t)
+}
+
+// applyTopicLocked takes new metadata: a new version with the same partition count
+// continues; a new partition count fails the producer (its batches were routed by the old
+// one); moved partitions go to their new broker.
+func (p *Producer) applyTopicLocked(t wire.Topic) {
+	if len(t.Partitions) != len(p.mu.wins) {
+		for _, w := range p.mu.wins {
+			if w.err == nil {
+				w.fail(ErrTopicChanged)
+			}
+		}
+		p.failLocked(ErrTopicChanged)
+		return
+	}
+	for i, part := range t.Partitions {
+		w := p.mu.wins[i]
+		w.version = t.Version
+		if l := p.mu.links[i]; part.Addr != "" && part.Addr != l.addr {
+			w.connLost(p.now())
+			w.pollLost()
+			p.mu.links[i] = p.linkLocked(part.Addr)
+		}
+		p.mu.links[i].wake()
+	}
+}
+
+// minProgress returns the smallest positive progress number of the records the window
+// holds, 0 if none has one.
+func (w *window) minProgress() int64 {
+	low := int64(0)
+	for _, b := range w.q {
+		if b.minProg > 0 && (low == 0 || b.minProg < low) {
+			low = b.minProg
+		}
+	}
+	for _, pr := range w.openProg {
+		if pr > 0 && (low == 0 || pr < low) {
+			low = pr
+		}
+	}
+	return low
+}
+
+// unpersistedLocked returns copies of the records the windows still hold, once the
+// senders have stopped.
+func (p *Producer) unpersistedLocked() ([]Record, error) {
+	var out []Record
+	var d codec.Decompressor
+	var it batch.Iter
+	for _, w := range p.mu.wins {
+		w.seal()
+		for _, b := range w.q {
+			if err := d.Iter(&it, b.buf); err != nil {
+				return out, fmt.Errorf("BUG: cannot read back a produced batch: %w", err)
+			}
+			for i := 0; it.Next(); i++ {
+				out = append(out, copyRecord(it.Record(), b.prog, i))
+			}
+			if err := it.Err(); err != nil {
+				return out, fmt.Errorf("BUG: cannot read back a produced batch: %w", err)
+			}
+		}
+	}
+	return out, nil
+}
+
+// copyRecord copies the i-th record of a batch into a Record that owns its bytes.
+func copyRecord(r *batch.Record, prog []int64, i int) Record {
+	out := Record{Key: clone(r.Key), Value: clone(r.Value), Timestamp: r.Timestamp,
+		Logical: r.Logical, UseLogical: true}
+	if prog != nil {
+		out.Progress = prog[i]
+	}
+	for hi := r.HeaderIter(); ; {
+		h, ok := hi.Next()
+		if !ok {
+			break
+		}
+		out.Headers = append(out.Headers, batch.RecordHeader{Key: clone(h.Key), Value: clone(h.Value)})
+	}
+	return out
+}
+
+func clone(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	return append([]byte{}, b...)
+}

@@ -1,0 +1,263 @@
+package client
+
+import (
+	"math"
+
+	"sluice/batch"
+	"sluice/codec"
+)
+
+// never is a wake-up time that does not come.
+const never = math.MaxInt64
+
+// winShared is what the windows of one producer share. The producer's lock guards it
+// together with the windows.
+type winShared struct {
+	comp         codec.Compressor
+	codec        batch.Codec
+	batchBytes   int
+	requestBytes int
+	maxInflight  int
+	linger       int64    // nanoseconds
+	buffered     int64    // bytes held by every window: open batches and sealed ones
+	free         [][]byte // recycled batch buffers
+	// newPID returns a fresh producer id, for a window whose sequences would pass
+	// math.MaxInt32.
+	newPID func() int64
+}
+
+// maxFree bounds the recycled batch buffers kept.
+const maxFree = 16
+
+func (sh *winShared) getBuf() []byte {
+	if n := len(sh.free); n > 0 {
+		b := sh.free[n-1]
+		sh.free[n-1] = nil
+		sh.free = sh.free[:n-1]
+		return b[:0]
+	}
+	return make([]byte, 0, sh.batchBytes+sh.batchBytes/8)
+}
+
+func (sh *winShared) putBuf(b []byte) {
+	if len(sh.free) < maxFree && cap(b) <= 2*sh.batchBytes {
+		sh.free = append(sh.free, b)
+	}
+}
+
+// pbatch is a sealed batch held by its window until a checkpoint covers it or the window
+// fails. The producer's lock guards it.
+type pbatch struct {
+	buf     []byte // the whole batch, base offset 0, as sent
+	count   int
+	pid     int64   // its producer id
+	ord     uint64  // position in the window's sequence of batches, from 1
+	minProg int64   // smallest positive progress number of its records, 0 if none
+	prog    []int64 // progress number per record; nil when no record had one
+	// base and last are its offsets once accepted in the current session, -1 when not
+	// known. last is exact when exact is set, else an upper bound of the true last offset.
+	base, last int64
+	exact      bool
+	writing    int  // requests being written that point at buf
+	accepted   bool // accepted at least once (for ProduceSync and Flush)
+	durable    bool // a checkpoint covered it; it has left the window
+	released   bool // left the window: buf goes back to the pool once writing is 0
+}
+
+// inflight is a data request the window handed out and has no answer for.
+type inflight struct {
+	ord uint64 // ord of its first batch
+	n   int    // number of batches
+}
+
+// sendReq is a produce request a window hands to the driver: the driver encodes it,
+// writes it, calls writeDone, and passes the answer to onAnswer (onPoll for a poll).
+type sendReq struct {
+	epoch   uint64
+	ord     uint64 // first batch's ord; 0 for a poll
+	poll    bool
+	version uint32
+	session uint64
+	pid     int64
+	size    int       // bytes of batches
+	batches []*pbatch // q[sent:sent+n] at the time; the slice is the caller's to reuse
+}
+
+// window is the producer's side of one physical partition: the write window of
+// DESIGN.md §2. It is a synchronous state machine: no goroutines, no sockets, and time
+// comes in as arguments (nanoseconds). The batches in q are in sequence order:
+//
+//	q[:acked]       accepted in the current session, waiting for a checkpoint
+//	q[acked:sent]   in flight (requests in reqs, oldest first)
+//	q[sent:]        sealed, not sent yet
+//
+// and the open batch, being built, comes after them.
+type window struct {
+	sh      *winShared
+	part    int
+	version uint32 // V
+	session uint64 // S; 0 until the first answer
+	ckpt    int64  // C, as last reported in the current session
+	pid     int64  // producer id of the next batch
+	seq     int32  // base sequence of the next batch
+
+	bld       batch.Builder
+	open      bool
+	openFirst int64   // when the open batch got its first record
+	openProg  []int64 // progress numbers of the open batch; nil while none
+
+	q         []*pbatch
+	acked     int
+	sent      int
+	reqs      []inflight
+	epoch     uint64 // bumped on every rewind: answers to older requests are stale
+	synced    bool   // the last answer of this epoch was a success: pipelining allowed
+	polling   bool   // an empty produce is in flight
+	notBefore int64  // no request before this time (busy, errors)
+	nextOrd   uint64
+
+	acceptedOrd uint64 // every batch up to this ord was accepted at least once
+	durableOrd  uint64 // every batch up to this ord is durable
+	err         error  // set when the window gave up; it then holds its batches for the report
+}
+
+func newWindow(sh *winShared, part int, version uint32, pid int64) *window {
+	return &window{sh: sh, part: part, version: version, pid: pid, ckpt: -1, nextOrd: 1}
+}
+
+// add appends a record to the open batch, first sealing that batch if the record would
+// take it past the batch size. It reports whether the driver should be woken: a batch was
+// started (its linger runs) or sealed.
+func (w *window) add(r *Record, logical uint16, ts, now int64) (wake bool) {
+	if w.open && w.bld.LenWith(ts, r.Key, r.Value, r.Headers...) > w.sh.batchBytes {
+		w.seal()
+		wake = true
+	}
+	if !w.open {
+		if int(w.seq) > math.MaxInt32-w.sh.batchBytes { // a batch holds at most batchBytes records
+			w.pid, w.seq = w.sh.newPID(), 0 // a new sequence stream rather than a wrap
+		}
+		w.bld.Reset(w.sh.getBuf(), w.pid, w.seq)
+		w.sh.buffered += int64(w.bld.Len()) // the header
+		w.open, w.openFirst, wake = true, now, true
+	}
+	before := w.bld.Len()
+	w.bld.Add(logical, ts, r.Key, r.Value, r.Headers...)
+	w.sh.buffered += int64(w.bld.Len() - before)
+	if r.Progress > 0 && w.openProg == nil {
+		w.openProg = make([]int64, w.bld.Count()-1, w.bld.Count()+64)
+	}
+	if w.openProg != nil {
+		w.openProg = append(w.openProg, max(r.Progress, 0))
+	}
+	if w.bld.Len() >= w.sh.batchBytes {
+		w.seal()
+		wake = true
+	}
+	return wake
+}
+
+// seal finishes the open batch (compressing it) and queues it. It reports whether there
+// was one.
+func (w *window) seal() bool {
+	if !w.open {
+		return false
+	}
+	before, n := w.bld.Len(), w.bld.Count()
+	buf := w.sh.comp.Finish(&w.bld, w.sh.codec)
+	b := &pbatch{buf: buf, count: n, pid: w.pid, ord: w.nextOrd, prog: w.openProg, base: -1, last: -1}
+	for _, p := range b.prog {
+		if p > 0 && (b.minProg == 0 || p < b.minProg) {
+			b.minProg = p
+		}
+	}
+	w.sh.buffered += int64(len(buf) - before)
+	w.nextOrd++
+	w.seq += int32(n)
+	w.open, w.openProg = false, nil
+	w.q = append(w.q, b)
+	return true
+}
+
+// lastOrd is the ord of the newest batch, counting the open one as if sealed.
+func (w *window) lastOrd() uint64 {
+	if w.open {
+		return w.nextOrd
+	}
+	return w.nextOrd - 1
+}
+
+// canSend reports whether a data request may go out now.
+func (w *window) canSend(now int64) bool {
+	return w.err == nil && now >= w.notBefore && len(w.reqs) < w.sh.maxInflight &&
+		(w.synced || len(w.reqs) == 0)
+}
+
+// nextRequest fills r with the next data request, if one may and should go out now: the
+// batches not sent yet, up to the request size, after sealing the open batch if it has
+// lingered long enough. Until an answer of the current epoch succeeds, one request at a
+// time is in flight.
+func (w *window) nextRequest(now int64, r *sendReq) bool {
+	if !w.canSend(now) {
+		return false
+	}
+	if w.sent == len(w.q) && w.open && now-w.openFirst >= w.sh.linger {
+		w.seal()
+	}
+	if w.sent == len(w.q) {
+		return false
+	}
+	first := w.q[w.sent]
+	*r = sendReq{epoch: w.epoch, ord: first.ord, version: w.version, session: w.session,
+		pid: first.pid, batches: r.batches[:0]}
+	for _, b := range w.q[w.sent:] {
+		if len(r.batches) > 0 && (r.size+len(b.buf) > w.sh.requestBytes || b.pid != r.pid) {
+			break
+		}
+		r.batches = append(r.batches, b)
+		r.size += len(b.buf)
+		b.writing++
+	}
+	w.reqs = append(w.reqs, inflight{ord: r.ord, n: len(r.batches)})
+	w.sent += len(r.batches)
+	return true
+}
+
+// nextPoll fills r with an empty produce, if the window is idle with batches accepted but
+// not durable, and no poll is in flight: its answer brings the newest checkpoint.
+func (w *window) nextPoll(now int64, r *sendReq) bool {
+	if w.err != nil || w.polling || w.session == 0 || w.acked == 0 || len(w.reqs) > 0 ||
+		now < w.notBefore {
+		return false
+	}
+	w.polling = true
+	*r = sendReq{epoch: w.epoch, poll: true, version: w.version, session: w.session, pid: w.pid,
+		batches: r.batches[:0]}
+	return true
+}
+
+// writeDone tells the window the driver no longer points at the batches of r.
+func (w *window) writeDone(r *sendReq) {
+	for _, b := range r.batches {
+		b.writing--
+		if b.released && b.writing == 0 {
+			w.sh.putBuf(b.buf)
+			b.buf = nil
+		}
+	}
+}
+
+// wakeAt returns when the driver must call nextRequest again without being woken by an
+// answer or a new record: at the end of a busy delay, or when the open batch has lingered
+// enough. never when only an answer can make progress.
+func (w *window) wakeAt(now int64) int64 {
+	switch {
+	case w.err != nil:
+		return never
+	case now < w.notBefore:
+		return w.notBefore
+	case w.canSend(now) && w.sent == len(w.q) && w.open:
+		return w.openFirst + w.sh.linger
+	}
+	return never
+}

@@ -1,0 +1,281 @@
+package client
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"testing"
+
+	"sluice/batch"
+	"sluice/wire"
+)
+
+const ms = int64(1e6)
+
+func testWindow(batchBytes, inflight int) *window {
+	sh := &winShared{batchBytes: batchBytes, requestBytes: batchBytes, maxInflight: inflight, linger: 5 * ms,
+		newPID: func() int64 { return 43 }}
+	return newWindow(sh, 0, 7, 42)
+}
+
+// addN adds n records of 100 bytes (9 fit a batch of 1024 bytes), each with its index+1
+// as progress.
+func addN(w *window, from, n int, now int64) {
+	for i := from; i < from+n; i++ {
+		w.add(&Record{Value: bytes.Repeat([]byte{byte(i)}, 100), Progress: int64(i + 1)}, 3, 1000, now)
+	}
+}
+
+// addSealed adds n records and seals the open batch.
+func addSealed(w *window, n int) {
+	addN(w, 0, n, 0)
+	w.seal()
+}
+
+func ok(s uint64, c, base, last int64) *wire.ProduceResponse {
+	return &wire.ProduceResponse{Version: 7, Session: s, Checkpoint: c, BaseOffset: base, LastOffset: last}
+}
+
+func mustSend(t *testing.T, w *window, now int64) *sendReq {
+	t.Helper()
+	r := &sendReq{}
+	if !w.nextRequest(now, r) {
+		t.Fatalf("no request to send: sent %d of %d, %d in flight", w.sent, len(w.q), len(w.reqs))
+	}
+	w.writeDone(r)
+	w.check()
+	return r
+}
+
+func seqs(r *sendReq) string {
+	var s []string
+	for _, b := range r.batches {
+		h, _ := batch.ParseHeader(b.buf)
+		s = append(s, fmt.Sprintf("%d+%d", h.BaseSequence, h.Count))
+	}
+	return fmt.Sprint(s)
+}
+
+func TestWindowAcceptThenDurable(t *testing.T) {
+	w := testWindow(1024, 4)
+	addN(w, 0, 25, 0) // 9 records of ~110 bytes per batch: batches of 9, 9 and an open one of 7
+	if len(w.q) != 2 || !w.open {
+		t.Fatalf("%d sealed batches, open %v", len(w.q), w.open)
+	}
+	r := &sendReq{}
+	if w.nextRequest(ms, r) { // a full batch is sent at once, but only after linger for the open one
+		w.writeDone(r)
+	}
+	if r.session != 0 || len(r.batches) != 1 || r.ord != 1 {
+		t.Fatalf("first request: session %d, %d batches, ord %d", r.session, len(r.batches), r.ord)
+	}
+	if w.nextRequest(ms, &sendReq{}) {
+		t.Fatal("a second request before the first answer (session unknown)")
+	}
+	w.onAnswer(r, wire.CodeNone, ok(99, -1, 0, 8), ms, ms)
+	r2 := mustSend(t, w, 2*ms)
+	if w.nextRequest(2*ms, &sendReq{}) {
+		t.Fatal("the open batch went out before its linger")
+	}
+	r3 := mustSend(t, w, 6*ms) // linger passed: the open batch is sealed and sent, pipelined
+	if seqs(r2) != "[9+9]" || seqs(r3) != "[18+7]" || r3.session != 99 {
+		t.Fatalf("requests %s %s, session %d", seqs(r2), seqs(r3), r3.session)
+	}
+	w.onAnswer(r2, wire.CodeNone, ok(99, 8, 9, 17), 7*ms, ms)
+	if len(w.q) != 2 || w.durableOrd != 1 || w.acceptedOrd != 2 {
+		t.Fatalf("after C=8: %d held, durable %d accepted %d", len(w.q), w.durableOrd, w.acceptedOrd)
+	}
+	w.onAnswer(r3, wire.CodeNone, ok(99, 24, 18, 24), 8*ms, ms)
+	if len(w.q) != 0 || w.durableOrd != 3 || w.sh.buffered != 0 {
+		t.Fatalf("after C=24: %d held, durable %d, %d bytes buffered", len(w.q), w.durableOrd, w.sh.buffered)
+	}
+}
+
+func TestWindowSessionMismatchResendsSameBatches(t *testing.T) {
+	w := testWindow(1024, 4)
+	addSealed(w, 27)
+	r1 := mustSend(t, w, 0)
+	w.onAnswer(r1, wire.CodeNone, ok(5, -1, 100, 108), 0, ms)
+	r2, r3 := mustSend(t, w, 0), mustSend(t, w, 0)
+	before := [][]byte{r1.batches[0].buf, r2.batches[0].buf, r3.batches[0].buf}
+	// r2 is refused: the broker restarted and kept offsets up to 99 (not our batch 1).
+	w.onAnswer(r2, wire.CodeSessionMismatch, ok(6, 99, -1, -1), ms, ms)
+	w.onAnswer(r3, wire.CodeSessionMismatch, ok(6, 99, -1, -1), ms, ms) // stale: ignored
+	if w.session != 6 || w.acked != 0 || w.sent != 0 || len(w.q) != 3 {
+		t.Fatalf("after rewind: session %d acked %d sent %d held %d", w.session, w.acked, w.sent, len(w.q))
+	}
+	var got []string
+	for i := 0; i < 3; i++ {
+		r := mustSend(t, w, 2*ms)
+		got = append(got, seqs(r))
+		if r.session != 6 || !bytes.Equal(r.batches[0].buf, before[i]) {
+			t.Fatalf("resend %d: session %d, bytes changed %v", i, r.session, !bytes.Equal(r.batches[0].buf, before[i]))
+		}
+		w.onAnswer(r, wire.CodeNone, ok(6, 99, int64(100+9*i), int64(108+9*i)), 2*ms, ms)
+	}
+	if fmt.Sprint(got) != "[[0+9] [9+9] [18+9]]" {
+		t.Fatalf("resent %v", got)
+	}
+}
+
+func TestWindowOldOffsetsNotTrustedAfterSessionChange(t *testing.T) {
+	w := testWindow(1024, 4)
+	addSealed(w, 9)
+	r := mustSend(t, w, 0)
+	w.onAnswer(r, wire.CodeNone, ok(5, -1, 100, 108), 0, ms)
+	// A poll answer from a new session whose C covers the old offsets of our batch: those
+	// offsets may now hold other records, so nothing is released.
+	w.onPoll(wire.CodeNone, ok(6, 500, -1, -1))
+	if len(w.q) != 1 || w.acked != 0 {
+		t.Fatalf("batch released on an old-session offset: held %d acked %d", len(w.q), w.acked)
+	}
+}
+
+func TestWindowBusyRetriesAfterDelay(t *testing.T) {
+	w := testWindow(1024, 4)
+	addSealed(w, 27)
+	r1 := mustSend(t, w, 0)
+	w.onAnswer(r1, wire.CodeNone, ok(5, -1, 0, 8), 0, ms)
+	r2, r3 := mustSend(t, w, 0), mustSend(t, w, 0)
+	busy := ok(5, 8, -1, -1)
+	busy.RetryAfterMs = 10
+	w.onAnswer(r2, wire.CodeBusy, busy, ms, ms)
+	w.onAnswer(r3, wire.CodeSequenceGap, nil, ms, ms) // stale: r2 was not appended
+	if w.err != nil || len(w.q) != 2 || w.durableOrd != 1 {
+		t.Fatalf("after busy: err %v, held %d, durable %d", w.err, len(w.q), w.durableOrd)
+	}
+	if w.nextRequest(5*ms, &sendReq{}) || w.wakeAt(5*ms) != 11*ms {
+		t.Fatalf("sent during the busy delay, or wakes at %d", w.wakeAt(5*ms))
+	}
+	r := mustSend(t, w, 11*ms)
+	if seqs(r) != "[9+9]" || w.nextRequest(11*ms, &sendReq{}) {
+		t.Fatalf("after busy: sent %s, and pipelined before an answer", seqs(r))
+	}
+}
+
+func TestWindowFatalFails(t *testing.T) {
+	w := testWindow(1024, 4)
+	addSealed(w, 12)
+	r := mustSend(t, w, 0)
+	if act := w.onAnswer(r, wire.CodeCorruptBatch, nil, 0, ms); act != actFailed || w.err == nil {
+		t.Fatalf("action %v, err %v", act, w.err)
+	}
+	if w.open || len(w.q) != 2 || w.nextRequest(ms, &sendReq{}) {
+		t.Fatalf("failed window: open %v, held %d", w.open, len(w.q))
+	}
+}
+
+func TestWindowPoll(t *testing.T) {
+	w := testWindow(1024, 4)
+	addSealed(w, 9)
+	if w.nextPoll(0, &sendReq{}) {
+		t.Fatal("poll with nothing accepted")
+	}
+	r := mustSend(t, w, 0)
+	if w.nextPoll(0, &sendReq{}) {
+		t.Fatal("poll with a request in flight")
+	}
+	w.onAnswer(r, wire.CodeNone, ok(5, -1, 0, 8), 0, ms)
+	p := &sendReq{}
+	if !w.nextPoll(0, p) || !p.poll || p.session != 5 || w.nextPoll(0, &sendReq{}) {
+		t.Fatalf("poll: %+v, second poll allowed %v", p, w.polling)
+	}
+	w.onPoll(wire.CodeNone, ok(5, 8, -1, -1))
+	if len(w.q) != 0 || w.nextPoll(0, &sendReq{}) {
+		t.Fatalf("after poll: held %d", len(w.q))
+	}
+}
+
+func TestWindowAcceptOffsets(t *testing.T) {
+	f := func(counts []int, base, last int64, want string) {
+		t.Helper()
+		w := testWindow(1<<20, 4)
+		for _, n := range counts {
+			addN(w, 0, n, 0)
+			w.seal()
+		}
+		w.sent = len(w.q)
+		w.accept(len(counts), base, last)
+		var got []string
+		for _, b := range w.q {
+			got = append(got, fmt.Sprintf("%d-%d/%v", b.base, b.last, b.exact))
+		}
+		if fmt.Sprint(got) != want {
+			t.Fatalf("accept %v at [%d, %d]: %v, want %s", counts, base, last, got, want)
+		}
+	}
+	f([]int{3, 2}, 10, 14, "[10-12/true 13-14/true]")
+	f([]int{3, 2}, 10, 20, "[16-18/false 19-20/false]") // not contiguous: upper bounds
+	f([]int{3, 2}, -1, -1, "[-1--1/false -1--1/false]") // older than the broker's dedup window
+}
+
+func TestWindowConnLostResendsUnanswered(t *testing.T) {
+	w := testWindow(1024, 4)
+	addSealed(w, 27)
+	r1 := mustSend(t, w, 0)
+	w.onAnswer(r1, wire.CodeNone, ok(5, -1, 0, 8), 0, ms)
+	mustSend(t, w, 0)
+	mustSend(t, w, 0)
+	w.connLost(3 * ms)
+	if w.sent != 1 || w.nextRequest(2*ms, &sendReq{}) {
+		t.Fatalf("after conn loss: sent %d", w.sent)
+	}
+	if r := mustSend(t, w, 3*ms); seqs(r) != "[9+9]" || r.session != 5 {
+		t.Fatalf("resend %s with session %d", seqs(r), r.session)
+	}
+}
+
+func TestWindowLargeRecordAlone(t *testing.T) {
+	w := testWindow(1024, 4)
+	addN(w, 0, 2, 0)
+	w.add(&Record{Value: make([]byte, 5000)}, 1, 1000, 0)
+	if len(w.q) != 2 || w.q[1].count != 1 || w.open {
+		t.Fatalf("held %d, open %v", len(w.q), w.open)
+	}
+}
+
+func TestWindowSequenceWrapStartsNewProducerID(t *testing.T) {
+	w := testWindow(1024, 4)
+	w.seq = math.MaxInt32 - 1000
+	addSealed(w, 9)
+	addSealed(w, 9)
+	r := mustSend(t, w, 0)
+	if r.pid != 43 || seqs(r) != "[0+9]" {
+		t.Fatalf("after the wrap point: pid %d, %s", r.pid, seqs(r))
+	}
+}
+
+func TestWindowRequestKeepsOneProducerID(t *testing.T) {
+	w := testWindow(1024, 4)
+	w.sh.requestBytes = 4096
+	addSealed(w, 9)
+	w.pid = 44
+	addSealed(w, 9)
+	r := mustSend(t, w, 0)
+	w.onAnswer(r, wire.CodeNone, ok(5, -1, 0, 8), 0, ms)
+	r2 := mustSend(t, w, 0)
+	if len(r.batches) != 1 || r.pid != 42 || r2.pid != 44 {
+		t.Fatalf("requests of %d batches with pids %d, %d", len(r.batches), r.pid, r2.pid)
+	}
+}
+
+func TestWindowMinProgress(t *testing.T) {
+	w := testWindow(1024, 4)
+	addN(w, 0, 20, 0) // progress 1..20: batches 1-9, 10-18 and the open 19-20
+	if got := w.minProgress(); got != 1 {
+		t.Fatalf("min progress %d, want 1", got)
+	}
+	r := mustSend(t, w, 0)
+	w.onAnswer(r, wire.CodeNone, ok(5, 8, 0, 8), 0, ms)
+	if got := w.minProgress(); got != 10 {
+		t.Fatalf("after the first batch is durable: min progress %d, want 10", got)
+	}
+	w.add(&Record{Value: []byte("no progress")}, 0, 0, 0)
+	for _, b := range w.q {
+		w.sh.putBuf(b.buf)
+	}
+	w.q = nil
+	if got := w.minProgress(); got != 19 {
+		t.Fatalf("open batch only: min progress %d, want 19", got)
+	}
+}

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"sluice/bench"
+)
+
+// benchCmd returns the run function of `sluice bench WORKLOAD`.
+func benchCmd(workload string) func(args []string, stdout, stderr io.Writer) error {
+	return func(args []string, stdout, stderr io.Writer) error {
+		var c bench.Config
+		fs := flag.NewFlagSet("bench "+workload, flag.ContinueOnError)
+		fs.SetOutput(stderr)
+		fs.StringVar(&c.System, "system", "sluice", "system to drive: "+strings.Join(bench.Systems(), ", "))
+		fs.StringVar(&c.Broker, "broker", "127.0.0.1:9440", "server address (for sendfile: a directory for its file)")
+		fs.StringVar(&c.Topic, "topic", "bench", "topic (Kafka topic, NATS stream)")
+		fs.IntVar(&c.RecordSize, "record-size", 1024, "record value size in bytes")
+		fs.IntVar(&c.BatchBytes, "batch-size", 1<<20, "producer batch size in bytes")
+		fs.DurationVar(&c.Linger, "linger", 0, "producer linger (default 5ms)")
+		fs.IntVar(&c.Partitions, "partitions", 1, "partitions of the topic, if the harness creates it")
+		fs.IntVar(&c.Producers, "producers", 1, "number of producers")
+		fs.IntVar(&c.Consumers, "consumers", 1, "number of consumers")
+		fs.Float64Var(&c.Rate, "rate", 0, "target rate in records/s over all producers (0: as fast as possible)")
+		fs.DurationVar(&c.Duration, "duration", 0, "run time (default 10s unless -count is set)")
+		fs.Int64Var(&c.Count, "count", 0, "records to produce or consume (0: until -duration)")
+		fs.StringVar(&c.Compression, "compression", "none", "none, lz4 or zstd")
+		from := fs.String("from", "start", "consume from the start (oldest records) or the tail (newest)")
+		fs.DurationVar(&c.Warmup, "warmup", 0, "e2e: time whose latencies are not counted")
+		jsonOut := fs.String("json", "", "write the result as JSON to this file")
+		quiet := fs.Bool("quiet", false, "no live progress line")
+		if err := fs.Parse(args); err != nil {
+			return usageError{err.Error()}
+		}
+		switch *from {
+		case "start":
+			c.FromStart = true
+		case "tail":
+		default:
+			return usageError{fmt.Sprintf("-from %q: start or tail", *from)}
+		}
+		w := workload
+		if workload == "consume" && !c.FromStart {
+			w = "e2e" // reading the tail needs producers: it is an end-to-end run
+		}
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		var progress io.Writer = stderr
+		if *quiet {
+			progress = nil
+		}
+		res, err := bench.Run(ctx, w, c, progress)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, bench.Summary(res))
+		if *jsonOut != "" {
+			if err := res.WriteJSON(*jsonOut); err != nil {
+				return err
+			}
+		}
+		if res.Errors > 0 {
+			return problemError{fmt.Errorf("%d errors, the first: %s", res.Errors, res.FirstError)}
+		}
+		return nil
+	}
+}

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"sluice/client"
+)
+
+// consumeFlags are the flags of `sluice consume`.
+type consumeFlags struct {
+	broker, topic, from, logical string
+	max                          int
+	idle                         time.Duration
+	keys                         bool
+}
+
+// consume prints record values, one per line: `sluice consume --broker ADDR --topic T
+// [--from oldest|newest|OFFSET|RFC3339-time] [--max N] [--idle D] [--logical A-B]
+// [--keys]`. It stops after --max records, after --idle without a record, or on SIGINT.
+func consume(args []string, stdout, _ io.Writer) error {
+	f, opts, err := parseConsumeFlags(args)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := commandContext(0)
+	defer cancel()
+	c, err := client.NewConsumer(ctx, f.topic, opts...)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	w := bufio.NewWriterSize(stdout, 64<<10)
+	defer w.Flush()
+	err = printRecords(ctx, c, w, f)
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return nil // interrupted, or idle for --idle
+	}
+	return err
+}
+
+func parseConsumeFlags(args []string) (*consumeFlags, []client.Opt, error) {
+	fs := flag.NewFlagSet("consume", flag.ContinueOnError)
+	f := &consumeFlags{}
+	fs.StringVar(&f.broker, "broker", "127.0.0.1:9440", "broker address host:port")
+	fs.StringVar(&f.topic, "topic", "", "topic (required)")
+	fs.StringVar(&f.from, "from", "oldest", "start: oldest, newest, an offset, or an RFC 3339 time")
+	fs.IntVar(&f.max, "max", 0, "stop after this many records (0: no limit)")
+	fs.DurationVar(&f.idle, "idle", 0, "stop after this long without a record (0: never)")
+	fs.StringVar(&f.logical, "logical", "", "only records of the logical range A-B (inclusive)")
+	fs.BoolVar(&f.keys, "keys", false, "print each record's key and a tab before its value")
+	if err := noPositional(fs, args); err != nil {
+		return nil, nil, err
+	}
+	if f.topic == "" || f.max < 0 {
+		return nil, nil, usageError{"--topic is required and --max not negative"}
+	}
+	start, err := parseFrom(f.from)
+	if err != nil {
+		return nil, nil, err
+	}
+	opts := []client.Opt{client.Brokers(f.broker), client.Start(start)}
+	if f.logical != "" {
+		lo, hi, err := parseLogicalRange(f.logical)
+		if err != nil {
+			return nil, nil, err
+		}
+		opts = append(opts, client.LogicalRange(lo, hi))
+	}
+	return f, opts, nil
+}
+
+// parseFrom parses --from.
+func parseFrom(s string) (client.StartAt, error) {
+	switch s {
+	case "oldest":
+		return client.Oldest(), nil
+	case "newest":
+		return client.Newest(), nil
+	}
+	if off, err := strconv.ParseInt(s, 10, 64); err == nil && off >= 0 {
+		return client.AtOffset(off), nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return client.AtTime(t), nil
+	}
+	return client.StartAt{}, usageError{fmt.Sprintf("--from %q: want oldest, newest, an offset or an RFC 3339 time", s)}
+}
+
+// parseLogicalRange parses "A-B" with 0 <= A <= B <= 65535.
+func parseLogicalRange(s string) (lo, hi uint16, err error) {
+	a, b, ok := strings.Cut(s, "-")
+	x, err1 := strconv.ParseUint(a, 10, 16)
+	y, err2 := strconv.ParseUint(b, 10, 16)
+	if !ok || err1 != nil || err2 != nil || x > y {
+		return 0, 0, usageError{fmt.Sprintf("--logical %q: want A-B with 0 <= A <= B <= 65535", s)}
+	}
+	return uint16(x), uint16(y), nil
+}
+
+// printRecords prints records until --max of them, --idle without one, or ctx ends.
+func printRecords(ctx context.Context, c *client.Consumer, w *bufio.Writer, f *consumeFlags) error {
+	n := 0
+	last := time.Now()
+	for f.max == 0 || n < f.max {
+		pctx, cancel := ctx, context.CancelFunc(func() {})
+		if f.idle > 0 {
+			pctx, cancel = context.WithDeadline(ctx, last.Add(f.idle))
+		}
+		err := c.Poll(pctx)
+		cancel()
+		if err != nil {
+			return err
+		}
+		for (f.max == 0 || n < f.max) && c.Next() {
+			r := c.Record()
+			if f.keys {
+				w.Write(r.Key)
+				w.WriteByte('\t')
+			}
+			w.Write(r.Value)
+			w.WriteByte('\n')
+			n++
+			last = time.Now()
+		}
+		if err := c.Err(); err != nil {
+			return err
+		}
+		w.Flush()
+	}
+	return nil
+}

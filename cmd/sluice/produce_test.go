@@ -1,0 +1,171 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"sluice/client"
+	"sluice/internal/testbroker"
+)
+
+// sluiceCmd runs the sluice binary with stdin and returns its exit status and output.
+func sluiceCmd(t *testing.T, stdin string, args ...string) (int, string, string) {
+	t.Helper()
+	cmd := exec.Command(testbroker.Binary(t), args...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		return ee.ExitCode(), out.String(), errOut.String()
+	case err != nil:
+		t.Fatal(err)
+	}
+	return 0, out.String(), errOut.String()
+}
+
+// mustRun runs sluice and fails the test unless it exits with want.
+func mustRun(t *testing.T, want int, stdin string, args ...string) string {
+	t.Helper()
+	code, out, errOut := sluiceCmd(t, stdin, args...)
+	if code != want {
+		t.Fatalf("sluice %s: exit %d, want %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), code, want, out, errOut)
+	}
+	return out
+}
+
+// TestConsoleCommands runs topic create/describe, produce and consume end to end
+// against a broker process.
+func TestConsoleCommands(t *testing.T) {
+	b := testbroker.Start(t, t.TempDir())
+	addr := b.Addr
+	out := mustRun(t, 0, "", "topic", "create", "lines", "--partitions", "3", "--broker", addr)
+	if !strings.Contains(out, "3 partitions") {
+		t.Fatalf("create: %s", out)
+	}
+	mustRun(t, 0, "", "topic", "create", "lines", "--partitions", "3", "--broker", addr) // the same again
+	mustRun(t, 1, "", "topic", "create", "lines", "--partitions", "2", "--broker", addr) // exists
+	var in strings.Builder
+	var want []string
+	for i := range 500 {
+		fmt.Fprintf(&in, "user%d\tclick %d\n", i%10, i)
+		want = append(want, fmt.Sprintf("click %d", i))
+	}
+	before := time.Now().Add(-time.Second).Format(time.RFC3339)
+	mustRun(t, 0, in.String(), "produce", "--broker", addr, "--topic", "lines", "--key", "--acks", "persisted")
+	out = mustRun(t, 0, "", "consume", "--broker", addr, "--topic", "lines", "--from", "oldest", "--max", "500")
+	got := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	sort.Strings(got)
+	sort.Strings(want)
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("consumed %d lines, want 500: %q...", len(got), got[:min(5, len(got))])
+	}
+	out = mustRun(t, 0, "", "topic", "describe", "lines", "--broker", addr)
+	if strings.Count(out, "\n") != 6 || !strings.Contains(out, "partitions 3") {
+		t.Fatalf("describe:\n%s", out)
+	}
+	checkConsumeFrom(t, addr, before)
+}
+
+// checkConsumeFrom checks --from, --idle and --keys on the topic "lines" (500 records,
+// keys user0..user9, all stamped after before).
+func checkConsumeFrom(t *testing.T, addr, before string) {
+	consume := func(args ...string) []string {
+		t.Helper()
+		args = append([]string{"consume", "--broker", addr, "--topic", "lines", "--idle", "500ms"}, args...)
+		out := mustRun(t, 0, "", args...)
+		if out == "" {
+			return nil
+		}
+		return strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	}
+	if got := consume("--from", "newest"); len(got) != 0 {
+		t.Fatalf("from newest: %d lines", len(got))
+	}
+	if got := consume("--from", before); len(got) != 500 {
+		t.Fatalf("from %s: %d lines", before, len(got))
+	}
+	if got := consume("--from", time.Now().Add(time.Hour).Format(time.RFC3339)); len(got) != 0 {
+		t.Fatalf("from the future: %d lines", len(got))
+	}
+	// Offsets are per partition: from offset 100, each partition skips its first 100.
+	if got := consume("--from", "100", "--keys"); len(got) == 0 || len(got) >= 500 || !strings.HasPrefix(got[0], "user") {
+		t.Fatalf("from offset 100 with keys: %d lines, first %q", len(got), got)
+	}
+}
+
+// TestProduceExitStatus: produce exits 0 only when every line reached the level asked,
+// and 2 on usage errors.
+func TestProduceExitStatus(t *testing.T) {
+	b := testbroker.Start(t, t.TempDir())
+	mustRun(t, 0, "", "topic", "create", "acks", "--broker", b.Addr)
+	mustRun(t, 0, "a\nb\nc\n", "produce", "--broker", b.Addr, "--topic", "acks", "--acks", "accepted")
+	mustRun(t, 2, "a\n", "produce", "--broker", b.Addr, "--topic", "acks", "--acks", "maybe")
+	mustRun(t, 2, "a\n", "produce", "--broker", b.Addr)
+	mustRun(t, 2, "", "consume", "--broker", b.Addr, "--topic", "acks", "--from", "yesterday")
+	mustRun(t, 2, "", "topic", "create", "--broker", b.Addr)
+	mustRun(t, 1, "", "topic", "describe", "nosuch", "--broker", b.Addr)
+	out := mustRun(t, 0, "", "consume", "--broker", b.Addr, "--topic", "acks", "--max", "3")
+	if out != "a\nb\nc\n" {
+		t.Fatalf("consumed %q", out)
+	}
+	checkProduceToStoppedBroker(t, b)
+}
+
+// checkProduceToStoppedBroker: the broker stops (SIGSTOP) after the first line is in;
+// produce then exits 1 and says how many lines were not persisted.
+func checkProduceToStoppedBroker(t *testing.T, b *testbroker.Broker) {
+	cmd := exec.Command(testbroker.Binary(t), "produce", "--broker", b.Addr, "--topic", "acks", "--timeout", "1s")
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var errOut bytes.Buffer
+	cmd.Stderr = &errOut
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintln(in, "x")
+	a, err := client.NewAdmin(client.Brokers(b.Addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) {
+		d, err := a.DescribeTopic(context.Background(), "acks")
+		if err != nil || time.Now().After(deadline) {
+			t.Fatalf("the first line never arrived: %v", err)
+		}
+		if d.Partitions[0].Checkpoint >= 3 { // a, b, c, then x
+			break
+		}
+	}
+	stop := signalBroker(t, b.Pid())
+	defer stop()
+	fmt.Fprintln(in, "y")
+	in.Close()
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(errOut.String(), "1 of 2 records not persisted") {
+		t.Fatalf("produce to a stopped broker: %v, %s", err, errOut.String())
+	}
+}
+
+// signalBroker stops the broker process (SIGSTOP) and returns what continues it.
+func signalBroker(t *testing.T, pid int) func() {
+	t.Helper()
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	return func() { syscall.Kill(pid, syscall.SIGCONT) }
+}
