@@ -19,11 +19,17 @@ import (
 // sluiceCmd runs the sluice binary with stdin and returns its exit status and output.
 func sluiceCmd(t *testing.T, stdin string, args ...string) (int, string, string) {
 	t.Helper()
-	cmd := exec.Command(testbroker.Binary(t), args...)
+	// Bounded: a command that hangs is killed by its pid, and the test fails on it.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, testbroker.Binary(t), args...)
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("sluice %s did not finish within a minute\nstderr: %s", strings.Join(args, " "), errOut.String())
+	}
 	var ee *exec.ExitError
 	switch {
 	case errors.As(err, &ee):
