@@ -224,10 +224,13 @@ func (w *window) nextRequest(now int64, r *sendReq) bool {
 }
 
 // nextPoll fills r with an empty produce, if the window is idle with batches accepted but
-// not durable, and no poll is in flight: its answer brings the newest checkpoint.
+// not durable, and no poll is in flight: its answer brings the newest checkpoint. Only
+// a batch with a known offset can be released by a checkpoint (batches acknowledged
+// without offsets go with a later one), so without one there is nothing to poll for, and
+// polling would spin: the broker answers at once when C covers everything it has.
 func (w *window) nextPoll(now int64, r *sendReq) bool {
 	if w.err != nil || w.polling || w.session == 0 || w.acked == 0 || len(w.reqs) > 0 ||
-		now < w.notBefore {
+		now < w.notBefore || w.q[w.acked-1].last < 0 {
 		return false
 	}
 	w.polling = true
