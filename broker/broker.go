@@ -33,6 +33,8 @@ type Broker struct {
 	flushers    sync.WaitGroup
 	stopFlush   chan struct{}
 	payloads    sync.Pool // *[]byte buffers for produce payloads; see getPayload
+	parkMu      sync.Mutex
+	parked      map[*netio.Conn][]*fetchTask // long polls waiting, by connection; see respondTo
 }
 
 // Start opens the data directory (recovering every partition), starts the shards and
@@ -50,6 +52,7 @@ func Start(cfg Config) (*Broker, error) {
 	cfg.Log.ExternalSync = cfg.Log.Sync == local.SyncGroup
 	b := &Broker{cfg: cfg}
 	b.mu.topics = map[string]*topic{}
+	b.parked = map[*netio.Conn][]*fetchTask{}
 	var err error
 	if b.arena, err = memarena.New(cfg.Arena); err != nil {
 		return nil, err

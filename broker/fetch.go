@@ -26,13 +26,13 @@ type fetchTask struct {
 func (b *Broker) handleFetch(c *netio.Conn, slot netio.Slot, hdr wire.ResponseHeader, r *wire.FetchRequest) {
 	pt, err := b.lookup(r.Topic, r.Partition)
 	if err != nil {
-		respond(c, slot, hdr, err, nil)
+		b.respond(c, slot, hdr, err, nil)
 		return
 	}
 	t := &fetchTask{b: b, pt: pt, c: c, slot: slot, hdr: hdr, req: *r}
 	t.req.Topic = nil
 	if err := pt.shard.Submit(t); err != nil {
-		respond(c, slot, hdr, wire.NewError(wire.CodeBusy, "shard queue full"), nil)
+		b.respond(c, slot, hdr, wire.NewError(wire.CodeBusy, "shard queue full"), nil)
 	}
 }
 
@@ -42,6 +42,7 @@ func (t *fetchTask) Run(sh *sched.Shard) {
 	if t.req.MaxWaitMs > 0 && t.req.Offset == t.pt.p.Window().Next && !sh.Closing() {
 		t.parked = true
 		t.pt.fetchWaiters = append(t.pt.fetchWaiters, t)
+		t.b.park(t)
 		t.timer = sh.After(time.Duration(t.req.MaxWaitMs)*time.Millisecond, func(time.Time) { t.expire() })
 		return
 	}
@@ -71,7 +72,7 @@ func (t *fetchTask) serve() {
 		resp.File, resp.Pos, resp.Len = int(region.File.Fd()), region.Pos, region.Len
 		resp.Done = func() { region.Release() }
 	}
-	t.c.Respond(t.slot, resp)
+	t.b.respondTo(t.c, t.slot, resp, t)
 }
 
 func (t *fetchTask) fail(err error, w engine.Window) {
@@ -80,10 +81,10 @@ func (t *fetchTask) fail(err error, w engine.Window) {
 		body := &wire.FetchResponse{HighWatermark: w.Next, LogStartOffset: w.Start, Checkpoint: w.Checkpoint}
 		r := wire.Response{Header: t.hdr, Text: err.Error(), Body: body}
 		r.Header.Code = wire.CodeOffsetOutOfRange
-		t.c.Respond(t.slot, netio.Response{Head: r.AppendTo(nil), File: -1})
+		t.b.respondTo(t.c, t.slot, netio.Response{Head: r.AppendTo(nil), File: -1}, t)
 		return
 	}
-	respond(t.c, t.slot, t.hdr, wire.NewError(wire.CodeNotServing, err.Error()), nil)
+	t.b.respond(t.c, t.slot, t.hdr, wire.NewError(wire.CodeNotServing, err.Error()), nil)
 }
 
 // expire answers a long poll whose wait ran out (with no records, or what arrived).
@@ -110,5 +111,33 @@ func (b *Broker) wakeFetchers(pt *part) {
 		t.parked = false
 		t.timer.Stop()
 		t.serve()
+	}
+}
+
+// Answers on a connection go out in request order, so a parked long poll would hold up
+// every later answer on its connection (a consumer pipelining one fetch per partition
+// would wait for its quietest partition). So when any other answer on a connection is
+// ready, the connection's parked fetches are answered at once with what they have: max
+// wait is an upper bound, and the consumer simply fetches again.
+
+// park records a parked fetch under its connection.
+func (b *Broker) park(t *fetchTask) {
+	b.parkMu.Lock()
+	b.parked[t.c] = append(b.parked[t.c], t)
+	b.parkMu.Unlock()
+}
+
+// respondTo answers a request (self is the fetch answering, nil for others) and releases
+// the other fetches parked on the same connection.
+func (b *Broker) respondTo(c *netio.Conn, slot netio.Slot, resp netio.Response, self *fetchTask) {
+	b.parkMu.Lock()
+	waiting := b.parked[c]
+	delete(b.parked, c)
+	b.parkMu.Unlock()
+	c.Respond(slot, resp)
+	for _, t := range waiting {
+		if t != self {
+			t.pt.shard.SubmitFunc(func(*sched.Shard) { t.expire() })
+		}
 	}
 }

@@ -21,37 +21,38 @@ func (b *Broker) Handle(c *netio.Conn, slot netio.Slot, req *wire.Request) {
 	case *wire.FetchRequest:
 		b.handleFetch(c, slot, hdr, body)
 	case *wire.MetadataRequest:
-		respond(c, slot, hdr, nil, b.metadata(body))
+		b.respond(c, slot, hdr, nil, b.metadata(body))
 	case *wire.DescribeTopicRequest:
 		resp, err := b.describe(body.Name)
 		if err != nil {
-			respond(c, slot, hdr, err, nil) // not resp: a nil pointer in an interface is no nil body
+			b.respond(c, slot, hdr, err, nil) // not resp: a nil pointer in an interface is no nil body
 			return
 		}
-		respond(c, slot, hdr, nil, resp)
+		b.respond(c, slot, hdr, nil, resp)
 	case *wire.CreateTopicRequest:
 		r := *body
 		go func() { // opening partitions does I/O: off the loop
 			if err := b.createTopic(&r); err != nil {
-				respond(c, slot, hdr, err, nil)
+				b.respond(c, slot, hdr, err, nil)
 				return
 			}
 			md := b.metadata(&wire.MetadataRequest{Topics: []string{r.Name}})
-			respond(c, slot, hdr, nil, &wire.CreateTopicResponse{Topic: md.Topics[0]})
+			b.respond(c, slot, hdr, nil, &wire.CreateTopicResponse{Topic: md.Topics[0]})
 		}()
 	default:
-		respond(c, slot, hdr, wire.NewError(wire.CodeUnknownAPI, "no handler"), nil)
+		b.respond(c, slot, hdr, wire.NewError(wire.CodeUnknownAPI, "no handler"), nil)
 	}
 }
 
-// respond encodes a response (an error without body when err is set and body is nil).
-func respond(c *netio.Conn, slot netio.Slot, hdr wire.ResponseHeader, err error, body wire.Body) {
+// respond encodes and sends an answer (an error without body when err is set and body is
+// nil), releasing parked fetches on the connection (see respondTo).
+func (b *Broker) respond(c *netio.Conn, slot netio.Slot, hdr wire.ResponseHeader, err error, body wire.Body) {
 	r := wire.Response{Header: hdr, Body: body}
 	if err != nil {
 		r.Header.Code = wire.CodeOf(err)
 		r.Text = err.Error()
 	}
-	c.Respond(slot, netio.Response{Head: r.AppendTo(nil), File: -1})
+	b.respondTo(c, slot, netio.Response{Head: r.AppendTo(nil), File: -1}, nil)
 }
 
 func (b *Broker) describe(name string) (*wire.DescribeTopicResponse, error) {
@@ -88,7 +89,7 @@ type produceTask struct {
 func (b *Broker) handleProduce(c *netio.Conn, slot netio.Slot, hdr wire.ResponseHeader, r *wire.ProduceRequest) {
 	pt, err := b.lookup(r.Topic, r.Partition)
 	if err != nil {
-		respond(c, slot, hdr, err, nil)
+		b.respond(c, slot, hdr, err, nil)
 		return
 	}
 	t := &produceTask{b: b, pt: pt, c: c, slot: slot, hdr: hdr, req: *r}
@@ -196,7 +197,7 @@ func (t *produceTask) answer(code wire.Code, text string) {
 	}
 	r := wire.Response{Header: t.hdr, Text: text, Body: body}
 	r.Header.Code = code
-	t.c.Respond(t.slot, netio.Response{Head: r.AppendTo(nil), File: -1})
+	t.b.respondTo(t.c, t.slot, netio.Response{Head: r.AppendTo(nil), File: -1}, nil)
 }
 
 // answerDurable answers the producers whose target the checkpoint now covers.

@@ -170,3 +170,27 @@ func corrupt(b []byte) []byte {
 	b[len(b)-2] ^= 0xff
 	return b
 }
+
+// TestLongPollDoesNotHoldUpOthers: answers on a connection keep request order, so a
+// long poll on a quiet partition must not delay the answer for a busy one pipelined
+// behind it: the broker answers the parked poll early.
+func TestLongPollDoesNotHoldUpOthers(t *testing.T) {
+	b := testbroker.Start(t, t.TempDir())
+	w := dial(t, b.Addr)
+	createTopic(t, w, "hol", 2)
+	mustOK(t, w.call(&wire.ProduceRequest{Topic: []byte("hol"), Partition: 1, Version: 1, Batches: records(0, -1, "x", 1)}))
+	start := time.Now()
+	quiet := w.send(&wire.FetchRequest{Topic: []byte("hol"), Partition: 0, Offset: 0, MaxBytes: 1 << 20, MaxWaitMs: 30000})
+	busy := w.send(&wire.FetchRequest{Topic: []byte("hol"), Partition: 1, Offset: 0, MaxBytes: 1 << 20, MaxWaitMs: 30000})
+	r1, r2 := w.recv(), w.recv()
+	if r1.Header.RequestID != quiet || r2.Header.RequestID != busy {
+		t.Fatal("answers out of order")
+	}
+	if len(r1.Body.(*wire.FetchResponse).Records) != 0 || len(r2.Body.(*wire.FetchResponse).Records) == 0 {
+		t.Fatal("wrong records")
+	}
+	// Not a timing goal: 30 s is the poll's max wait, and the early answer is the point.
+	if time.Since(start) > 20*time.Second {
+		t.Fatal("the busy partition's answer waited for the quiet partition's long poll")
+	}
+}
