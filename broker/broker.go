@@ -25,6 +25,9 @@ type Broker struct {
 	mu struct {
 		sync.RWMutex
 		topics map[string]*topic
+		// byShard lists each shard's partitions, indexed by shard id. Slices only grow
+		// (append under the lock), so a reader may keep a copied slice header.
+		byShard [][]*part
 	}
 	createMu    sync.Mutex
 	lastSession atomic.Uint64
@@ -34,6 +37,7 @@ type Broker struct {
 	stopFlush   chan struct{}
 	payloads    sync.Pool // *[]byte buffers for produce payloads; see getPayload
 	parkMu      sync.Mutex
+	nParked     atomic.Int64                 // entries in parked, read without parkMu
 	parked      map[*netio.Conn][]*fetchTask // long polls waiting, by connection; see respondTo
 }
 
@@ -61,6 +65,7 @@ func Start(cfg Config) (*Broker, error) {
 		b.arena.Close()
 		return nil, err
 	}
+	b.mu.byShard = make([][]*part, b.sched.NumShards())
 	if err := b.loadTopics(); err != nil {
 		b.closeAll()
 		return nil, err
@@ -111,19 +116,22 @@ func (b *Broker) forParts(sh *sched.Shard, fn func(*part)) {
 	}
 }
 
-// partsOf lists the partitions of shard sh; safe from any goroutine.
+// partsOf lists the partitions of shard sh; safe from any goroutine. The flusher calls it
+// every fsync interval, so it neither scans every topic nor allocates.
 func (b *Broker) partsOf(sh *sched.Shard) []*part {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
-	var parts []*part
-	for _, t := range b.mu.topics {
-		for _, pt := range t.parts {
-			if pt.shard == sh {
-				parts = append(parts, pt)
-			}
-		}
+	return b.mu.byShard[sh.ID()]
+}
+
+// addTopicLocked makes a loaded topic visible to lookups and to its shards' background
+// work. Requires b.mu held for writing.
+func (b *Broker) addTopicLocked(t *topic) {
+	b.mu.topics[t.meta.Name] = t
+	for _, pt := range t.parts {
+		id := pt.shard.ID()
+		b.mu.byShard[id] = append(b.mu.byShard[id], pt)
 	}
-	return parts
 }
 
 // flushLoop is a shard's group fsync, on a goroutine of its own: every fsync interval it

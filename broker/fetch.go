@@ -124,16 +124,21 @@ func (b *Broker) wakeFetchers(pt *part) {
 func (b *Broker) park(t *fetchTask) {
 	b.parkMu.Lock()
 	b.parked[t.c] = append(b.parked[t.c], t)
+	b.nParked.Add(1)
 	b.parkMu.Unlock()
 }
 
 // respondTo answers a request (self is the fetch answering, nil for others) and releases
 // the other fetches parked on the same connection.
 func (b *Broker) respondTo(c *netio.Conn, slot netio.Slot, resp netio.Response, self *fetchTask) {
-	b.parkMu.Lock()
-	waiting := b.parked[c]
-	delete(b.parked, c)
-	b.parkMu.Unlock()
+	var waiting []*fetchTask
+	if b.nParked.Load() > 0 { // most answers: no lock at all while nobody long-polls
+		b.parkMu.Lock()
+		waiting = b.parked[c]
+		delete(b.parked, c)
+		b.nParked.Add(-int64(len(waiting)))
+		b.parkMu.Unlock()
+	}
 	c.Respond(slot, resp)
 	for _, t := range waiting {
 		if t != self {

@@ -109,7 +109,9 @@ func (b *Broker) loadTopics() error {
 		if err != nil {
 			return err
 		}
-		b.mu.topics[m.Name] = t
+		b.mu.Lock()
+		b.addTopicLocked(t)
+		b.mu.Unlock()
 	}
 	return nil
 }
@@ -204,7 +206,7 @@ func (b *Broker) createTopic(r *wire.CreateTopicRequest) error {
 		return fmt.Errorf("cannot create topic %s: %w", r.Name, err)
 	}
 	b.mu.Lock()
-	b.mu.topics[r.Name] = t
+	b.addTopicLocked(t)
 	b.mu.Unlock()
 	b.cfg.Logger.Info("created topic", "topic", r.Name, "partitions", r.Partitions)
 	return nil

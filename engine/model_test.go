@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -45,7 +46,7 @@ func TestModel(t *testing.T) {
 		case op < 5:
 			b := mkBatch(0, -1, 1+rng.IntN(8), 50+rng.IntN(500))
 			if _, err := p.Produce(1, 1, b); err != nil {
-				if !isThrottle(err) {
+				if !errors.Is(err, memarena.ErrFull) {
 					t.Fatalf("step %d: produce: %v", step, err)
 				}
 				throttled++

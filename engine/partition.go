@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"errors"
 	"fmt"
 	"sync/atomic"
 
@@ -137,6 +136,3 @@ func (p *Partition) Close() error {
 // Counters returns the read hits (served from memory) and misses (from the log). Safe
 // from any goroutine.
 func (p *Partition) Counters() (hits, misses uint64) { return p.hits.Load(), p.misses.Load() }
-
-// isThrottle reports whether err is the arena's "full of unpersisted data".
-func isThrottle(err error) bool { return errors.Is(err, memarena.ErrFull) }

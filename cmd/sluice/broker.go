@@ -181,7 +181,7 @@ func cmp(v, def string) string {
 func runBroker(args []string, stdout, stderr io.Writer) error {
 	f := newBrokerFlags()
 	f.fs.SetOutput(stderr)
-	if err := f.fs.Parse(normalizeFlags(args)); err != nil {
+	if err := f.fs.Parse(args); err != nil {
 		return usageError{err.Error()}
 	}
 	set := map[string]bool{}
@@ -234,10 +234,6 @@ func runBroker(args []string, stdout, stderr io.Writer) error {
 	logger.Info("stopped")
 	return nil
 }
-
-// normalizeFlags accepts --name as well as -name (the flag package does both already)
-// and --name=value; it exists to keep the README's spelling working.
-func normalizeFlags(args []string) []string { return args }
 
 func writeReady(path, content string) error {
 	tmp := path + ".tmp"
