@@ -31,7 +31,7 @@ var layers = []struct {
 	{"wire", 25},            // frames, requests, error codes
 	{"codec", 25},           // compression (klauspost/compress)
 	{"memarena/...", 25},    // the memory arena
-	{"persist", 30},         // storage tier interface
+	{"persist", 27},         // the storage seam: Store, Region, errors
 	{"persist/local", 30},   // segment log
 	{"persist/hdfs", 30},    // HDFS backend and shipper
 	{"sched/...", 30},       // shards and mailboxes

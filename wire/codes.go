@@ -17,6 +17,7 @@ const (
 	APIMetadata      APIKey = 2 // topics, partition counts, logical ranges, addresses
 	APICreateTopic   APIKey = 3 // create a topic with P partitions and options
 	APIDescribeTopic APIKey = 4 // metadata plus options and per-partition state
+	APIListOffsets   APIKey = 5 // the offset a timestamp falls at, from the time index
 )
 
 // apis describes every API key, indexed by key: its name, the API versions this package
@@ -37,6 +38,8 @@ var apis = [...]struct {
 		func() Body { return new(CreateTopicRequest) }, func() Body { return new(CreateTopicResponse) }},
 	APIDescribeTopic: {"describe_topic", 0, 0,
 		func() Body { return new(DescribeTopicRequest) }, func() Body { return new(DescribeTopicResponse) }},
+	APIListOffsets: {"list_offsets", 0, 0,
+		func() Body { return new(ListOffsetsRequest) }, func() Body { return new(ListOffsetsResponse) }},
 }
 
 // Known reports whether k is an API key this package knows.
@@ -101,6 +104,8 @@ const (
 	CodeSequenceGap        Code = 18
 	CodeOffsetOutOfRange   Code = 19
 	CodeTimeout            Code = 20
+	CodeNoSpace            Code = 21
+	CodeCorruptData        Code = 22
 )
 
 // codes describes every error code, indexed by code:
@@ -136,6 +141,8 @@ var codes = [...]struct {
 	CodeSequenceGap:        {"sequence_gap", false, false, "producer sequence out of order"},
 	CodeOffsetOutOfRange:   {"offset_out_of_range", false, false, "offset out of range"},
 	CodeTimeout:            {"timeout", true, false, "request timed out"},
+	CodeNoSpace:            {"no_space", true, false, "the broker's disk is full: nothing was appended"},
+	CodeCorruptData:        {"corrupt_data", false, false, "stored data is damaged: an operator must repair the partition"},
 }
 
 // Known reports whether c is an error code this package knows. A client treats an unknown

@@ -194,6 +194,7 @@ func TestBadTopicNames(t *testing.T) {
 			&MetadataRequest{Topics: []string{"ok", name}},
 			&CreateTopicRequest{Name: name, Partitions: 1},
 			&DescribeTopicRequest{Name: name},
+			&ListOffsetsRequest{Topic: []byte(name)},
 		}
 		for _, body := range bodies {
 			r := Request{Header: RequestHeader{APIKey: body.Key()}, Body: body}
@@ -231,6 +232,7 @@ func TestBadRequestValues(t *testing.T) {
 		{"metadata count 2^32-1", patch32(reqFrame("metadata-some", func(Body) {}), RequestHeaderSize, math.MaxUint32), CodeMalformed},
 		{"metadata count one too many", patch32(reqFrame("metadata-some", func(Body) {}), RequestHeaderSize, 4), CodeMalformed},
 		{"negative fetch offset", reqFrame("fetch", func(b Body) { b.(*FetchRequest).Offset = -1 }), CodeMalformed},
+		{"list_offsets timestamp -3", reqFrame("list-offsets", func(b Body) { b.(*ListOffsetsRequest).Timestamp = -3 }), CodeMalformed},
 		{"zero partitions", reqFrame("create", func(b Body) { b.(*CreateTopicRequest).Partitions = 0 }), CodeInvalidConfig},
 		{"too many partitions", reqFrame("create", func(b Body) { b.(*CreateTopicRequest).Partitions = MaxPartitions + 1 }), CodeInvalidConfig},
 		{"retention -2", reqFrame("create", func(b Body) { b.(*CreateTopicRequest).Options.RetentionMs = -2 }), CodeInvalidConfig},
@@ -272,6 +274,8 @@ func TestBadResponseValues(t *testing.T) {
 		"topic name":           meta(func(tp *Topic) { tp.Name = "a b" }),
 		"describe offsets":     respFrame("describe", func(b Body) { b.(*DescribeTopicResponse).Partitions[1].NextOffset = 4 }),
 		"describe options":     respFrame("describe", func(b Body) { b.(*DescribeTopicResponse).Options.SegmentBytes = -1 }),
+		"offset over hw":       respFrame("list-offsets", func(b Body) { b.(*ListOffsetsResponse).Offset = 1004 }),
+		"offset below start":   respFrame("list-offsets", func(b Body) { b.(*ListOffsetsResponse).Offset = 999 }),
 		"success without body": (&Response{Header: ResponseHeader{APIKey: APIFetch, Code: CodeTimeout}}).AppendTo(nil),
 	}
 	le.PutUint16(bad["success without body"][10:], 0)

@@ -52,6 +52,10 @@ func sampleRequests() map[string]Request {
 		"create-max": req(APICreateTopic, 8, &CreateTopicRequest{Name: "x", Partitions: MaxPartitions,
 			Options: TopicOptions{RetentionMs: -1, SegmentMs: -1}}),
 		"describe": req(APIDescribeTopic, 9, &DescribeTopicRequest{Name: "orders"}),
+		"list-offsets": req(APIListOffsets, 10, &ListOffsetsRequest{Topic: []byte("orders"), Partition: 2,
+			Timestamp: 1_700_000_000_000}),
+		"list-offsets-earliest": req(APIListOffsets, 11, &ListOffsetsRequest{Topic: []byte("o"),
+			Timestamp: TimestampEarliest}),
 	}
 }
 
@@ -97,6 +101,8 @@ func sampleResponses() map[string]Response {
 		"describe": resp(APIDescribeTopic, CodeNone, "", &DescribeTopicResponse{Name: "orders", Version: 4,
 			Options:    TopicOptions{RetentionMs: -1, RetentionBytes: 1 << 30, SegmentBytes: 1 << 28, SegmentMs: 3600_000},
 			Partitions: states}),
+		"list-offsets": resp(APIListOffsets, CodeNone, "", &ListOffsetsResponse{Offset: 1001, HighWatermark: 1003,
+			LogStartOffset: 1000}),
 	}
 }
 

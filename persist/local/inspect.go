@@ -57,7 +57,7 @@ func Inspect(fs vfs.FS, dir string, visit func(BatchInfo)) (problems []error, er
 		}
 		problems = append(problems, p...)
 		if sealed && len(p) == 0 && next != bases[i+1] {
-			problems = append(problems, &CorruptionError{File: segmentName(dir, base, logSuffix), Pos: -1,
+			problems = append(problems, &CorruptionError{File: segmentName(dir, base, logSuffix), Pos: -1, Offset: -1,
 				Reason: fmt.Sprintf("segment ends at offset %d but the next segment starts at %d", next, bases[i+1])})
 		}
 	}

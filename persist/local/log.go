@@ -8,15 +8,18 @@ import (
 	"time"
 
 	"sluice/batch"
+	"sluice/persist"
 	"sluice/persist/vfs"
 )
 
 // Log is one physical partition's segment log.
 //
-// Concurrency: one goroutine, the partition's owner, calls the writing methods (Append,
-// Truncate, ApplyRetention, Tick, Close). Sync may run on another goroutine at the same
-// time as Append. The reading methods (ReadRegion, Read, OffsetForTime, Start, Next,
-// Durable) are safe from any goroutine. Lock order: syncMu, then mu.
+// Log implements persist.Store; the package persist states the contract. Concurrency:
+// one goroutine, the partition's owner, calls the writing methods (Append, Truncate,
+// ApplyRetention, Tick, Close). Sync may run on another goroutine at the same time as
+// Append. The reading methods (ReadRegion, Read, OffsetForTime, Bounds, Start, Next,
+// Durable) are safe from any goroutine. Lock order: syncMu, then mu. mu is never held
+// across I/O but the positional reads of lookups (no write, fsync or roll): see roll.
 type Log struct {
 	dir  string
 	opts Options
@@ -27,12 +30,14 @@ type Log struct {
 	durable atomic.Int64
 	// syncMu serializes Sync with itself and with Truncate.
 	syncMu sync.Mutex
+	// start (first offset held) and next (the offset the next batch gets: the high
+	// watermark) change only with mu held, and are read without it by Bounds, so that no
+	// reader waits for a lock.
+	start, next atomic.Int64
 
 	mu struct {
 		sync.Mutex
 		segs     []*segment // ascending base offsets; the last one is active
-		start    int64      // first offset held
-		next     int64      // offset the next batch gets (the high watermark)
 		total    int64      // bytes in all sized segments; see totalLocked
 		unsynced int64      // bytes appended since the last fsync
 		lastSync time.Time
@@ -68,13 +73,14 @@ func (l *Log) Append(b []byte) (int64, error) {
 	}
 	seg := l.activeLocked()
 	if seg.size > 0 && (seg.size+int64(len(b)) > l.opts.SegmentBytes || now.Sub(seg.created) >= l.opts.SegmentAge) {
-		if err := l.rollLocked(now); err != nil {
-			l.mu.Unlock()
+		l.mu.Unlock()
+		if err := l.roll(now); err != nil {
 			return 0, err
 		}
+		l.mu.Lock()
 		seg = l.activeLocked()
 	}
-	base, pos := l.mu.next, seg.size
+	base, pos := l.next.Load(), seg.size
 	l.mu.Unlock()
 
 	// The write runs without the lock: readers never look past seg.size, which moves only
@@ -92,7 +98,7 @@ func (l *Log) Append(b []byte) (int64, error) {
 	seg.idx.add(seg.base, base, h.MaxTimestamp, pos, size, l.opts.IndexInterval)
 	seg.size += size
 	seg.next = last + 1
-	l.mu.next = last + 1
+	l.next.Store(last + 1)
 	l.mu.total += size
 	l.mu.unsynced += size
 	due := l.syncDueLocked(now)
@@ -138,7 +144,7 @@ func (l *Log) Sync() error {
 		l.mu.Unlock()
 		return err
 	}
-	seg, target, pending := l.activeLocked(), l.mu.next-1, l.mu.unsynced
+	seg, target, pending := l.activeLocked(), l.next.Load()-1, l.mu.unsynced
 	seg.acquire()
 	l.mu.Unlock()
 	defer seg.release()
@@ -198,48 +204,70 @@ func (l *Log) Pending() int64 {
 	return l.mu.unsynced
 }
 
-// rollLocked seals the active segment (fsync, index files) and starts a new one.
-func (l *Log) rollLocked(now time.Time) error {
-	old := l.activeLocked()
+// roll seals the active segment (fsync, index files) and starts a new one. Owner only,
+// without mu: the fsync and the file writes run unlocked, so readers on other goroutines
+// never wait for them. That is safe because only the owner appends, so the active
+// segment cannot change under it; readers see the old segment as active (and readable
+// up to its size) until the new one is published at the end.
+func (l *Log) roll(now time.Time) error {
 	if l.opts.Sync != SyncNever {
-		if err := old.file.Sync(); err != nil {
-			return l.failLocked(fmt.Errorf("cannot fsync %s: %w", old.path, err))
+		if err := l.Sync(); err != nil { // fsyncs the active segment: the one being sealed
+			return err
 		}
-		l.mu.unsynced, l.mu.lastSync = 0, now
-		l.advanceDurable(old.next - 1)
 	}
-	old.idx.seal()
+	l.mu.Lock()
+	old := l.activeLocked()
+	old.idx.seal() // appends to the time index: under mu, like every index change
+	l.mu.Unlock()
 	if err := old.writeIndexFiles(l, old.idx); err != nil {
-		return l.writeErrorLocked(fmt.Errorf("cannot seal segment %s: %w", old.path, err))
+		return l.writeError(fmt.Errorf("cannot seal segment %s: %w", old.path, err))
 	}
 	if l.opts.Strict {
-		if err := l.verifySealedLocked(old); err != nil {
-			return l.failLocked(err)
+		if err := l.verifySealed(old); err != nil {
+			return l.fail(err)
 		}
 	}
-	seg, err := l.createSegmentLocked(old.next)
+	seg, err := l.createSegment(old.next)
 	if err != nil {
-		return l.writeErrorLocked(err)
+		return l.writeError(err)
 	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	old.sealed = true
 	l.mu.segs = append(l.mu.segs, seg)
 	return nil
 }
 
-// verifySealedLocked re-reads a segment and checks it against its in-memory index.
-func (l *Log) verifySealedLocked(s *segment) error {
+// writeError is writeErrorLocked for a caller without mu.
+func (l *Log) writeError(err error) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.writeErrorLocked(err)
+}
+
+// fail is failLocked for a caller without mu.
+func (l *Log) fail(err error) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.failLocked(err)
+}
+
+// verifySealed re-reads a sealed segment and checks it against its in-memory index. Owner
+// only (the segment's fields are the owner's to read without mu).
+func (l *Log) verifySealed(s *segment) error {
 	idx, err := s.rebuildIndex(l.opts.IndexInterval)
 	if err != nil {
 		return err
 	}
 	if len(idx.offs) != len(s.idx.offs) || len(idx.times) != len(s.idx.times) || idx.maxTs != s.idx.maxTs {
-		return &CorruptionError{File: s.path, Reason: "segment does not match its index after sealing"}
+		return &CorruptionError{File: s.path, Offset: -1, Reason: "segment does not match its index after sealing"}
 	}
 	return nil
 }
 
-// createSegmentLocked creates an empty active segment at base.
-func (l *Log) createSegmentLocked(base int64) (*segment, error) {
+// createSegment creates an empty active segment at base, without publishing it. It does
+// I/O: the caller holds no lock, or holds mu only while nobody else can use the log (Open).
+func (l *Log) createSegment(base int64) (*segment, error) {
 	seg := newSegment(l.dir, base)
 	f, err := l.fs.Create(seg.path)
 	if err != nil {
@@ -310,19 +338,16 @@ func (l *Log) Dir() string { return l.dir }
 // write, with SyncNever); Start()-1 when nothing is.
 func (l *Log) Durable() int64 { return l.durable.Load() }
 
-// Start returns the first offset the log holds.
-func (l *Log) Start() int64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.mu.start
-}
+// Start returns the first offset the log holds. Safe from any goroutine; takes no lock.
+func (l *Log) Start() int64 { return l.start.Load() }
 
 // Next returns the offset the next batch will get: one past the last offset readable.
-func (l *Log) Next() int64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.mu.next
-}
+// Safe from any goroutine; takes no lock.
+func (l *Log) Next() int64 { return l.next.Load() }
+
+// Bounds returns Start and Next, read together under no lock: a concurrent append or
+// retention may move either between the two loads, never backwards.
+func (l *Log) Bounds() (start, next int64) { return l.start.Load(), l.next.Load() }
 
 // Stats describes the log's size.
 type Stats struct {
@@ -339,7 +364,7 @@ func (l *Log) Stats() (Stats, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	total, err := l.totalLocked()
-	return Stats{Segments: len(l.mu.segs), Bytes: total, Start: l.mu.start, Next: l.mu.next, Durable: l.durable.Load()}, err
+	return Stats{Segments: len(l.mu.segs), Bytes: total, Start: l.start.Load(), Next: l.next.Load(), Durable: l.durable.Load()}, err
 }
 
 // totalLocked returns the bytes in all segments, sizing the ones Open left unsized.
@@ -365,3 +390,10 @@ func (l *Log) sizeLocked(s *segment) error {
 	l.mu.total += size
 	return nil
 }
+
+// Damage returns the corruption of acknowledged data found when the log was opened, or
+// nil. Safe from any goroutine.
+func (l *Log) Damage() error { return nil }
+
+// The segment log is the host's storage tier.
+var _ persist.Store = (*Log)(nil)

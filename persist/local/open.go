@@ -34,12 +34,13 @@ func Open(dir string, opts Options) (*Log, error) {
 	defer l.mu.Unlock()
 	l.mu.lastSync = opts.Clock()
 	if len(bases) == 0 {
-		seg, err := l.createSegmentLocked(opts.InitialOffset)
+		seg, err := l.createSegment(opts.InitialOffset)
 		if err != nil {
 			return nil, err
 		}
 		l.mu.segs = []*segment{seg}
-		l.mu.start, l.mu.next = opts.InitialOffset, opts.InitialOffset
+		l.start.Store(opts.InitialOffset)
+		l.next.Store(opts.InitialOffset)
 		l.durable.Store(opts.InitialOffset - 1)
 		return l, nil
 	}
@@ -104,7 +105,8 @@ func (l *Log) loadSegmentsLocked(bases []int64) error {
 	if err := l.recoverLocked(last); err != nil {
 		return err
 	}
-	l.mu.start, l.mu.next = bases[0], last.next
+	l.start.Store(bases[0])
+	l.next.Store(last.next)
 	if l.opts.Sync != SyncNever {
 		if err := last.file.Sync(); err != nil {
 			return fmt.Errorf("cannot fsync recovered segment %s: %w", last.path, err)

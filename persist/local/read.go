@@ -4,35 +4,12 @@ import (
 	"fmt"
 
 	"sluice/batch"
-	"sluice/persist/vfs"
+	"sluice/persist"
 )
 
-// Region is a run of whole batches in one segment file: the bytes [Pos, Pos+Len) of
-// File hold the batches with offsets [Offset, NextOffset). The network layer sends it
-// with sendfile; Read copies it into a buffer. The region holds a reference to its
-// segment, so the file stays open (even if retention deletes it) until Release.
-type Region struct {
-	seg *segment
-	// File is the segment file; valid until Release.
-	File vfs.File
-	// Pos and Len locate the batches in File.
-	Pos, Len int64
-	// Offset is the base offset of the first batch; it may be below the offset asked for,
-	// since batches are never split. NextOffset follows the last batch.
-	Offset, NextOffset int64
-}
-
-// Release drops the region's reference to its file. It is safe to call twice and on an
-// empty region.
-func (r *Region) Release() {
-	if r.seg != nil {
-		r.seg.release()
-		r.seg, r.File = nil, nil
-	}
-}
-
-// Empty reports whether the region holds no bytes (the offset asked for is the end).
-func (r *Region) Empty() bool { return r.Len == 0 }
+// Region is the storage seam's region (package persist): whole batches of one segment
+// file, holding a reference to the segment so that its file stays open until Release.
+type Region = persist.Region
 
 // ReadRegion returns the whole batches starting with the one that holds offset, up to
 // maxBytes in all but always at least one batch, all from one segment. An offset equal
@@ -47,14 +24,14 @@ func (l *Log) ReadRegion(offset, maxBytes int64) (Region, error) {
 		l.mu.Unlock()
 		return Region{}, ErrClosed
 	}
-	if offset < l.mu.start || offset > l.mu.next {
-		err := &OffsetOutOfRangeError{Offset: offset, Start: l.mu.start, End: l.mu.next}
+	start, next := l.start.Load(), l.next.Load()
+	if offset < start || offset > next {
 		l.mu.Unlock()
-		return Region{}, err
+		return Region{}, &OffsetOutOfRangeError{Offset: offset, Start: start, End: next}
 	}
-	if offset == l.mu.next {
+	if offset == next {
 		l.mu.Unlock()
-		return Region{Offset: offset, NextOffset: offset}, nil
+		return persist.EmptyRegion(offset), nil
 	}
 	seg := l.mu.segs[l.segmentForLocked(offset)]
 	if err := seg.loadIndexLocked(l); err != nil {
@@ -84,7 +61,6 @@ func (l *Log) regionIn(seg *segment, size, segNext int64, offs []offsetEntry, of
 	if err != nil {
 		return Region{}, err
 	}
-	r := Region{seg: seg, File: seg.file, Pos: pos, Offset: h.BaseOffset}
 	end, endOff := pos+int64(h.Size()), h.LastOffset()+1
 	limit := pos + max(maxBytes, 0)
 	switch {
@@ -108,8 +84,7 @@ func (l *Log) regionIn(seg *segment, size, segNext int64, offs []offsetEntry, of
 			end, endOff = end+int64(nh.Size()), nh.LastOffset()+1
 		}
 	}
-	r.Len, r.NextOffset = end-pos, endOff
-	return r, nil
+	return persist.NewRegion(seg.file, pos, end-pos, h.BaseOffset, endOff, seg), nil
 }
 
 // seekBatch reads batch headers from pos (a batch start whose base offset is base) until
@@ -118,7 +93,7 @@ func (l *Log) regionIn(seg *segment, size, segNext int64, offs []offsetEntry, of
 func seekBatch(seg *segment, hb *[batch.HeaderSize]byte, pos, base, size int64, stop func(batch.Header) bool) (batch.Header, int64, error) {
 	h, pos, found, err := walkHeaders(seg, hb, pos, base, size, stop)
 	if err == nil && !found {
-		err = &CorruptionError{File: seg.path, Pos: pos, Reason: "the segment ends before the batch sought"}
+		err = &CorruptionError{File: seg.path, Pos: pos, Offset: -1, Reason: "the segment ends before the batch sought"}
 	}
 	return h, pos, err
 }
@@ -146,10 +121,10 @@ func readHeader(seg *segment, hb *[batch.HeaderSize]byte, pos, base int64) (batc
 	}
 	h, err := batch.ParseHeader(hb[:])
 	if err != nil {
-		return h, &CorruptionError{File: seg.path, Pos: pos, Reason: err.Error()}
+		return h, &CorruptionError{File: seg.path, Pos: pos, Offset: base, Reason: err.Error()}
 	}
 	if h.BaseOffset != base {
-		return h, &CorruptionError{File: seg.path, Pos: pos,
+		return h, &CorruptionError{File: seg.path, Pos: pos, Offset: base,
 			Reason: fmt.Sprintf("batch base offset %d, want %d", h.BaseOffset, base)}
 	}
 	return h, nil
@@ -182,7 +157,7 @@ func (l *Log) Read(dst []byte, offset, maxBytes int64) ([]byte, int64, error) {
 	n := len(dst)
 	dst = grow(dst, int(r.Len))
 	if _, err := r.File.ReadAt(dst[n:], r.Pos); err != nil {
-		return dst[:n], offset, fmt.Errorf("cannot read %s at %d: %w", r.seg.path, r.Pos, err)
+		return dst[:n], offset, fmt.Errorf("cannot read %s at %d: %w", r.File.Name(), r.Pos, err)
 	}
 	return dst, r.NextOffset, nil
 }
@@ -223,7 +198,7 @@ func (l *Log) OffsetForTime(ts int64) (int64, error) {
 		}
 	}
 	if lo == len(segs) {
-		next := l.mu.next
+		next := l.next.Load()
 		l.mu.Unlock()
 		return next, nil
 	}
@@ -257,11 +232,12 @@ func (l *Log) WalkHeaders(offset int64, fn func(h batch.Header) bool) error {
 		if err != nil || r.Empty() {
 			return err
 		}
+		seg := r.Ref().(*segment) // this package's regions hold their segment
 		l.mu.Lock()
-		size := r.seg.size
+		size := seg.size
 		l.mu.Unlock()
 		stopped := false
-		_, end, _, err := walkHeaders(r.seg, hb, r.Pos, r.Offset, size, func(h batch.Header) bool {
+		_, end, _, err := walkHeaders(seg, hb, r.Pos, r.Offset, size, func(h batch.Header) bool {
 			offset = h.LastOffset() + 1
 			stopped = !fn(h)
 			return stopped

@@ -49,7 +49,8 @@ func (l *Log) ApplyRetention(limit int64) (int, error) {
 	}
 	victims := append([]*segment(nil), l.mu.segs[:n]...)
 	l.mu.segs = append([]*segment(nil), l.mu.segs[n:]...)
-	l.mu.total, l.mu.start = total, l.mu.segs[0].base
+	l.mu.total = total
+	l.start.Store(l.mu.segs[0].base)
 	l.mu.Unlock()
 	return n, l.deleteSegments(victims)
 }
@@ -84,11 +85,11 @@ func (l *Log) Truncate(last int64) error {
 		return err
 	}
 	target := last + 1
-	if target >= l.mu.next {
+	if target >= l.next.Load() {
 		return nil
 	}
-	if target < l.mu.start {
-		return &OffsetOutOfRangeError{Offset: last, Start: l.mu.start - 1, End: l.mu.next}
+	if start := l.start.Load(); target < start {
+		return &OffsetOutOfRangeError{Offset: last, Start: start - 1, End: l.next.Load()}
 	}
 	i := l.segmentForLocked(target)
 	old := l.mu.segs[i]
@@ -113,7 +114,8 @@ func (l *Log) Truncate(last int64) error {
 			return l.failLocked(fmt.Errorf("cannot sync directory %s: %w", l.dir, err))
 		}
 	}
-	l.mu.next, l.mu.unsynced = target, 0
+	l.next.Store(target)
+	l.mu.unsynced = 0
 	l.mu.total = 0
 	for _, s := range l.mu.segs {
 		if s.sized {

@@ -109,7 +109,7 @@ func (s *scanner) window(pos int64, n int) ([]byte, error) {
 }
 
 func (s *scanner) corrupt(format string, args ...any) error {
-	return &CorruptionError{File: s.path, Pos: s.pos, Reason: fmt.Sprintf(format, args...)}
+	return &CorruptionError{File: s.path, Pos: s.pos, Offset: s.next, Reason: fmt.Sprintf(format, args...)}
 }
 
 // Err returns the error that stopped the scan, or nil at a clean end.

@@ -52,6 +52,9 @@ func (s *segment) release() {
 	}
 }
 
+// Release drops a reference (persist.Releaser: a Region holds one).
+func (s *segment) Release() { s.release() }
+
 // openLocked opens the segment's file if it is not open yet. Requires Log.mu.
 func (s *segment) openLocked(fs vfs.FS) error {
 	if s.file != nil {
@@ -147,7 +150,7 @@ func (s *segment) rebuildIndex(interval int64) (*index, error) {
 	}
 	idx.seal()
 	if sc.next != s.next {
-		return nil, &CorruptionError{File: s.path, Pos: s.size,
+		return nil, &CorruptionError{File: s.path, Pos: s.size, Offset: sc.next,
 			Reason: fmt.Sprintf("segment ends at offset %d but the next segment starts at %d", sc.next, s.next)}
 	}
 	return idx, nil

@@ -1,0 +1,41 @@
+// Package persist is the seam between a partition (package engine) and the storage that
+// holds its log: the Store interface, the Region a store serves reads with, and the errors
+// every store reports. persist/local implements Store over segment files on the host's
+// disk; the HDFS tier implements it next. The engine sees nothing of either but this
+// package.
+//
+// # The contract of a Store
+//
+// A store holds one physical partition's batches (docs/format.md §1) at dense offsets
+// [Start, Next): every batch's base offset is the previous batch's last offset plus one.
+//
+// Durable. Durable() is the checkpoint C: every batch whose last offset is at most C
+// survives a crash. What a crash is depends on the store's policy: for persist/local
+// with an fsync policy, a crash of the host (the data was fsync'd); with the never-fsync
+// policy, a crash of the process only (the data was handed to the kernel). C only grows,
+// except that Truncate lowers it to the truncation point. Data above C may be lost by a
+// crash; what survives is a prefix of what was appended, never a batch with a hole.
+//
+// Opening. A store is opened by its backend's constructor (local.Open), which recovers:
+// batches above the store's durable record of C that do not pass their checks are a torn
+// tail and are cut off; an invalid batch at or below it is corruption of acknowledged
+// data, which is never cut off silently. The store then opens damaged: Damage reports the
+// problem, reads below the damage are served, reads at or past it fail with a
+// *CorruptionError, and writes fail with ErrDamaged until an operator repairs the
+// partition (`sluice segment repair`).
+//
+// # Goroutines
+//
+//   - The owner, one goroutine (the partition's shard): Append, Truncate, ApplyRetention
+//     and Close. Append may block on a write to the page cache and, when it rolls to a
+//     new segment, on the fsync of the sealed one.
+//   - The persister, at most one goroutine at a time, concurrently with the owner: Sync
+//     and Pending. Sync blocks for the fsync; this is why it never runs on the owner
+//     (a shard that waited for the disk would hold up every partition it owns).
+//   - Any goroutine: ReadRegion, OffsetForTime, WalkHeaders, Bounds, Durable, Damage.
+//     They may read index files or batch headers from the disk, but never wait for a
+//     write, a sync or a roll in progress (locks are held only for in-memory work).
+//
+// A Region holds a reference to its file: the store keeps the file open (even after
+// retention has deleted it) until the Region is released.
+package persist
