@@ -1,11 +1,13 @@
 package broker
 
 import (
+	"errors"
 	"time"
 
 	"sluice/engine"
 	"sluice/memarena"
 	"sluice/netio"
+	"sluice/persist"
 	"sluice/sched"
 	"sluice/wire"
 )
@@ -84,7 +86,46 @@ func (t *fetchTask) fail(err error, w engine.Window) {
 		t.b.respondTo(t.c, t.slot, netio.Response{Head: r.AppendTo(nil), File: -1}, t)
 		return
 	}
-	t.b.respond(t.c, t.slot, t.hdr, wire.NewError(wire.CodeNotServing, err.Error()), nil)
+	code := wire.CodeNotServing
+	if errors.Is(err, persist.ErrCorrupt) {
+		code = wire.CodeCorruptData
+	}
+	t.b.respond(t.c, t.slot, t.hdr, wire.NewError(code, err.Error()), nil)
+}
+
+// handleListOffsets answers the offset a timestamp falls at. The lookup may read index
+// files, so it runs on the partition's shard, never on the loop.
+func (b *Broker) handleListOffsets(c *netio.Conn, slot netio.Slot, hdr wire.ResponseHeader, r *wire.ListOffsetsRequest) {
+	pt, err := b.lookup(r.Topic, r.Partition)
+	if err != nil {
+		b.respond(c, slot, hdr, err, nil)
+		return
+	}
+	ts := r.Timestamp
+	if err := pt.shard.SubmitFunc(func(*sched.Shard) {
+		w := pt.p.Window()
+		resp := &wire.ListOffsetsResponse{HighWatermark: w.Next, LogStartOffset: w.Start}
+		switch ts {
+		case wire.TimestampLatest:
+			resp.Offset = w.Next
+		case wire.TimestampEarliest:
+			resp.Offset = w.Start
+		default:
+			off, err := pt.p.Log().OffsetForTime(ts)
+			if err != nil {
+				code := wire.CodeNotServing
+				if errors.Is(err, persist.ErrCorrupt) {
+					code = wire.CodeCorruptData
+				}
+				b.respond(c, slot, hdr, wire.NewError(code, err.Error()), nil)
+				return
+			}
+			resp.Offset = min(max(off, w.Start), w.Next)
+		}
+		b.respond(c, slot, hdr, nil, resp)
+	}); err != nil {
+		b.respond(c, slot, hdr, wire.NewError(wire.CodeBusy, "shard queue full"), nil)
+	}
 }
 
 // expire answers a long poll whose wait ran out (with no records, or what arrived).

@@ -7,6 +7,7 @@ import (
 	"sluice/engine"
 	"sluice/memarena"
 	"sluice/netio"
+	"sluice/persist"
 	"sluice/persist/local"
 	"sluice/sched"
 	"sluice/wire"
@@ -29,6 +30,8 @@ func (b *Broker) Handle(c *netio.Conn, slot netio.Slot, req *wire.Request) {
 			return
 		}
 		b.respond(c, slot, hdr, nil, resp)
+	case *wire.ListOffsetsRequest:
+		b.handleListOffsets(c, slot, hdr, body)
 	case *wire.CreateTopicRequest:
 		r := *body
 		go func() { // opening partitions does I/O: off the loop
@@ -170,6 +173,10 @@ func (t *produceTask) fail(err error) {
 		t.answer(wire.CodeSequenceGap, err.Error())
 	case errors.Is(err, engine.ErrInvalidBatch):
 		t.answer(wire.CodeCorruptBatch, err.Error())
+	case errors.Is(err, persist.ErrNoSpace):
+		t.answer(wire.CodeNoSpace, err.Error())
+	case errors.Is(err, persist.ErrDamaged), errors.Is(err, persist.ErrCorrupt):
+		t.answer(wire.CodeCorruptData, err.Error())
 	default:
 		t.answer(wire.CodeNotServing, err.Error())
 	}
