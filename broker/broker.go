@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"sluice/memarena"
 	"sluice/netio"
 	"sluice/persist/local"
@@ -20,29 +22,34 @@ type Broker struct {
 	arena *memarena.Arena
 	sched *sched.Scheduler
 	net   *netio.Server
-	addr  string
+	addr  atomic.Pointer[string] // set by Serving, before any request
+	epoch time.Time              // the driver's clock: engine deadlines are ns since epoch
 
 	mu struct {
 		sync.RWMutex
 		topics map[string]*topic
 		// byShard lists each shard's partitions, indexed by shard id. Slices only grow
 		// (append under the lock), so a reader may keep a copied slice header.
-		byShard [][]*part
+		byShard    [][]*part
+		partitions int // in all topics
 	}
 	createMu    sync.Mutex
 	lastSession atomic.Uint64
+	fdLimit     int // RLIMIT_NOFILE at start
+	payloads    sync.Pool // *[]byte buffers for produce payloads; see getPayload
+
 	stopReclaim chan struct{}
 	reclaimDone chan struct{}
-	flushers    sync.WaitGroup
-	stopFlush   chan struct{}
-	payloads    sync.Pool // *[]byte buffers for produce payloads; see getPayload
-	parkMu      sync.Mutex
-	nParked     atomic.Int64                 // entries in parked, read without parkMu
-	parked      map[*netio.Conn][]*fetchTask // long polls waiting, by connection; see respondTo
+	persisters  sync.WaitGroup
+	stopPersist chan struct{}
+
+	panics      atomic.Uint64 // recovered on shards (netio counts the loops')
+	skippedDirs atomic.Int64  // data directory entries that are not topics
 }
 
 // Start opens the data directory (recovering every partition), starts the shards and
-// serves. It returns once the listener is up.
+// serves. It returns once the listener is up; nothing is served before every topic on
+// disk is loaded and the broker knows its own address.
 func Start(cfg Config) (*Broker, error) {
 	cfg.EnsureDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -51,12 +58,11 @@ func Start(cfg Config) (*Broker, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("cannot create data directory: %w", err)
 	}
-	// Group fsync runs on flusher goroutines, never on a shard: a shard that waited for
+	// Group fsync runs on persister goroutines, never on a shard: a shard that waited for
 	// the disk would hold up every partition it owns.
 	cfg.Log.ExternalSync = cfg.Log.Sync == local.SyncGroup
-	b := &Broker{cfg: cfg}
+	b := &Broker{cfg: cfg, epoch: time.Now(), fdLimit: fdLimit()}
 	b.mu.topics = map[string]*topic{}
-	b.parked = map[*netio.Conn][]*fetchTask{}
 	var err error
 	if b.arena, err = memarena.New(cfg.Arena); err != nil {
 		return nil, err
@@ -75,129 +81,89 @@ func Start(cfg Config) (*Broker, error) {
 		b.closeAll()
 		return nil, err
 	}
-	ntopics := len(b.mu.topics) // read before requests can create topics
-	if b.net, err = netio.Start(cfg.Net, b); err != nil {
-		b.sched.Close()
-		b.closeAll()
-		return nil, err
-	}
-	b.addr = b.net.Addr()
-	b.stopReclaim, b.reclaimDone = make(chan struct{}), make(chan struct{})
-	go b.reclaimLoop()
-	b.stopFlush = make(chan struct{})
+	b.mu.RLock()
+	ntopics, nparts := len(b.mu.topics), b.mu.partitions
+	b.mu.RUnlock()
+	b.stopPersist = make(chan struct{})
 	if cfg.Log.ExternalSync {
 		for i := range b.sched.NumShards() {
-			b.flushers.Add(1)
-			go b.flushLoop(b.sched.Shard(i))
+			b.persisters.Add(1)
+			go b.persistLoop(b.sched.Shard(i))
 		}
 	}
-	cfg.Logger.Info("broker serving", "addr", b.addr, "topics", ntopics, "config", cfg.String())
+	if b.net, err = netio.Start(cfg.Net, b); err != nil {
+		close(b.stopPersist)
+		b.persisters.Wait()
+		b.sched.Close()
+		b.arena.Close()
+		return nil, err
+	}
+	b.stopReclaim, b.reclaimDone = make(chan struct{}), make(chan struct{})
+	go b.reclaimLoop()
+	cfg.Logger.Info("broker serving", "addr", b.Addr(), "topics", ntopics, "partitions", nparts,
+		"fd_limit", b.fdLimit, "config", cfg.String())
 	return b, nil
 }
 
-// scheduleBackground registers each shard's periodic work: group fsync (which also
-// answers producers waiting for durability) and retention; and closes the shard's
-// partitions when the shard stops. It runs before the shards start.
-func (b *Broker) scheduleBackground() {
-	for i := range b.sched.NumShards() {
-		sh := b.sched.Shard(i)
-		if !b.cfg.Log.ExternalSync {
-			sh.Every(b.cfg.Log.SyncInterval, "fsync", func(time.Time) { b.forParts(sh, b.tickPart) })
-		}
-		sh.Every(b.cfg.RetentionCheck, "retention", func(time.Time) { b.forParts(sh, b.retainPart) })
-		sh.OnClose(func() { b.forParts(sh, b.closePart) })
-	}
-}
+// Serving records the address the network layer listens on; netio calls it before it
+// accepts any connection, so metadata never carries an empty address.
+func (b *Broker) Serving(addr string) { b.addr.Store(&addr) }
 
-// forParts runs fn on every partition of shard sh.
-func (b *Broker) forParts(sh *sched.Shard, fn func(*part)) {
-	for _, pt := range b.partsOf(sh) {
-		fn(pt)
+// Addr returns the address the broker serves on.
+func (b *Broker) Addr() string {
+	if a := b.addr.Load(); a != nil {
+		return *a
 	}
-}
-
-// partsOf lists the partitions of shard sh; safe from any goroutine. The flusher calls it
-// every fsync interval, so it neither scans every topic nor allocates.
-func (b *Broker) partsOf(sh *sched.Shard) []*part {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	return b.mu.byShard[sh.ID()]
+	return ""
 }
 
 // addTopicLocked makes a loaded topic visible to lookups and to its shards' background
 // work. Requires b.mu held for writing.
 func (b *Broker) addTopicLocked(t *topic) {
 	b.mu.topics[t.meta.Name] = t
+	b.mu.partitions += len(t.parts)
 	for _, pt := range t.parts {
 		id := pt.shard.ID()
 		b.mu.byShard[id] = append(b.mu.byShard[id], pt)
 	}
 }
 
-// flushLoop is a shard's group fsync, on a goroutine of its own: every fsync interval it
-// syncs the shard's partitions that have pending data (Log.Sync runs concurrently with
-// appends), then has the shard pass the new checkpoints on and answer the producers
-// waiting for them.
-func (b *Broker) flushLoop(sh *sched.Shard) {
-	defer b.flushers.Done()
-	t := time.NewTicker(b.cfg.Log.SyncInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-t.C:
-		case <-b.stopFlush:
-			return
-		}
-		synced := false
-		for _, pt := range b.partsOf(sh) {
-			if pt.p.Log().Pending() == 0 {
-				continue
-			}
-			if err := pt.p.Log().Sync(); err != nil {
-				b.cfg.Logger.Error("fsync failed: the partition accepts no more writes", "topic", pt.topic.meta.Name, "partition", pt.id, "err", err)
-				continue
-			}
-			synced = true
-		}
-		if synced {
-			sh.SubmitFunc(func(*sched.Shard) { b.forParts(sh, b.tickPart) })
-		}
-	}
+// partsOf lists the partitions of shard sh; safe from any goroutine. The persister calls
+// it every fsync interval, so it neither scans every topic nor allocates.
+func (b *Broker) partsOf(sh *sched.Shard) []*part {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return b.mu.byShard[sh.ID()]
 }
 
-func (b *Broker) tickPart(pt *part) {
-	if err := pt.p.Tick(); err != nil {
-		b.cfg.Logger.Error("fsync failed", "topic", pt.topic.meta.Name, "partition", pt.id, "err", err)
+// partitionLimit is how many partitions the broker accepts: each keeps its active
+// segment open, so at most half of the file limit, leaving the rest to sealed segments
+// being read, index files, sockets and the process itself.
+func (b *Broker) partitionLimit() int { return max(b.fdLimit/2, 1) }
+
+// fdLimit returns the soft limit on open files (Go raises it to the hard limit at start).
+func fdLimit() int {
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil || rl.Cur > 1<<30 {
+		return 1 << 20
 	}
-	b.answerDurable(pt)
+	return int(rl.Cur)
 }
 
-func (b *Broker) retainPart(pt *part) {
-	if _, err := pt.p.Log().ApplyRetention(pt.p.Log().Durable()); err != nil {
-		b.cfg.Logger.Error("retention failed", "topic", pt.topic.meta.Name, "partition", pt.id, "err", err)
-	}
-}
-
-func (b *Broker) closePart(pt *part) {
-	b.answerAllParked(pt)
-	if err := pt.p.Close(); err != nil {
-		b.cfg.Logger.Error("close failed", "topic", pt.topic.meta.Name, "partition", pt.id, "err", err)
-	}
-}
-
-// Addr returns the address the broker serves on.
-func (b *Broker) Addr() string { return b.addr }
+// now is the driver's clock for engine deadlines: monotonic nanoseconds since start.
+func (b *Broker) now() int64 { return int64(time.Since(b.epoch)) }
 
 // Shutdown stops serving and makes everything accepted durable: it closes the listener
-// and the connections, lets the shards run every queued request, fsyncs and closes every
-// partition, and frees the arena.
+// and the connections, stops the persisters, lets the shards run every queued request,
+// then each shard syncs its partitions, answers what is parked on them and closes them;
+// last it frees the arena.
 func (b *Broker) Shutdown(ctx context.Context) error {
 	err := b.net.Stop(ctx)
 	close(b.stopReclaim)
 	<-b.reclaimDone
-	close(b.stopFlush)
-	b.flushers.Wait()
-	b.sched.Close() // runs queued requests, then closes (and fsyncs) every partition
+	close(b.stopPersist)
+	b.persisters.Wait()
+	b.sched.Close() // runs queued requests, then the OnClose hooks (shutdownPart)
 	b.arena.Close()
 	return err
 }
@@ -205,7 +171,7 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 // closeAll closes partitions and the arena when start fails.
 func (b *Broker) closeAll() {
 	for _, t := range b.mu.topics {
-		b.closeParts(t.parts)
+		closeTopic(t)
 	}
 	b.arena.Close()
 }

@@ -26,7 +26,11 @@ type Config struct {
 	RetentionCheck time.Duration
 	// BusyRetryAfter is what a throttled producer is told to wait. Default 5 ms.
 	BusyRetryAfter time.Duration
-	Logger         *slog.Logger
+	// MaxWait caps how long a request may wait on a partition: a fetch's long poll and a
+	// produce's wait for durability. A client asking for more is answered at the cap.
+	// Default 60 s.
+	MaxWait time.Duration
+	Logger  *slog.Logger
 }
 
 // EnsureDefaults fills unset fields.
@@ -40,6 +44,9 @@ func (c *Config) EnsureDefaults() *Config {
 	}
 	if c.BusyRetryAfter == 0 {
 		c.BusyRetryAfter = 5 * time.Millisecond
+	}
+	if c.MaxWait == 0 {
+		c.MaxWait = time.Minute
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -55,6 +62,10 @@ func (c *Config) Validate() error {
 	if c.DataDir == "" {
 		errs = append(errs, errors.New("data directory not set"))
 	}
+	if c.MaxWait < time.Millisecond || c.RetentionCheck <= 0 || c.BusyRetryAfter <= 0 {
+		errs = append(errs, fmt.Errorf("max wait %v (at least 1ms), retention check %v and busy retry %v must be positive",
+			c.MaxWait, c.RetentionCheck, c.BusyRetryAfter))
+	}
 	errs = append(errs, c.Net.Validate(), c.Arena.Validate(), c.Sched.Validate(), c.Log.Validate())
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("invalid broker config: %w", err)
@@ -64,5 +75,5 @@ func (c *Config) Validate() error {
 
 // String renders the configuration for the startup log.
 func (c *Config) String() string {
-	return fmt.Sprintf("data=%s listen=%s arena={%v} shards={%v} log={%v}", c.DataDir, c.Net.Listen, c.Arena, c.Sched, c.Log.String())
+	return fmt.Sprintf("data=%s listen=%s arena={%v} shards={%v} log={%v} max_wait=%v", c.DataDir, c.Net.Listen, c.Arena, c.Sched, c.Log.String(), c.MaxWait)
 }

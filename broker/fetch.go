@@ -1,28 +1,26 @@
 package broker
 
 import (
-	"errors"
-	"time"
-
 	"sluice/engine"
 	"sluice/memarena"
 	"sluice/netio"
-	"sluice/persist"
 	"sluice/sched"
 	"sluice/wire"
 )
 
-// fetchTask carries a fetch request to its partition's shard, and waits there when it
-// long-polls.
+// fetchTask carries a fetch request to its partition's shard, and waits there (as an
+// engine.Waiter) when it long-polls. While it waits, its connection may release it
+// (netio calls Release when a later answer on the connection is ready), which submits
+// the same task to the shard again.
 type fetchTask struct {
-	b      *Broker
-	pt     *part
-	c      *netio.Conn
-	slot   netio.Slot
-	hdr    wire.ResponseHeader
-	req    wire.FetchRequest
-	timer  sched.Timer
-	parked bool
+	engine.Wait
+	b       *Broker
+	pt      *part
+	c       *netio.Conn
+	slot    netio.Slot
+	hdr     wire.ResponseHeader
+	req     wire.FetchRequest
+	started bool // shard-owned: Run ran once (a later Run is a release)
 }
 
 func (b *Broker) handleFetch(c *netio.Conn, slot netio.Slot, hdr wire.ResponseHeader, r *wire.FetchRequest) {
@@ -38,25 +36,41 @@ func (b *Broker) handleFetch(c *netio.Conn, slot netio.Slot, hdr wire.ResponseHe
 	}
 }
 
-// Run reads on the shard goroutine, or parks the request until data arrives or its max
-// wait passes.
-func (t *fetchTask) Run(sh *sched.Shard) {
-	if t.req.MaxWaitMs > 0 && t.req.Offset == t.pt.p.Window().Next && !sh.Closing() {
-		t.parked = true
-		t.pt.fetchWaiters = append(t.pt.fetchWaiters, t)
-		t.b.park(t)
-		t.timer = sh.After(time.Duration(t.req.MaxWaitMs)*time.Millisecond, func(time.Time) { t.expire() })
+// Run reads on the shard goroutine, or parks the request until data arrives, its max
+// wait passes or its connection releases it. A second Run is that release.
+func (t *fetchTask) Run(*sched.Shard) {
+	defer t.b.recoverRequest("fetch", t.pt, t.c, t.slot, t.hdr)
+	pt := t.pt
+	if t.started {
+		if pt.p.Release(t) { // still parked: answer now with what there is
+			t.b.settle(pt)
+		}
+		return
+	}
+	t.started = true
+	if pt.p == nil {
+		t.b.respond(t.c, t.slot, t.hdr, wire.NewError(wire.CodeNotServing, pt.errOffline().Error()), nil)
+		return
+	}
+	if t.req.MaxWaitMs > 0 && pt.p.ParkFetch(t, t.req.Offset, t.b.deadline(t.req.MaxWaitMs)) {
+		t.c.Park(t.slot, t)
+		t.b.arm(pt)
 		return
 	}
 	t.serve()
 }
 
+// Release asks the shard to answer the parked fetch now (netio.Releaser). Safe from any
+// goroutine; it never blocks. When the shard's queue is full the fetch answers at its
+// deadline instead.
+func (t *fetchTask) Release() { _ = t.pt.shard.Submit(t) }
+
 // serve answers with whatever the partition has at the offset: arena chunks by writev,
-// or a segment region by sendfile; the chunks or the region stay held until written.
+// or a store region by sendfile; the chunks or the region stay held until written.
 func (t *fetchTask) serve() {
 	res, err := t.pt.p.Fetch(t.req.Offset, int(max(t.req.MaxBytes, 1)), nil)
 	if err != nil {
-		t.fail(err, res.Window)
+		t.fail(err)
 		return
 	}
 	body := wire.FetchResponse{HighWatermark: res.Next, LogStartOffset: res.Start, Checkpoint: res.Checkpoint}
@@ -74,23 +88,19 @@ func (t *fetchTask) serve() {
 		resp.File, resp.Pos, resp.Len = int(region.File.Fd()), region.Pos, region.Len
 		resp.Done = func() { region.Release() }
 	}
-	t.b.respondTo(t.c, t.slot, resp, t)
+	t.c.Respond(t.slot, resp)
 }
 
-func (t *fetchTask) fail(err error, w engine.Window) {
-	if isOutOfRange(err) {
-		w = t.pt.p.Window()
-		body := &wire.FetchResponse{HighWatermark: w.Next, LogStartOffset: w.Start, Checkpoint: w.Checkpoint}
-		r := wire.Response{Header: t.hdr, Text: err.Error(), Body: body}
-		r.Header.Code = wire.CodeOffsetOutOfRange
-		t.b.respondTo(t.c, t.slot, netio.Response{Head: r.AppendTo(nil), File: -1}, t)
+// fail answers a fetch error; out of range carries the partition's offsets.
+func (t *fetchTask) fail(err error) {
+	code := codeOf(err)
+	if code != wire.CodeOffsetOutOfRange {
+		t.b.respond(t.c, t.slot, t.hdr, wire.NewError(code, wire.TextOf(err)), nil)
 		return
 	}
-	code := wire.CodeNotServing
-	if errors.Is(err, persist.ErrCorrupt) {
-		code = wire.CodeCorruptData
-	}
-	t.b.respond(t.c, t.slot, t.hdr, wire.NewError(code, err.Error()), nil)
+	w := t.pt.p.Window()
+	body := &wire.FetchResponse{HighWatermark: w.Next, LogStartOffset: w.Start, Checkpoint: w.Checkpoint}
+	t.b.respond(t.c, t.slot, t.hdr, wire.NewError(code, wire.TextOf(err)), body)
 }
 
 // handleListOffsets answers the offset a timestamp falls at. The lookup may read index
@@ -103,21 +113,21 @@ func (b *Broker) handleListOffsets(c *netio.Conn, slot netio.Slot, hdr wire.Resp
 	}
 	ts := r.Timestamp
 	if err := pt.shard.SubmitFunc(func(*sched.Shard) {
+		defer b.recoverRequest("list_offsets", pt, c, slot, hdr)
+		if pt.p == nil {
+			b.respond(c, slot, hdr, wire.NewError(wire.CodeNotServing, pt.errOffline().Error()), nil)
+			return
+		}
 		w := pt.p.Window()
-		resp := &wire.ListOffsetsResponse{HighWatermark: w.Next, LogStartOffset: w.Start}
+		resp := &wire.ListOffsetsResponse{HighWatermark: w.Next, LogStartOffset: w.Start, Offset: w.Next}
 		switch ts {
 		case wire.TimestampLatest:
-			resp.Offset = w.Next
 		case wire.TimestampEarliest:
 			resp.Offset = w.Start
 		default:
-			off, err := pt.p.Log().OffsetForTime(ts)
+			off, err := pt.p.OffsetForTime(ts)
 			if err != nil {
-				code := wire.CodeNotServing
-				if errors.Is(err, persist.ErrCorrupt) {
-					code = wire.CodeCorruptData
-				}
-				b.respond(c, slot, hdr, wire.NewError(code, err.Error()), nil)
+				b.respond(c, slot, hdr, wire.NewError(codeOf(err), wire.TextOf(err)), nil)
 				return
 			}
 			resp.Offset = min(max(off, w.Start), w.Next)
@@ -125,65 +135,5 @@ func (b *Broker) handleListOffsets(c *netio.Conn, slot netio.Slot, hdr wire.Resp
 		b.respond(c, slot, hdr, nil, resp)
 	}); err != nil {
 		b.respond(c, slot, hdr, wire.NewError(wire.CodeBusy, "shard queue full"), nil)
-	}
-}
-
-// expire answers a long poll whose wait ran out (with no records, or what arrived).
-func (t *fetchTask) expire() {
-	if !t.parked {
-		return
-	}
-	t.parked = false
-	ws := t.pt.fetchWaiters
-	for i, w := range ws {
-		if w == t {
-			t.pt.fetchWaiters = append(ws[:i], ws[i+1:]...)
-			break
-		}
-	}
-	t.serve()
-}
-
-// wakeFetchers answers the long polls of a partition that just got data.
-func (b *Broker) wakeFetchers(pt *part) {
-	ws := pt.fetchWaiters
-	pt.fetchWaiters = nil
-	for _, t := range ws {
-		t.parked = false
-		t.timer.Stop()
-		t.serve()
-	}
-}
-
-// Answers on a connection go out in request order, so a parked long poll would hold up
-// every later answer on its connection (a consumer pipelining one fetch per partition
-// would wait for its quietest partition). So when any other answer on a connection is
-// ready, the connection's parked fetches are answered at once with what they have: max
-// wait is an upper bound, and the consumer simply fetches again.
-
-// park records a parked fetch under its connection.
-func (b *Broker) park(t *fetchTask) {
-	b.parkMu.Lock()
-	b.parked[t.c] = append(b.parked[t.c], t)
-	b.nParked.Add(1)
-	b.parkMu.Unlock()
-}
-
-// respondTo answers a request (self is the fetch answering, nil for others) and releases
-// the other fetches parked on the same connection.
-func (b *Broker) respondTo(c *netio.Conn, slot netio.Slot, resp netio.Response, self *fetchTask) {
-	var waiting []*fetchTask
-	if b.nParked.Load() > 0 { // most answers: no lock at all while nobody long-polls
-		b.parkMu.Lock()
-		waiting = b.parked[c]
-		delete(b.parked, c)
-		b.nParked.Add(-int64(len(waiting)))
-		b.parkMu.Unlock()
-	}
-	c.Respond(slot, resp)
-	for _, t := range waiting {
-		if t != self {
-			t.pt.shard.SubmitFunc(func(*sched.Shard) { t.expire() })
-		}
 	}
 }

@@ -62,10 +62,19 @@ var (
 		"Offsets accepted but not yet durable (next offset - 1 - checkpoint).", []string{"topic", "partition"}, nil)
 	descHits = prometheus.NewDesc("sluice_partition_reads_total",
 		"Fetches served, by source: memory (write buffer) or log.", []string{"topic", "partition", "source"}, nil)
+	descState = prometheus.NewDesc("sluice_partition_state",
+		"1 for the partition's state: serving; damaged (corrupt acknowledged data found at load: reads up to it, no writes, run `sluice segment repair`); failed (a write or fsync failed: no writes until restart); offline (could not be opened); no_space (its disk is full: writes refused until space is freed).",
+		[]string{"topic", "partition", "state"}, nil)
+	descPanics = prometheus.NewDesc("sluice_internal_errors_total",
+		"Panics recovered while serving a request (each answered with an internal error and logged with its stack), by where: loop or shard.", []string{"where"}, nil)
+	descReleased = prometheus.NewDesc("sluice_long_polls_released_total",
+		"Parked long polls answered early because a later answer on their connection was ready (answers keep request order).", nil, nil)
+	descSkipped = prometheus.NewDesc("sluice_data_dir_skipped", "Directories in the data directory that are not readable topics (skipped at start; see the log).", nil, nil)
 )
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descSent, descConns, descRequests, descProtoErr, descArena, descReclaimed, descFull, descLag, descHits} {
+	for _, d := range []*prometheus.Desc{descSent, descConns, descRequests, descProtoErr, descArena, descReclaimed,
+		descFull, descLag, descHits, descState, descPanics, descReleased, descSkipped} {
 		ch <- d
 	}
 }
@@ -90,11 +99,22 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	counter(descReclaimed, float64(as.ReclaimedBytes))
 	counter(descFull, float64(as.FullErrors))
+	counter(descPanics, float64(ns.Panics), "loop")
+	counter(descPanics, float64(c.b.panics.Load()), "shard")
+	counter(descReleased, float64(ns.Released))
+	gauge(descSkipped, float64(c.b.skippedDirs.Load()))
 	c.b.mu.RLock()
 	defer c.b.mu.RUnlock()
 	for name, t := range c.b.mu.topics {
 		for _, pt := range t.parts {
 			id := strconv.Itoa(pt.id)
+			gauge(descState, 1, name, id, pt.state())
+			if pt.noSpace.Load() {
+				gauge(descState, 1, name, id, "no_space")
+			}
+			if pt.p == nil {
+				continue
+			}
 			w := pt.p.Window()
 			gauge(descLag, float64(w.Next-1-w.Checkpoint), name, id)
 			hits, misses := pt.p.Counters()

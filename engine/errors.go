@@ -3,6 +3,8 @@ package engine
 import (
 	"errors"
 	"fmt"
+
+	"sluice/persist"
 )
 
 // Errors a partition returns. The broker maps each to a wire error code.
@@ -22,6 +24,10 @@ var (
 	ErrTopicExists = errors.New("topic already exists")
 	// ErrInvalidTopic: a bad topic name or settings.
 	ErrInvalidTopic = errors.New("invalid topic")
+	// ErrDamaged: the partition found damaged acknowledged data, or could not read its
+	// producers' sequences, when it loaded; it serves what it can read and takes no
+	// writes until an operator repairs it. The same error as persist.ErrDamaged.
+	ErrDamaged = persist.ErrDamaged
 )
 
 // WindowError carries the partition's current (V, S, C) with a mismatch, so the client can

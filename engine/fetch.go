@@ -4,17 +4,17 @@ import (
 	"errors"
 
 	"sluice/memarena"
-	"sluice/persist/local"
+	"sluice/persist"
 )
 
 // FetchResult holds whole batches for a consumer: either held arena spans (memory) or a
-// held segment region (for sendfile), never both. The caller releases it once written.
+// held store region (for sendfile), never both. The caller releases it once written.
 type FetchResult struct {
 	Window
 	// Spans are the batches from memory, in order.
 	Spans []memarena.Span
-	// Region is the batches from a segment file when they were not in memory.
-	Region local.Region
+	// Region is the batches from the store when they were not in memory.
+	Region persist.Region
 }
 
 // Len returns the bytes of batches held.
@@ -38,12 +38,15 @@ func (r *FetchResult) Release() {
 
 // Fetch returns whole batches starting with the one that holds offset, up to maxBytes
 // (at least one batch), from memory when the write buffer still has them, else from the
-// log. An offset equal to the end returns no batches (the driver may park the request
-// until data arrives); one outside the log returns local.ErrOffsetOutOfRange. dst lends
-// its capacity for the spans, so a driver reusing it allocates nothing.
+// store. An offset equal to the end returns no batches (the driver may park the request
+// with ParkFetch); one outside the log returns persist.ErrOffsetOutOfRange; stored data
+// that fails its checks returns a *persist.CorruptionError (never skipped). dst lends its
+// capacity for the spans, so a driver reusing it allocates nothing. Owner only (the
+// reads themselves are safe anywhere; the counters and the buffer's order are the
+// owner's).
 func (p *Partition) Fetch(offset int64, maxBytes int, dst []memarena.Span) (FetchResult, error) {
 	res := FetchResult{Spans: dst[:0]}
-	if offset >= p.log.Start() && offset < p.log.Next() {
+	if start, next := p.store.Bounds(); offset >= start && offset < next {
 		spans, err := p.buf.Read(offset, maxBytes, res.Spans)
 		switch {
 		case err == nil && len(spans) > 0:
@@ -56,11 +59,23 @@ func (p *Partition) Fetch(offset int64, maxBytes int, dst []memarena.Span) (Fetc
 		}
 		p.misses.Add(1)
 	}
-	r, err := p.log.ReadRegion(offset, int64(maxBytes))
+	r, err := p.store.ReadRegion(offset, int64(maxBytes))
 	if err != nil {
 		return res, err
 	}
 	res.Region = r
 	res.Window = p.Window()
 	return res, nil
+}
+
+// OffsetForTime returns the base offset of the first batch whose max timestamp is at
+// least ts (Unix ms), or the end when none is, from the store's time index. It may read
+// index files: the driver runs it on the owner, never on an event loop.
+func (p *Partition) OffsetForTime(ts int64) (int64, error) {
+	off, err := p.store.OffsetForTime(ts)
+	if err != nil {
+		return 0, err
+	}
+	start, next := p.store.Bounds()
+	return min(max(off, start), next), nil
 }

@@ -61,9 +61,7 @@ func TestModel(t *testing.T) {
 			off := batch.BaseOffset(model[i][k])
 			spans = checkFetch(t, p, off, model[i][k:], spans)
 		default:
-			if err := p.Sync(); err != nil {
-				t.Fatal(err)
-			}
+			persistNow(t, p)
 		}
 		if step%500 == 0 {
 			checkPending(t, a, ps, model)

@@ -1,30 +1,35 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"sync/atomic"
 
 	"sluice/batch"
 	"sluice/memarena"
-	"sluice/persist/local"
+	"sluice/persist"
 )
 
-// Partition is one physical partition: its write buffer in the arena, its segment log,
-// the write window and the producers' sequences. See the package comment for the
-// concurrency rules.
+// Partition is one physical partition: its write buffer in the arena, its stored log
+// (behind persist.Store), the write window, the producers' sequences and the requests
+// parked on it. See the package comment for which goroutine may call what.
 type Partition struct {
 	topic   string
 	id      int
 	version uint32 // V: the topic version this partition serves
 	session uint64 // S: set when the partition is loaded
 
-	log   *local.Log
+	store persist.Store
 	arena *memarena.Arena
 	buf   *memarena.WriteBuffer
 
 	producers map[int64]*producerState
-	durable   int64 // checkpoint last passed to the write buffer
+	durable   int64 // checkpoint last passed to the write buffer and the waits
+	waits     waits
+	closing   bool
 
+	// damage is set once, when the partition opens damaged, and read by any goroutine.
+	damage atomic.Pointer[damageError]
 	// Read from any goroutine by metrics.
 	hits, misses atomic.Uint64
 }
@@ -42,40 +47,48 @@ type PartitionConfig struct {
 	DedupHorizon int64
 }
 
-// OpenPartition loads a partition over an open log: it rebuilds producer state from the
-// log's tail and starts an empty write buffer at the log's end.
-func OpenPartition(cfg PartitionConfig, log *local.Log, arena *memarena.Arena) (*Partition, error) {
+// Open loads a partition over an opened store: it rebuilds producer state from the
+// store's tail and starts an empty write buffer at the store's end.
+//
+// Damage does not fail Open: a store that found corrupt acknowledged data, or a tail
+// whose batch headers cannot be read to rebuild the producers' sequences, gives a
+// partition that serves what it can read and refuses writes (Damage says why), so that
+// one damaged partition never keeps the others from loading. Open fails only when the
+// arena refuses the write buffer.
+func Open(cfg PartitionConfig, store persist.Store, arena *memarena.Arena) (*Partition, error) {
 	p := &Partition{topic: cfg.Topic, id: cfg.ID, version: cfg.Version, session: cfg.Session,
-		log: log, arena: arena, producers: map[int64]*producerState{}}
-	if err := p.rebuildProducers(cfg.DedupHorizon); err != nil {
-		return nil, fmt.Errorf("cannot load partition %s/%d: %w", cfg.Topic, cfg.ID, err)
+		store: store, arena: arena, producers: map[int64]*producerState{}}
+	if err := store.Damage(); err != nil {
+		p.setDamage(err)
+	} else if err := p.rebuildProducers(cfg.DedupHorizon); err != nil {
+		// Without every producer's last sequences a resend could be appended twice:
+		// refuse writes rather than risk a duplicate.
+		p.setDamage(fmt.Errorf("cannot rebuild producer sequences: %w", err))
 	}
-	buf, err := arena.NewWriteBuffer(log.Next())
+	_, next := store.Bounds()
+	buf, err := arena.NewWriteBuffer(next)
 	if err != nil {
 		return nil, fmt.Errorf("cannot load partition %s/%d: %w", cfg.Topic, cfg.ID, err)
 	}
 	p.buf = buf
-	p.durable = log.Durable()
+	p.durable = store.Durable()
 	buf.SetDurable(p.durable)
 	return p, nil
 }
 
-// rebuildProducers reads batch headers from the last horizon bytes of the log (whole
+// rebuildProducers reads batch headers from the last horizon bytes of the store (whole
 // segments at least back to the active one) and records every idempotent batch.
 func (p *Partition) rebuildProducers(horizon int64) error {
 	if horizon == 0 {
 		horizon = 64 << 20
 	}
-	st, err := p.log.Stats()
-	if err != nil {
-		return err
-	}
-	from := st.Start
-	if st.Bytes > horizon && st.Next > st.Start {
+	start, next := p.store.Bounds()
+	from := start
+	if bytes, err := p.store.Size(); err == nil && bytes > horizon && next > start {
 		// Offsets are not bytes; estimate the start from the average batch density.
-		from = st.Next - int64(float64(st.Next-st.Start)*float64(horizon)/float64(st.Bytes))
+		from = next - int64(float64(next-start)*float64(horizon)/float64(bytes))
 	}
-	return p.log.WalkHeaders(from, func(h batch.Header) bool {
+	return p.store.WalkHeaders(from, func(h batch.Header) bool {
 		p.remember(&h, h.BaseOffset, h.LastOffset())
 		return true
 	})
@@ -93,7 +106,31 @@ func (p *Partition) remember(h *batch.Header, base, last int64) {
 	s.add(appended{firstSeq: h.BaseSequence, lastSeq: h.BaseSequence + int32(h.Count) - 1, base: base, last: last})
 }
 
-// Window is the partition's (V, S, C) plus its end, as answers report it.
+// damageError marks a partition that takes no writes.
+type damageError struct{ cause error }
+
+func (e *damageError) Error() string   { return "partition damaged: " + e.cause.Error() }
+func (e *damageError) Unwrap() []error { return []error{ErrDamaged, e.cause} }
+
+func (p *Partition) setDamage(cause error) {
+	var de *damageError
+	if errors.As(cause, &de) {
+		p.damage.Store(de)
+		return
+	}
+	p.damage.Store(&damageError{cause: cause})
+}
+
+// Damage returns why the partition takes no writes (errors.Is(err, ErrDamaged)), or nil.
+// Safe from any goroutine.
+func (p *Partition) Damage() error {
+	if d := p.damage.Load(); d != nil {
+		return d
+	}
+	return nil
+}
+
+// Window is the partition's (V, S, C) plus its bounds, as answers report them.
 type Window struct {
 	Version    uint32
 	Session    uint64
@@ -102,14 +139,17 @@ type Window struct {
 	Start      int64 // first offset held
 }
 
-// Window returns the current (V, S, C) and offsets.
+// Window returns the current (V, S, C) and offsets. Safe from any goroutine, and it takes
+// no lock: the store keeps its bounds and checkpoint in atomics, so an event loop that
+// answers a describe or a busy never waits for a write, a sync or a roll.
 func (p *Partition) Window() Window {
-	return Window{Version: p.version, Session: p.session, Checkpoint: p.log.Durable(),
-		Next: p.log.Next(), Start: p.log.Start()}
+	start, next := p.store.Bounds()
+	return Window{Version: p.version, Session: p.session, Checkpoint: p.store.Durable(),
+		Next: next, Start: start}
 }
 
 // CheckWindow verifies a request's V and S (S = 0: the client's first request, which
-// learns S from the answer).
+// learns S from the answer). Safe from any goroutine.
 func (p *Partition) CheckWindow(v uint32, s uint64) error {
 	var err error
 	switch {
@@ -124,15 +164,27 @@ func (p *Partition) CheckWindow(v uint32, s uint64) error {
 	return &WindowError{Err: err, Version: w.Version, Session: w.Session, Checkpoint: w.Checkpoint}
 }
 
-// Log returns the partition's segment log (for the driver's fsync and retention work).
-func (p *Partition) Log() *local.Log { return p.log }
-
-// Close frees the write buffer and closes the log (fsyncing it unless the policy is never).
-func (p *Partition) Close() error {
-	p.buf.Close()
-	return p.log.Close()
-}
-
-// Counters returns the read hits (served from memory) and misses (from the log). Safe
+// Counters returns the read hits (served from memory) and misses (from the store). Safe
 // from any goroutine.
 func (p *Partition) Counters() (hits, misses uint64) { return p.hits.Load(), p.misses.Load() }
+
+// Shutdown makes everything appended durable (a last sync of the store, on the owner:
+// the persister has stopped) and wakes every parked request, so that the driver answers
+// them before Close: fetches with what they can read, produces with the final C. Later
+// fetches are not parked. Owner only.
+func (p *Partition) Shutdown() error {
+	err := p.store.Sync()
+	p.Checkpointed()
+	p.closing = true
+	p.waits.wakeAll(&p.waits.fetches, WokeShutdown)
+	p.waits.wakeAll(&p.waits.durables, WokeShutdown)
+	return err
+}
+
+// Close frees the write buffer and closes the store. Requests still parked are dropped:
+// call Shutdown and answer Ready first. Owner only.
+func (p *Partition) Close() error {
+	p.closing = true
+	p.buf.Close()
+	return p.store.Close()
+}

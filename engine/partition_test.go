@@ -29,11 +29,21 @@ func openPartition(t testing.TB, dir string, a *memarena.Arena, opts local.Optio
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := OpenPartition(PartitionConfig{Topic: "t", ID: 0, Version: 1, Session: session}, l, a)
+	p, err := Open(PartitionConfig{Topic: "t", ID: 0, Version: 1, Session: session}, l, a)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// persistNow does what the driver's persister and then the owner do: sync the store and
+// take the new checkpoint.
+func persistNow(t testing.TB, p *Partition) {
+	t.Helper()
+	if _, err := p.Persist(); err != nil {
+		t.Fatal(err)
+	}
+	p.Checkpointed()
 }
 
 // mkBatch builds a batch of n records whose values name the producer's sequence.
@@ -218,9 +228,7 @@ func TestThrottle(t *testing.T) {
 	if _, err := p.Produce(1, 0, b); !errors.Is(err, memarena.ErrFull) || p.Window().Next != next {
 		t.Fatalf("throttled produce appended: %v", err)
 	}
-	if err := p.Sync(); err != nil {
-		t.Fatal(err)
-	}
+	persistNow(t, p)
 	if _, err := p.Produce(1, 0, b); err != nil {
 		t.Fatalf("after the checkpoint advanced: %v", err)
 	}

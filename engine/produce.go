@@ -15,24 +15,51 @@ type ProduceResult struct {
 	Base, Last int64
 	// Duplicates counts batches that were already in the log and were not appended again.
 	Duplicates int
+	// Appended counts batches appended by this request (a failed request may have
+	// appended a prefix).
+	Appended int
+}
+
+// Target returns the offset C must cover before the request is durable: its last offset,
+// or, for an empty produce or one of old duplicates only, everything accepted so far.
+func (r *ProduceResult) Target() int64 {
+	if r.Base < 0 {
+		return r.Next - 1
+	}
+	return r.Last
 }
 
 // Produce checks the window and appends the request's batches (whole batches back to back,
 // as they arrived; their base offsets are overwritten). An empty request only reports the
 // window. Every batch is validated (header, CRC, producer sequence) before any is
 // appended, so a request is appended whole or not at all, except that a storage failure
-// midway leaves a prefix appended (reported in the result with the error).
+// midway leaves a prefix appended (reported in the result with the error). Whenever
+// anything was appended, every parked fetch wakes. Owner only.
 //
-// Errors: *WindowError, ErrInvalidBatch, ErrOutOfOrderSequence, memarena.ErrFull (the
-// throttle: nothing was appended; retry after the checkpoint advances), or a storage error
-// from the log.
+// Errors: *WindowError, ErrDamaged, ErrInvalidBatch, ErrOutOfOrderSequence,
+// memarena.ErrFull (the throttle: nothing was appended; retry after the checkpoint
+// advances), or a storage error (persist.ErrNoSpace: nothing more was appended, the
+// partition stays usable).
 func (p *Partition) Produce(v uint32, s uint64, batches []byte) (ProduceResult, error) {
 	res := ProduceResult{Base: -1, Last: -1}
+	err := p.produce(v, s, batches, &res)
+	if res.Appended > 0 {
+		p.waits.wakeAll(&p.waits.fetches, WokeData)
+	}
+	p.Checkpointed() // policies that sync on append (or never) moved C already
+	res.Window = p.Window()
+	return res, err
+}
+
+func (p *Partition) produce(v uint32, s uint64, batches []byte, res *ProduceResult) error {
 	if err := p.CheckWindow(v, s); err != nil {
-		return res, err
+		return err
+	}
+	if err := p.Damage(); err != nil && len(batches) > 0 {
+		return err
 	}
 	if err := p.validate(batches); err != nil {
-		return res, err
+		return err
 	}
 	for rest := batches; len(rest) > 0; {
 		h, _ := batch.ParseHeader(rest) // validated above
@@ -40,11 +67,12 @@ func (p *Partition) Produce(v uint32, s uint64, batches []byte) (ProduceResult, 
 		rest = rest[h.Size():]
 		base, last, dup, err := p.appendOne(&h, b)
 		if err != nil {
-			res.Window = p.Window()
-			return res, err
+			return err
 		}
 		if dup {
 			res.Duplicates++
+		} else if base >= 0 {
+			res.Appended++
 		}
 		if base >= 0 && res.Base < 0 {
 			res.Base = base
@@ -53,9 +81,7 @@ func (p *Partition) Produce(v uint32, s uint64, batches []byte) (ProduceResult, 
 			res.Last = last
 		}
 	}
-	p.advanceDurable()
-	res.Window = p.Window()
-	return res, nil
+	return nil
 }
 
 // validate checks every batch and that the producers' sequences continue, without
@@ -89,7 +115,7 @@ func (p *Partition) validate(batches []byte) error {
 
 // appendOne appends one validated batch, unless it is a duplicate. It copies the batch
 // into the write buffer first: when the arena is full that is the throttle, and nothing
-// has reached the log.
+// has reached the store.
 func (p *Partition) appendOne(h *batch.Header, b []byte) (base, last int64, dup bool, err error) {
 	if idempotent(h) {
 		switch verdict, prev := p.producers[h.ProducerID].check(h); verdict {
@@ -99,53 +125,32 @@ func (p *Partition) appendOne(h *batch.Header, b []byte) (base, last int64, dup 
 			return -1, -1, true, nil
 		}
 	}
-	base = p.log.Next()
+	_, base = p.store.Bounds()
 	last = base + int64(h.Count) - 1
 	batch.SetBaseOffset(b, base)
 	if err := p.buf.Append(b, base, last); err != nil {
 		return -1, -1, false, err
 	}
-	if got, err := p.log.Append(b); err != nil || got != base {
-		return -1, -1, false, p.resetBuffer(fmt.Errorf("cannot append to %s/%d: %w (offset %d, want %d)", p.topic, p.id, err, got, base))
+	if got, err := p.store.Append(b); err != nil || got != base {
+		if err == nil {
+			err = fmt.Errorf("BUG: the store put it at offset %d", got)
+		}
+		return -1, -1, false, p.resetBuffer(fmt.Errorf("cannot append to %s/%d at offset %d: %w", p.topic, p.id, base, err))
 	}
 	p.remember(h, base, last)
 	return base, last, false, nil
 }
 
-// resetBuffer replaces the write buffer with an empty one at the log's end after the log
-// refused an append the buffer had taken, and returns cause.
+// resetBuffer replaces the write buffer with an empty one at the store's end after the
+// store refused an append the buffer had taken, and returns cause.
 func (p *Partition) resetBuffer(cause error) error {
 	p.buf.Close()
-	buf, err := p.arena.NewWriteBuffer(p.log.Next())
+	_, next := p.store.Bounds()
+	buf, err := p.arena.NewWriteBuffer(next)
 	if err != nil {
 		return fmt.Errorf("%w; and cannot restart the write buffer: %w", cause, err)
 	}
 	p.buf = buf
-	buf.SetDurable(p.log.Durable())
+	buf.SetDurable(p.store.Durable())
 	return cause
-}
-
-// advanceDurable passes a new checkpoint to the write buffer, making what it covers
-// reclaimable. The driver calls Tick after its fsync work; Produce calls it too.
-func (p *Partition) advanceDurable() {
-	if d := p.log.Durable(); d != p.durable {
-		p.durable = d
-		p.buf.SetDurable(d)
-	}
-}
-
-// Tick runs the log's time-driven fsync and passes the new checkpoint on. The driver
-// calls it at least every fsync interval.
-func (p *Partition) Tick() error {
-	err := p.log.Tick()
-	p.advanceDurable()
-	return err
-}
-
-// Sync fsyncs the log now and passes the checkpoint on (graceful shutdown; acks=persisted
-// when the driver does not wait for the group fsync).
-func (p *Partition) Sync() error {
-	err := p.log.Sync()
-	p.advanceDurable()
-	return err
 }

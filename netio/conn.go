@@ -27,9 +27,14 @@ type Response struct {
 
 // slot is one request's place in its connection's response queue.
 type slot struct {
-	resp  Response
-	ready bool
+	resp    Response
+	ready   bool
+	release Releaser // set by Park while the request waits; cleared once called
 }
+
+// Releaser is a parked request that can be answered early. Release must not block: it
+// asks the request's owner to answer it now (the broker submits it to its shard).
+type Releaser interface{ Release() }
 
 // Conn is the broker's state for one connection. Respond is safe from any goroutine;
 // everything else runs on the connection's loop.
@@ -40,6 +45,7 @@ type Conn struct {
 	mu struct {
 		sync.Mutex
 		queue  []*slot // in request order; the head is being written
+		parked int     // slots with a Releaser set
 		closed bool
 	}
 	wakePending atomic.Bool
@@ -73,11 +79,18 @@ func (c *Conn) inflight() int {
 }
 
 // Respond fills a request's slot with its response and wakes the loop to write it. Safe
-// from any goroutine, exactly once per slot. After the connection closed it just runs
-// resp.Done.
+// from any goroutine. A slot is answered once: a second answer (after the connection
+// closed, or a request answered twice, as when a panic is answered after the handler had
+// answered) is dropped, and its Done run.
+//
+// Answers go out in request order, so a parked long poll would hold up every later
+// answer on its connection (a consumer pipelining fetches for several partitions would
+// wait for its quietest one). So when an answer is ready behind parked requests (Park),
+// those are released: asked to answer now with what they have. Max wait is an upper
+// bound, and the client simply asks again.
 func (c *Conn) Respond(sl Slot, resp Response) {
 	c.mu.Lock()
-	if c.mu.closed {
+	if c.mu.closed || sl.s.ready {
 		c.mu.Unlock()
 		if resp.Done != nil {
 			resp.Done()
@@ -85,10 +98,70 @@ func (c *Conn) Respond(sl Slot, resp Response) {
 		return
 	}
 	sl.s.resp, sl.s.ready = resp, true
+	if sl.s.release != nil {
+		sl.s.release = nil
+		c.mu.parked--
+	}
 	head := len(c.mu.queue) > 0 && c.mu.queue[0] == sl.s
+	var release [4]Releaser // the usual case, without allocating
+	toRelease := release[:0]
+	if !head && c.mu.parked > 0 {
+		toRelease = c.takeParkedBeforeLocked(sl.s, toRelease)
+	}
 	c.mu.Unlock()
 	if head {
 		c.wake()
+	}
+	c.release(toRelease)
+}
+
+// Park marks a request as waiting (a long poll) until r answers it: if an answer behind it
+// on this connection is ready, now or later, netio calls r.Release once. Safe from any
+// goroutine; Respond on the slot ends the park.
+func (c *Conn) Park(sl Slot, r Releaser) {
+	c.mu.Lock()
+	if c.mu.closed || sl.s.ready || sl.s.release != nil {
+		c.mu.Unlock()
+		return
+	}
+	// An answer behind it may be ready already: then release at once.
+	behind := false
+	for i := len(c.mu.queue) - 1; i >= 0 && c.mu.queue[i] != sl.s; i-- {
+		if c.mu.queue[i].ready {
+			behind = true
+			break
+		}
+	}
+	if !behind {
+		sl.s.release = r
+		c.mu.parked++
+	}
+	c.mu.Unlock()
+	if behind {
+		c.release([]Releaser{r})
+	}
+}
+
+// takeParkedBeforeLocked appends the releasers of the parked slots ahead of s in the queue
+// to dst and clears them. Requires c.mu.
+func (c *Conn) takeParkedBeforeLocked(s *slot, dst []Releaser) []Releaser {
+	for _, q := range c.mu.queue {
+		if q == s || c.mu.parked == 0 {
+			break
+		}
+		if q.release != nil {
+			dst = append(dst, q.release)
+			q.release = nil
+			c.mu.parked--
+		}
+	}
+	return dst
+}
+
+func (c *Conn) release(rs []Releaser) {
+	for _, r := range rs {
+		c.srv.stats.released.Add(1)
+		r.Release()
 	}
 }
 
@@ -104,18 +177,29 @@ func (c *Conn) wake() {
 // RemoteAddr returns the client's address.
 func (c *Conn) RemoteAddr() string { return c.gc.RemoteAddr().String() }
 
-// closeLocked marks the connection closed and returns the responses to release.
+// shutdown marks the connection closed, releases what its ready responses hold, and
+// releases its parked requests (their answers will be dropped, but their owners stop
+// holding them at once).
 func (c *Conn) shutdown() {
 	c.mu.Lock()
 	c.mu.closed = true
 	queue := c.mu.queue
 	c.mu.queue = nil
+	var parked []Releaser
+	for _, s := range queue {
+		if s.release != nil {
+			parked = append(parked, s.release)
+			s.release = nil
+		}
+	}
+	c.mu.parked = 0
 	c.mu.Unlock()
 	for _, s := range queue {
 		if s.ready && s.resp.Done != nil {
 			s.resp.Done()
 		}
 	}
+	c.release(parked)
 	if c.dup != nil {
 		c.dup.Close() // also ends a pending writability wait
 		c.dup = nil

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"runtime/debug"
 	"sync/atomic"
 
 	"github.com/panjf2000/gnet/v2"
@@ -18,8 +19,14 @@ import (
 // Handler serves decoded requests. Handle runs on the connection's event loop and must not
 // block; the request and its byte fields are valid only during the call (copy what must
 // outlive it, such as a produce request's batches — the one copy of a payload). It
-// answers, now or later from any goroutine, with c.Respond(slot, ...), exactly once.
+// answers, now or later from any goroutine, with c.Respond(slot, ...), once (a second
+// answer to a slot is dropped and its Done run). A panic in Handle is recovered: the
+// request is answered with an internal error, and the panic counted and logged.
+//
+// Serving is called once, with the address the server listens on, before any
+// connection is accepted: nothing is served before the handler knows its address.
 type Handler interface {
+	Serving(addr string)
 	Handle(c *Conn, slot Slot, req *wire.Request)
 }
 
@@ -68,6 +75,8 @@ type Stats struct {
 	Requests      uint64
 	ProtocolErrs  uint64
 	WriteWaits    uint64 // times a connection waited for its socket to drain
+	Panics        uint64 // panics recovered in Handle, each answered with an internal error
+	Released      uint64 // parked requests released early because a later answer was ready
 }
 
 type counters struct {
@@ -75,6 +84,7 @@ type counters struct {
 	bytesSendfile, bytesCopied atomic.Uint64
 	bytesRead, requests        atomic.Uint64
 	protocolErrs, writeWaits   atomic.Uint64
+	panics, released           atomic.Uint64
 }
 
 // Server is the gnet engine serving one listener.
@@ -128,7 +138,8 @@ func (s *Server) Stats() Stats {
 	return Stats{Connections: s.stats.conns.Load(), BytesSendfile: s.stats.bytesSendfile.Load(),
 		BytesCopied: s.stats.bytesCopied.Load(), BytesRead: s.stats.bytesRead.Load(),
 		Requests: s.stats.requests.Load(), ProtocolErrs: s.stats.protocolErrs.Load(),
-		WriteWaits: s.stats.writeWaits.Load()}
+		WriteWaits: s.stats.writeWaits.Load(), Panics: s.stats.panics.Load(),
+		Released: s.stats.released.Load()}
 }
 
 // OnBoot records the engine and the address it listens on.
@@ -144,6 +155,7 @@ func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
 		}
 		unix.Close(fd)
 	}
+	s.handler.Serving(s.cfg.Listen) // before the loops start: no connection yet
 	s.addr <- s.cfg.Listen
 	return gnet.None
 }
@@ -215,7 +227,7 @@ func (s *Server) readFrame(c *Conn) (done bool, action gnet.Action) {
 		if _, err = req.Decode(frame, s.cfg.MaxFrame); err == nil {
 			s.stats.requests.Add(1)
 			s.stats.bytesRead.Add(uint64(size))
-			s.handler.Handle(c, c.newSlot(), &req)
+			s.handle(c, c.newSlot(), &req)
 			gc.Discard(size)
 			return false, gnet.None
 		}
@@ -229,6 +241,22 @@ func (s *Server) readFrame(c *Conn) (done bool, action gnet.Action) {
 		}
 	}
 	return true, s.refuse(c, hdr, err)
+}
+
+// handle runs the handler on one request. A panic there is a bug in the broker, not a
+// reason to stop serving everyone else: it is answered with an internal error (dropped if
+// the handler had answered already), counted and logged with its stack.
+func (s *Server) handle(c *Conn, sl Slot, req *wire.Request) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.stats.panics.Add(1)
+			s.cfg.Logger.Error("panic while handling a request: answered with an internal error",
+				"api", req.Header.APIKey.String(), "remote", c.RemoteAddr(), "panic", r, "stack", string(debug.Stack()))
+			err := wire.NewError(wire.CodeInternal, fmt.Sprintf("internal error: %v", r))
+			c.Respond(sl, Response{Head: wire.AppendErrorResponse(nil, req.Header, err), File: -1})
+		}
+	}()
+	s.handler.Handle(c, sl, req)
 }
 
 // refuse answers a frame the server cannot decode with an error frame and closes the

@@ -32,7 +32,8 @@
 //   - The persister, at most one goroutine at a time, concurrently with the owner: Sync
 //     and Pending. Sync blocks for the fsync; this is why it never runs on the owner
 //     (a shard that waited for the disk would hold up every partition it owns).
-//   - Any goroutine: ReadRegion, OffsetForTime, WalkHeaders, Bounds, Durable, Damage.
+//   - Any goroutine: ReadRegion, OffsetForTime, WalkHeaders, Bounds, Durable, Damage,
+//     Size.
 //     They may read index files or batch headers from the disk, but never wait for a
 //     write, a sync or a roll in progress (locks are held only for in-memory work).
 //

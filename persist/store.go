@@ -24,6 +24,9 @@ type Store interface {
 	// Damage returns the corruption found when the store was opened (a
 	// *CorruptionError), or nil.
 	Damage() error
+	// Size returns the bytes the store holds (for estimates, such as how far back to read
+	// producer sequences when a partition loads).
+	Size() (int64, error)
 
 	// ReadRegion returns whole batches starting with the one holding offset, up to
 	// maxBytes but at least one batch, from one file. An offset equal to Next returns an

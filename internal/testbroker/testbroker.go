@@ -36,7 +36,8 @@ func Binary(t testing.TB) string {
 			t.Fatal(err)
 		}
 		path := filepath.Join(dir, "sluice")
-		args := []string{"build", "-o", path}
+		// failpoints: the tests that show a panic is answered and counted inject one.
+		args := []string{"build", "-tags", "failpoints", "-o", path}
 		if raceEnabled {
 			args = append(args, "-race")
 		}

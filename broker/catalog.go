@@ -1,0 +1,358 @@
+package broker
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"sluice/engine"
+	"sluice/persist/local"
+	"sluice/persist/vfs"
+	"sluice/wire"
+)
+
+// The catalog: topics on disk, opened at start and created on request. A topic is a
+// directory DATA/NAME holding topic.json and one directory per partition.
+
+// metaFile is the file in a topic's directory that records its version and options.
+const metaFile = "topic.json"
+
+// creatingPrefix names a topic directory under construction: a creation builds
+// DATA/.creating.NAME.NONCE and renames it to DATA/NAME last, so a topic directory either
+// is whole or does not exist. Start removes what an interrupted creation left.
+const creatingPrefix = ".creating."
+
+// maxDurationMs bounds every time option: 100 years in milliseconds, far below the
+// 292 years a time.Duration holds.
+const maxDurationMs = 100 * 365 * 24 * 3600 * 1000
+
+// topicMeta is what is stored about a topic.
+type topicMeta struct {
+	Name       string            `json:"name"`
+	Version    uint32            `json:"version"`
+	Partitions int               `json:"partitions"`
+	Options    wire.TopicOptions `json:"options"`
+}
+
+// topic is a loaded topic; parts never changes after load (expansion is milestone 2).
+type topic struct {
+	meta  topicMeta
+	parts []*part
+}
+
+func (b *Broker) topicDir(name string) string { return filepath.Join(b.cfg.DataDir, name) }
+
+// resolveOptions fills a create request's zero options with the broker's defaults.
+func (b *Broker) resolveOptions(o wire.TopicOptions) wire.TopicOptions {
+	if o.SegmentBytes == 0 {
+		o.SegmentBytes = b.cfg.Log.SegmentBytes
+	}
+	if o.SegmentMs == 0 {
+		o.SegmentMs = b.cfg.Log.SegmentAge.Milliseconds()
+	}
+	if o.RetentionBytes == 0 {
+		o.RetentionBytes = -1
+		if b.cfg.Log.RetentionBytes > 0 {
+			o.RetentionBytes = b.cfg.Log.RetentionBytes
+		}
+	}
+	if o.RetentionMs == 0 {
+		o.RetentionMs = -1
+		if b.cfg.Log.RetentionAge > 0 {
+			o.RetentionMs = b.cfg.Log.RetentionAge.Milliseconds()
+		}
+	}
+	return o
+}
+
+// logOptions returns the segment log options of a topic's partitions, checked: every
+// bound is enforced here, before anything touches the disk, and the error is one line.
+func (b *Broker) logOptions(o wire.TopicOptions) (local.Options, error) {
+	if err := o.Validate(); err != nil {
+		return local.Options{}, err
+	}
+	if o.SegmentMs > maxDurationMs || o.RetentionMs > maxDurationMs {
+		return local.Options{}, wire.NewError(wire.CodeInvalidConfig, fmt.Sprintf(
+			"segment.ms %d or retention.ms %d above the limit of %d (100 years)", o.SegmentMs, o.RetentionMs, int64(maxDurationMs)))
+	}
+	opts := b.cfg.Log
+	opts.SegmentBytes = o.SegmentBytes
+	opts.SegmentAge = time.Duration(o.SegmentMs) * time.Millisecond
+	if o.SegmentMs < 0 {
+		opts.SegmentAge = maxDurationMs * time.Millisecond
+	}
+	opts.RetentionBytes, opts.RetentionAge = max(o.RetentionBytes, 0), 0
+	if o.RetentionMs > 0 {
+		opts.RetentionAge = time.Duration(o.RetentionMs) * time.Millisecond
+	}
+	check := opts
+	check.EnsureDefaults()
+	if err := check.Validate(); err != nil {
+		return local.Options{}, wire.NewError(wire.CodeInvalidConfig, oneLine(err))
+	}
+	return opts, nil
+}
+
+// oneLine joins the lines of a (joined) error with "; ", for an answer's error text.
+func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", "; ") }
+
+// loadTopics opens every topic found in the data directory. What an interrupted creation
+// left is removed; a directory that is not a topic is skipped and reported, never a
+// reason to refuse to start; a partition that cannot be opened is served offline
+// (requests to it get not_serving with the reason) while the others serve.
+func (b *Broker) loadTopics() error {
+	ents, err := os.ReadDir(b.cfg.DataDir)
+	if err != nil {
+		return fmt.Errorf("cannot list data directory %s: %w", b.cfg.DataDir, err)
+	}
+	for _, e := range ents {
+		if !e.IsDir() {
+			continue
+		}
+		if strings.HasPrefix(e.Name(), creatingPrefix) {
+			b.cfg.Logger.Warn("removing an interrupted topic creation", "dir", e.Name())
+			if err := os.RemoveAll(filepath.Join(b.cfg.DataDir, e.Name())); err != nil {
+				return fmt.Errorf("cannot remove interrupted creation %s: %w", e.Name(), err)
+			}
+			continue
+		}
+		m, err := b.readMeta(e.Name())
+		if err != nil {
+			b.skippedDirs.Add(1)
+			b.cfg.Logger.Error("skipping a directory that is not a readable topic", "dir", e.Name(), "err", err)
+			continue
+		}
+		t := b.openTopic(m)
+		b.mu.Lock()
+		b.addTopicLocked(t)
+		b.mu.Unlock()
+	}
+	return nil
+}
+
+// readMeta reads and checks a topic directory's topic.json.
+func (b *Broker) readMeta(name string) (topicMeta, error) {
+	var m topicMeta
+	raw, err := os.ReadFile(filepath.Join(b.cfg.DataDir, name, metaFile))
+	if err != nil {
+		return m, fmt.Errorf("cannot read %s: %w", metaFile, err)
+	}
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return m, fmt.Errorf("bad %s: %w", metaFile, err)
+	}
+	if m.Name != name || m.Partitions < 1 || m.Partitions > wire.MaxPartitions || wire.CheckTopicName(m.Name) != nil {
+		return m, fmt.Errorf("bad %s: name %q, %d partitions", metaFile, m.Name, m.Partitions)
+	}
+	return m, nil
+}
+
+// openTopic opens every partition of a topic on its shard's behalf. A partition that
+// cannot be opened is kept offline with the reason.
+func (b *Broker) openTopic(m topicMeta) *topic {
+	t := &topic{meta: m}
+	opts, err := b.logOptions(m.Options)
+	for i := range m.Partitions {
+		pt := b.newPart(t, i)
+		if err == nil {
+			pt.p, pt.offline = b.openPartition(m, i, opts)
+		} else {
+			pt.offline = fmt.Errorf("bad options in %s: %w", metaFile, err)
+		}
+		if pt.offline != nil {
+			b.cfg.Logger.Error("partition offline: it could not be opened", "topic", m.Name, "partition", i, "err", pt.offline)
+		} else if derr := pt.p.Damage(); derr != nil {
+			b.cfg.Logger.Error("partition damaged: it serves what it can read and takes no writes until repaired",
+				"topic", m.Name, "partition", i, "err", derr,
+				"repair", "sluice segment repair "+filepath.Join(b.topicDir(m.Name), fmt.Sprint(i))+" --truncate-at OFFSET --dry-run")
+		}
+		t.parts = append(t.parts, pt)
+	}
+	return t
+}
+
+// openPartition opens one partition's store and its engine partition.
+func (b *Broker) openPartition(m topicMeta, i int, opts local.Options) (*engine.Partition, error) {
+	l, err := local.Open(filepath.Join(b.topicDir(m.Name), fmt.Sprint(i)), opts)
+	if err != nil {
+		return nil, fmt.Errorf("cannot open partition %s/%d: %w", m.Name, i, err)
+	}
+	p, err := engine.Open(engine.PartitionConfig{Topic: m.Name, ID: i, Version: m.Version,
+		Session: b.newSession()}, l, b.arena)
+	if err != nil {
+		l.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+// closeTopic closes the partitions of a topic that never served (a failed creation).
+func closeTopic(t *topic) {
+	for _, pt := range t.parts {
+		if pt.p != nil {
+			pt.p.Close()
+		}
+	}
+}
+
+// newSession returns a session value never used before by this data directory: the
+// clock in nanoseconds, forced to increase within the process.
+func (b *Broker) newSession() uint64 {
+	for {
+		last := b.lastSession.Load()
+		s := max(uint64(time.Now().UnixNano()), last+1)
+		if b.lastSession.CompareAndSwap(last, s) {
+			return s
+		}
+	}
+}
+
+// createTopic creates and opens a topic. It is idempotent for an identical request.
+// Every option is checked before the disk is touched; the directory is built under a
+// temporary name and renamed last, so a refused or interrupted creation leaves nothing
+// that stops the next start.
+func (b *Broker) createTopic(r *wire.CreateTopicRequest) error {
+	if err := wire.CheckTopicName(r.Name); err != nil {
+		return err
+	}
+	if r.Partitions < 1 || r.Partitions > wire.MaxPartitions {
+		return wire.NewError(wire.CodeInvalidConfig, fmt.Sprintf("partitions %d out of range [1, %d]", r.Partitions, wire.MaxPartitions))
+	}
+	opts := b.resolveOptions(r.Options)
+	if _, err := b.logOptions(opts); err != nil {
+		return err
+	}
+	b.createMu.Lock() // one create at a time; lookups go on under mu
+	defer b.createMu.Unlock()
+	b.mu.RLock()
+	existing, nparts := b.mu.topics[r.Name], b.mu.partitions
+	b.mu.RUnlock()
+	if existing != nil {
+		if existing.meta.Partitions == int(r.Partitions) && existing.meta.Options == opts {
+			return nil
+		}
+		return wire.NewError(wire.CodeTopicExists, fmt.Sprintf("topic %s exists with %d partitions", r.Name, existing.meta.Partitions))
+	}
+	if limit := b.partitionLimit(); nparts+int(r.Partitions) > limit {
+		return wire.NewError(wire.CodeInvalidConfig, fmt.Sprintf(
+			"%d more partitions would exceed this broker's limit of %d (it has %d): each partition keeps files open, and the limit is half of ulimit -n",
+			r.Partitions, limit, nparts))
+	}
+	m := topicMeta{Name: r.Name, Version: 1, Partitions: int(r.Partitions), Options: opts}
+	if err := b.buildTopicDir(m); err != nil {
+		return err
+	}
+	t := b.openTopic(m)
+	for _, pt := range t.parts {
+		if pt.offline != nil {
+			// A new topic holds no data yet: give the whole creation up.
+			closeTopic(t)
+			if rerr := b.removeTopicDir(m.Name); rerr != nil {
+				b.cfg.Logger.Error("cannot remove a failed creation", "topic", m.Name, "err", rerr)
+			}
+			return storageError(fmt.Errorf("cannot create topic %s: %w", m.Name, pt.offline))
+		}
+	}
+	b.mu.Lock()
+	b.addTopicLocked(t)
+	b.mu.Unlock()
+	b.cfg.Logger.Info("created topic", "topic", r.Name, "partitions", r.Partitions)
+	return nil
+}
+
+// buildTopicDir writes a new topic's directory under a temporary name (topic.json and an
+// empty directory per partition, all synced) and renames it into place.
+func (b *Broker) buildTopicDir(m topicMeta) (err error) {
+	fs := vfs.Default()
+	tmp := filepath.Join(b.cfg.DataDir, fmt.Sprintf("%s%s.%d", creatingPrefix, m.Name, b.newSession()))
+	defer func() {
+		if err != nil {
+			os.RemoveAll(tmp)
+			err = storageError(fmt.Errorf("cannot create topic %s: %w", m.Name, err))
+		}
+	}()
+	if err := fs.MkdirAll(tmp); err != nil {
+		return err
+	}
+	for i := range m.Partitions {
+		if err := os.Mkdir(filepath.Join(tmp, fmt.Sprint(i)), 0o755); err != nil {
+			return err
+		}
+	}
+	raw, _ := json.MarshalIndent(m, "", "  ")
+	if err := vfs.WriteFile(fs, tmp, filepath.Join(tmp, metaFile), raw, true); err != nil {
+		return err
+	}
+	if err := fs.Rename(tmp, b.topicDir(m.Name)); err != nil {
+		return err
+	}
+	return fs.SyncDir(b.cfg.DataDir)
+}
+
+// removeTopicDir removes a topic directory that never served, by renaming it to a
+// creation leftover first (so a crash midway is cleaned at the next start).
+func (b *Broker) removeTopicDir(name string) error {
+	tmp := filepath.Join(b.cfg.DataDir, fmt.Sprintf("%s%s.%d", creatingPrefix, name, b.newSession()))
+	if err := os.Rename(b.topicDir(name), tmp); err != nil {
+		return err
+	}
+	return os.RemoveAll(tmp)
+}
+
+// lookup finds a partition; safe from any goroutine.
+func (b *Broker) lookup(name []byte, id uint32) (*part, error) {
+	b.mu.RLock()
+	t := b.mu.topics[string(name)]
+	b.mu.RUnlock()
+	if t == nil {
+		return nil, wire.NewError(wire.CodeUnknownTopic, fmt.Sprintf("unknown topic %q", name))
+	}
+	if int(id) >= len(t.parts) {
+		return nil, wire.NewError(wire.CodeUnknownPartition, fmt.Sprintf("topic %s has %d partitions, not %d", t.meta.Name, len(t.parts), id+1))
+	}
+	return t.parts[id], nil
+}
+
+// metadata answers a metadata request.
+func (b *Broker) metadata(r *wire.MetadataRequest) *wire.MetadataResponse {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	names := r.Topics
+	if len(names) == 0 {
+		for name := range b.mu.topics {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+	}
+	resp := &wire.MetadataResponse{}
+	for _, name := range names {
+		if t := b.mu.topics[name]; t != nil {
+			resp.Topics = append(resp.Topics, wire.Topic{Name: name, Version: t.meta.Version,
+				Partitions: wire.NewPartitions(t.meta.Partitions, b.Addr())})
+		}
+	}
+	return resp
+}
+
+// describe answers a describe request; the partitions' windows are read without a lock.
+func (b *Broker) describe(name string) (*wire.DescribeTopicResponse, error) {
+	b.mu.RLock()
+	t := b.mu.topics[name]
+	b.mu.RUnlock()
+	if t == nil {
+		return nil, wire.NewError(wire.CodeUnknownTopic, "unknown topic "+name)
+	}
+	resp := &wire.DescribeTopicResponse{Name: name, Version: t.meta.Version, Options: t.meta.Options}
+	for i, p := range wire.NewPartitions(t.meta.Partitions, b.Addr()) {
+		st := wire.PartitionState{Partition: p, Checkpoint: -1}
+		if pt := t.parts[i]; pt.p != nil {
+			w := pt.p.Window()
+			st.LogStartOffset, st.NextOffset, st.Checkpoint, st.Session = w.Start, w.Next, w.Checkpoint, w.Session
+		}
+		resp.Partitions = append(resp.Partitions, st)
+	}
+	return resp, nil
+}

@@ -1,0 +1,223 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"sluice/engine"
+	"sluice/persist"
+	"sluice/sched"
+)
+
+// part drives one physical partition on its shard: it feeds requests to the
+// engine.Partition, answers what the partition says is ready, and keeps one shard timer
+// armed for the earliest deadline parked on it.
+type part struct {
+	topic *topic
+	id    int
+	shard *sched.Shard
+	// p is the partition; nil when it could not be opened, with offline saying why.
+	p       *engine.Partition
+	offline error
+
+	// Shard-owned.
+	timer   sched.Timer
+	armed   int64 // the deadline timer is armed for; -1 when none
+	onTimer func(time.Time)
+	ready   []engine.Waiter // reused by settle
+
+	// Persister-owned.
+	persistFailed bool
+
+	// Any goroutine.
+	failed                  atomic.Bool // a write or sync failed the store for good
+	noSpace                 atomic.Bool // the last append found the disk full
+	appendLog, persistLog   everyLog
+	retentionLog, answerLog everyLog
+}
+
+func (b *Broker) newPart(t *topic, id int) *part {
+	pt := &part{topic: t, id: id, shard: b.sched.ShardFor(partitionKey(t.meta.Name, id)), armed: -1}
+	pt.onTimer = func(time.Time) { b.expire(pt) } // made once: arming allocates nothing
+	return pt
+}
+
+// partitionKey hashes a partition's identity for shard placement (FNV-1a).
+func partitionKey(topic string, id int) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(topic); i++ {
+		h = (h ^ uint64(topic[i])) * 1099511628211
+	}
+	return (h ^ uint64(id)) * 1099511628211
+}
+
+// state names the partition's state for /metrics. Safe from any goroutine.
+func (pt *part) state() string {
+	switch {
+	case pt.p == nil:
+		return "offline"
+	case pt.p.Damage() != nil:
+		return "damaged"
+	case pt.failed.Load():
+		return "failed"
+	}
+	return "serving"
+}
+
+// errOffline answers requests to a partition that could not be opened.
+func (pt *part) errOffline() error {
+	return fmt.Errorf("partition %s/%d is offline: %w", pt.topic.meta.Name, pt.id, pt.offline)
+}
+
+// settle answers what the partition woke (fetches with their data, produces with the
+// checkpoint) and keeps the timer armed for the next deadline. The driver calls it after
+// every engine call that can wake requests. Shard only.
+func (b *Broker) settle(pt *part) {
+	pt.ready = pt.p.Ready(pt.ready[:0])
+	for _, w := range pt.ready {
+		switch t := w.(type) {
+		case *fetchTask:
+			t.serve()
+		case *produceTask:
+			t.answerWindow()
+		default:
+			panic(fmt.Sprintf("BUG: broker: %T parked on a partition", w))
+		}
+	}
+	clear(pt.ready)
+	b.arm(pt)
+}
+
+// arm sets the partition's timer for its earliest parked deadline, unless it is armed
+// for one at least as early already (a timer that fires for a request answered meanwhile
+// just re-arms). Shard only.
+func (b *Broker) arm(pt *part) {
+	d, ok := pt.p.NextDeadline()
+	if !ok || (pt.armed >= 0 && pt.armed <= d) {
+		return
+	}
+	pt.timer.Stop()
+	pt.armed = d
+	pt.timer = pt.shard.After(time.Duration(max(d-b.now(), 0)), pt.onTimer)
+}
+
+// expire is the partition timer: it wakes every request whose deadline passed.
+func (b *Broker) expire(pt *part) {
+	defer b.recoverShard("timer", pt)
+	pt.armed = -1
+	pt.p.Expire(b.now())
+	b.settle(pt)
+}
+
+// scheduleBackground registers each shard's periodic work (retention) and, for when the
+// shard stops, the last sync and close of its partitions. It runs before the shards
+// start. (Syncs are the persisters' work; with the every-batch and never policies C
+// moves on append, and Produce wakes what it covers.)
+func (b *Broker) scheduleBackground() {
+	for i := range b.sched.NumShards() {
+		sh := b.sched.Shard(i)
+		sh.Every(b.cfg.RetentionCheck, "retention", func(time.Time) { b.forServing(sh, b.retain) })
+		sh.OnClose(func() { b.forServing(sh, b.shutdownPart) })
+	}
+}
+
+// forServing runs fn on every opened partition of shard sh.
+func (b *Broker) forServing(sh *sched.Shard, fn func(*part)) {
+	for _, pt := range b.partsOf(sh) {
+		if pt.p != nil {
+			fn(pt)
+		}
+	}
+}
+
+// persistLoop is a shard's persister, on a goroutine of its own: every fsync interval it
+// syncs the shard's partitions that have pending data (concurrently with their appends),
+// then has the shard pass the new checkpoints on and answer the produces waiting for
+// them. A partition whose sync failed is never synced again (a failed fsync is not
+// retried; the partition refuses writes until it is reopened).
+func (b *Broker) persistLoop(sh *sched.Shard) {
+	defer b.persisters.Done()
+	t := time.NewTicker(b.cfg.Log.SyncInterval)
+	defer t.Stop()
+	checkpointed := func(*sched.Shard) { b.forServing(sh, b.checkpointed) }
+	for {
+		select {
+		case <-t.C:
+		case <-b.stopPersist:
+			return
+		}
+		synced := false
+		for _, pt := range b.partsOf(sh) {
+			if pt.p == nil || pt.persistFailed {
+				continue
+			}
+			ok, err := pt.p.Persist()
+			if err != nil {
+				pt.persistFailed = true
+				pt.failed.Store(true)
+				b.cfg.Logger.Error("fsync failed: the partition takes no more writes until the broker restarts",
+					"topic", pt.topic.meta.Name, "partition", pt.id, "err", err)
+				continue
+			}
+			synced = synced || ok
+		}
+		if synced {
+			sh.SubmitFunc(checkpointed) // a busy shard takes the checkpoint on the next pass
+		}
+	}
+}
+
+// checkpointed passes a new checkpoint on and answers the produces it covers. Shard only.
+func (b *Broker) checkpointed(pt *part) {
+	defer b.recoverShard("checkpoint", pt)
+	pt.p.Checkpointed()
+	b.settle(pt)
+}
+
+// retain applies retention to a partition. Shard only.
+func (b *Broker) retain(pt *part) {
+	defer b.recoverShard("retention", pt)
+	if _, err := pt.p.ApplyRetention(); err != nil && !errors.Is(err, persist.ErrDamaged) {
+		pt.retentionLog.error(b.cfg.Logger, "retention failed", pt, err)
+	}
+}
+
+// shutdownPart makes a partition's data durable, answers everything parked on it and
+// closes it. It runs on the shard when the shard stops, after every queued request.
+func (b *Broker) shutdownPart(pt *part) {
+	defer b.recoverShard("shutdown", pt)
+	if err := pt.p.Shutdown(); err != nil {
+		b.cfg.Logger.Error("final fsync failed", "topic", pt.topic.meta.Name, "partition", pt.id, "err", err)
+	}
+	b.settle(pt)
+	if err := pt.p.Close(); err != nil {
+		b.cfg.Logger.Error("close failed", "topic", pt.topic.meta.Name, "partition", pt.id, "err", err)
+	}
+}
+
+// everyLog rate-limits one kind of error log of one partition: a failing disk must not
+// write a log line every few milliseconds. Safe from any goroutine.
+type everyLog struct {
+	mu         sync.Mutex
+	next       time.Time
+	suppressed int
+}
+
+// logEvery is the shortest interval between two lines of one kind for one partition.
+const logEvery = time.Minute
+
+// allow reports whether to log now, and how many lines were suppressed since the last.
+func (e *everyLog) allow(now time.Time) (bool, int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if now.Before(e.next) {
+		e.suppressed++
+		return false, 0
+	}
+	n := e.suppressed
+	e.next, e.suppressed = now.Add(logEvery), 0
+	return true, n
+}

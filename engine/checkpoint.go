@@ -1,0 +1,94 @@
+package engine
+
+// The checkpoint C and the requests parked on the partition. Persist is the one method
+// the driver runs off the owner (it waits for the disk); the rest are the owner's.
+
+// Persist makes what was appended durable by syncing the store, when anything is pending,
+// and reports whether it synced. It may block on the disk, so the driver runs it on a
+// persister goroutine, never on the owner; it touches only the store (whose Sync is safe
+// concurrently with the owner's appends). The driver then calls Checkpointed on the owner
+// to pass the new C on. A failed sync fails the store for good (persist.ErrFailed); later
+// calls return that error without syncing.
+func (p *Partition) Persist() (bool, error) {
+	if p.store.Pending() == 0 {
+		return false, nil
+	}
+	if err := p.store.Sync(); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// Checkpointed takes the store's checkpoint C: what it covers becomes reclaimable in the
+// write buffer, and the produces waiting for it wake. Owner only.
+func (p *Partition) Checkpointed() {
+	d := p.store.Durable()
+	if d == p.durable {
+		return
+	}
+	p.durable = d
+	p.buf.SetDurable(d)
+	p.waits.wakeDurables(d)
+}
+
+// ApplyRetention deletes what the retention settings let go, never above C. Owner only.
+func (p *Partition) ApplyRetention() (int, error) {
+	return p.store.ApplyRetention(p.store.Durable())
+}
+
+// ParkFetch parks a long poll for offset until data exists there, deadline passes (on the
+// driver's clock) or the driver releases it. It parks nothing and returns false when the
+// fetch should be answered now: data exists at offset (or it is out of range), or the
+// partition is shutting down. Owner only.
+func (p *Partition) ParkFetch(w Waiter, offset, deadline int64) bool {
+	if _, next := p.store.Bounds(); offset != next || p.closing {
+		return false
+	}
+	p.waits.park(w, WaitFetch, offset, deadline)
+	return true
+}
+
+// ParkDurable parks a produce until C covers target or deadline passes. It parks nothing
+// and returns false when C covers target already, or the partition is shutting down.
+// Owner only.
+func (p *Partition) ParkDurable(w Waiter, target, deadline int64) bool {
+	p.Checkpointed()
+	if target <= p.durable || p.closing {
+		return false
+	}
+	p.waits.park(w, WaitDurable, target, deadline)
+	return true
+}
+
+// Expire wakes every parked request whose deadline is at or before now. Owner only.
+func (p *Partition) Expire(now int64) { p.waits.expire(now) }
+
+// NextDeadline returns the earliest deadline of a parked request; ok is false when none
+// is parked. The driver arms its timer for it. Owner only.
+func (p *Partition) NextDeadline() (deadline int64, ok bool) { return p.waits.nextDeadline() }
+
+// Release wakes w now if it is parked here (the network layer asks for it when a later
+// answer on w's connection is ready: answers go out in request order, so a parked long
+// poll would hold them up). It reports whether w was parked here. Owner only.
+func (p *Partition) Release(w Waiter) bool {
+	if w.state().on != &p.waits {
+		return false // not parked, or parked on another partition
+	}
+	p.waits.wake(w, WokeRelease)
+	return true
+}
+
+// Parked returns how many requests are parked (fetches, durable produces). Owner only.
+func (p *Partition) Parked() (fetches, durables int) {
+	return len(p.waits.fetches), len(p.waits.durables)
+}
+
+// Ready appends the requests woken since the last call to dst, in the order they woke,
+// and forgets them: the driver answers each (a fetch with Fetch, a produce with Window).
+// Owner only.
+func (p *Partition) Ready(dst []Waiter) []Waiter {
+	dst = append(dst, p.waits.ready...)
+	clear(p.waits.ready)
+	p.waits.ready = p.waits.ready[:0]
+	return dst
+}
