@@ -2,6 +2,7 @@ package bench
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -96,8 +97,12 @@ func TestResultJSON(t *testing.T) {
 	if err := r.WriteJSON(path); err != nil {
 		t.Fatal(err)
 	}
-	got, err := ReadResult(path)
+	raw, err := os.ReadFile(path)
 	if err != nil {
+		t.Fatal(err)
+	}
+	got := new(Result)
+	if err := json.Unmarshal(raw, got); err != nil {
 		t.Fatal(err)
 	}
 	a, _ := json.Marshal(r)

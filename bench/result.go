@@ -53,19 +53,6 @@ func (r *Result) WriteJSON(path string) error {
 	return os.WriteFile(path, append(b, '\n'), 0o644)
 }
 
-// ReadResult reads a result written by WriteJSON.
-func ReadResult(path string) (*Result, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var r Result
-	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, err
-	}
-	return &r, nil
-}
-
 // Summary returns a one-line human summary of r.
 func Summary(r *Result) string {
 	s := fmt.Sprintf("%s %s: %d records in %.2fs: %.0f records/s, %.1f MB/s, %d errors",

@@ -69,7 +69,10 @@ func (b *Broker) respond(c *netio.Conn, slot netio.Slot, hdr wire.ResponseHeader
 // become codes.
 func codeOf(err error) wire.Code {
 	var we *engine.WindowError
+	var pe *wire.ProtocolError
 	switch {
+	case errors.As(err, &pe) && pe.Code != wire.CodeNone:
+		return pe.Code // made by the broker: unknown topic, invalid config, internal...
 	case errors.As(err, &we):
 		if errors.Is(err, engine.ErrVersionMismatch) {
 			return wire.CodeVersionMismatch
@@ -89,7 +92,7 @@ func codeOf(err error) wire.Code {
 		return wire.CodeOffsetOutOfRange
 	}
 	if c := wire.CodeOf(err); c != wire.CodeInternal {
-		return c // a wire error made by the broker (unknown topic, invalid config...)
+		return c // the batch package's errors
 	}
 	return wire.CodeNotServing // a failed or closed store: the partition cannot serve now
 }

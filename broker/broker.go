@@ -35,7 +35,7 @@ type Broker struct {
 	}
 	createMu    sync.Mutex
 	lastSession atomic.Uint64
-	fdLimit     int // RLIMIT_NOFILE at start
+	fdLimit     int       // RLIMIT_NOFILE at start
 	payloads    sync.Pool // *[]byte buffers for produce payloads; see getPayload
 
 	stopReclaim chan struct{}
@@ -44,6 +44,8 @@ type Broker struct {
 	stopPersist chan struct{}
 
 	panics      atomic.Uint64 // recovered on shards (netio counts the loops')
+	parkedFetch atomic.Int64  // long polls parked on partitions
+	parkedAck   atomic.Int64  // produces waiting for their checkpoint
 	skippedDirs atomic.Int64  // data directory entries that are not topics
 }
 

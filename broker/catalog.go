@@ -266,7 +266,7 @@ func (b *Broker) createTopic(r *wire.CreateTopicRequest) error {
 // buildTopicDir writes a new topic's directory under a temporary name (topic.json and an
 // empty directory per partition, all synced) and renames it into place.
 func (b *Broker) buildTopicDir(m topicMeta) (err error) {
-	fs := vfs.Default()
+	fs := b.cfg.Log.FS
 	tmp := filepath.Join(b.cfg.DataDir, fmt.Sprintf("%s%s.%d", creatingPrefix, m.Name, b.newSession()))
 	defer func() {
 		if err != nil {
@@ -278,7 +278,7 @@ func (b *Broker) buildTopicDir(m topicMeta) (err error) {
 		return err
 	}
 	for i := range m.Partitions {
-		if err := os.Mkdir(filepath.Join(tmp, fmt.Sprint(i)), 0o755); err != nil {
+		if err := fs.MkdirAll(filepath.Join(tmp, fmt.Sprint(i))); err != nil {
 			return err
 		}
 	}

@@ -53,6 +53,7 @@ func (t *fetchTask) Run(*sched.Shard) {
 		return
 	}
 	if t.req.MaxWaitMs > 0 && pt.p.ParkFetch(t, t.req.Offset, t.b.deadline(t.req.MaxWaitMs)) {
+		t.b.parkedFetch.Add(1)
 		t.c.Park(t.slot, t)
 		t.b.arm(pt)
 		return

@@ -69,12 +69,14 @@ var (
 		"Panics recovered while serving a request (each answered with an internal error and logged with its stack), by where: loop or shard.", []string{"where"}, nil)
 	descReleased = prometheus.NewDesc("sluice_long_polls_released_total",
 		"Parked long polls answered early because a later answer on their connection was ready (answers keep request order).", nil, nil)
+	descParked = prometheus.NewDesc("sluice_parked_requests",
+		"Requests waiting on a partition, by kind: fetch (long polls) or durable (produces waiting for the checkpoint).", []string{"kind"}, nil)
 	descSkipped = prometheus.NewDesc("sluice_data_dir_skipped", "Directories in the data directory that are not readable topics (skipped at start; see the log).", nil, nil)
 )
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descSent, descConns, descRequests, descProtoErr, descArena, descReclaimed,
-		descFull, descLag, descHits, descState, descPanics, descReleased, descSkipped} {
+		descFull, descLag, descHits, descState, descPanics, descReleased, descSkipped, descParked} {
 		ch <- d
 	}
 }
@@ -103,6 +105,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descPanics, float64(c.b.panics.Load()), "shard")
 	counter(descReleased, float64(ns.Released))
 	gauge(descSkipped, float64(c.b.skippedDirs.Load()))
+	gauge(descParked, float64(c.b.parkedFetch.Load()), "fetch")
+	gauge(descParked, float64(c.b.parkedAck.Load()), "durable")
 	c.b.mu.RLock()
 	defer c.b.mu.RUnlock()
 	for name, t := range c.b.mu.topics {

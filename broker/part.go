@@ -80,8 +80,10 @@ func (b *Broker) settle(pt *part) {
 	for _, w := range pt.ready {
 		switch t := w.(type) {
 		case *fetchTask:
+			b.parkedFetch.Add(-1)
 			t.serve()
 		case *produceTask:
+			b.parkedAck.Add(-1)
 			t.answerWindow()
 		default:
 			panic(fmt.Sprintf("BUG: broker: %T parked on a partition", w))

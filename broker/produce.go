@@ -87,7 +87,7 @@ func (t *produceTask) Run(sh *sched.Shard) {
 	case err != nil:
 		t.fail(err)
 	case t.req.WaitDurableMs > 0 && pt.p.ParkDurable(t, res.Target(), t.b.deadline(t.req.WaitDurableMs)):
-		// Answered by settle once C covers it, or at its deadline.
+		t.b.parkedAck.Add(1) // answered by settle once C covers it, or at its deadline
 	default:
 		t.answer(wire.CodeNone, "")
 	}
@@ -107,6 +107,7 @@ func (b *Broker) noteAppend(pt *part, err error) {
 	switch {
 	case errors.Is(err, persist.ErrNoSpace):
 		if !pt.noSpace.Swap(true) {
+			pt.appendLog.allow(time.Now()) // the next line of this kind waits a full interval
 			b.cfg.Logger.Error("disk full: the partition refuses writes until space is freed",
 				"topic", pt.topic.meta.Name, "partition", pt.id, "err", err)
 		} else {

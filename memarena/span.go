@@ -114,10 +114,3 @@ func (h *holdSet) remove(token uint64, id uint32) {
 		panic(fmt.Sprintf("BUG: memarena: double release of a span of chunk %d", id))
 	}
 }
-
-// count returns the number of live spans (invariants only; 0 otherwise).
-func (h *holdSet) count() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.live)
-}

@@ -62,6 +62,7 @@ type Broker struct {
 	// MetricsAddr is the metrics endpoint's host:port, when started with -metrics.
 	MetricsAddr string
 	args        []string
+	env         []string
 	cmd         *exec.Cmd
 	log         *syncBuffer
 	done        chan struct{}
@@ -71,7 +72,14 @@ type Broker struct {
 // serves. The process is stopped (SIGTERM, then SIGKILL) when the test ends.
 func Start(t testing.TB, dir string, args ...string) *Broker {
 	t.Helper()
-	b := &Broker{t: t, Dir: dir, args: args}
+	return StartEnv(t, dir, nil, args...)
+}
+
+// StartEnv is Start with extra environment variables ("KEY=value") for the process, such
+// as SLUICE_FAILPOINTS.
+func StartEnv(t testing.TB, dir string, env []string, args ...string) *Broker {
+	t.Helper()
+	b := &Broker{t: t, Dir: dir, args: args, env: env}
 	b.start("127.0.0.1:0")
 	t.Cleanup(func() { b.Stop() })
 	return b
@@ -86,6 +94,9 @@ func (b *Broker) start(listen string) {
 	}
 	args = append(args, b.args...)
 	b.cmd = exec.Command(Binary(b.t), args...)
+	if len(b.env) > 0 {
+		b.cmd.Env = append(os.Environ(), b.env...)
+	}
 	b.log = &syncBuffer{}
 	b.cmd.Stdout, b.cmd.Stderr = b.log, b.log
 	if err := b.cmd.Start(); err != nil {

@@ -1,0 +1,89 @@
+package test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"sluice/internal/testbroker"
+	"sluice/wire"
+)
+
+// waitMetric polls the broker's metrics until sample reaches want.
+func waitMetric(t testing.TB, addr, sample string, want float64) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if got := scrape(t, addr, sample); got == want {
+			return
+		} else if time.Now().After(deadline) {
+			t.Fatalf("%s is %v, want %v", sample, got, want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestLongPollWokenByResendAndNew: a produce request that carries a resent batch (a
+// duplicate, not appended again) and a new one wakes a parked long poll. It did not: the
+// poll waited out 2.9 s of its 3 s.
+func TestLongPollWokenByResendAndNew(t *testing.T) {
+	b := testbroker.Start(t, t.TempDir(), "-metrics", "127.0.0.1:0")
+	w := dial(t, b.Addr)
+	createTopic(t, w, "lp", 1)
+	first := records(5, 0, "a", 1)
+	mustOK(t, w.call(&wire.ProduceRequest{Topic: []byte("lp"), Version: 1, ProducerID: 5, Batches: first}))
+
+	poll := dial(t, b.Addr)
+	id := poll.send(&wire.FetchRequest{Topic: []byte("lp"), Offset: 1, MaxBytes: 1 << 20, MaxWaitMs: 60_000})
+	waitMetric(t, b.MetricsAddr, `sluice_parked_requests{kind="fetch"}`, 1)
+
+	both := append(records(5, 0, "a", 1), records(5, 1, "b", 1)...)
+	resp := w.call(&wire.ProduceRequest{Topic: []byte("lp"), Version: 1, ProducerID: 5, Batches: both})
+	mustOK(t, resp)
+	if pr := resp.Body.(*wire.ProduceResponse); pr.BaseOffset != 0 || pr.LastOffset != 1 {
+		t.Fatalf("resend and new batch answered offsets %d..%d, want 0..1", pr.BaseOffset, pr.LastOffset)
+	}
+	// The poll answers now with the new record (a 60 s wait would fail the read deadline).
+	got := poll.recv()
+	mustOK(t, got)
+	if got.Header.RequestID != id {
+		t.Fatalf("answer to %d, want %d", got.Header.RequestID, id)
+	}
+	fr := got.Body.(*wire.FetchResponse)
+	if len(fr.Records) == 0 || lastOffset(t, fr.Records) != 1 {
+		t.Fatalf("woken poll got %d bytes of records, want the batch at offset 1", len(fr.Records))
+	}
+	waitMetric(t, b.MetricsAddr, `sluice_parked_requests{kind="fetch"}`, 0)
+}
+
+// TestPanicAnswered: a panic while handling a request — on the event loop or on a shard —
+// is answered with an internal error, counted in /metrics and logged with its stack; the
+// broker and the connection go on serving. The panics come from failpoints (the one fake
+// here: a real request cannot be made to hit a bug on cue).
+func TestPanicAnswered(t *testing.T) {
+	b := testbroker.StartEnv(t, t.TempDir(), []string{"SLUICE_FAILPOINTS=produce=boom,handle-produce=loop"},
+		"-metrics", "127.0.0.1:0")
+	w := dial(t, b.Addr)
+	for _, name := range []string{"boom", "loop", "fine"} {
+		createTopic(t, w, name, 1)
+	}
+	for _, name := range []string{"boom", "loop"} {
+		resp := w.call(&wire.ProduceRequest{Topic: []byte(name), Version: 1, Batches: records(0, -1, name, 1)})
+		if resp.Header.Code != wire.CodeInternal || !strings.Contains(resp.Text, "failpoint") {
+			t.Fatalf("produce to %s answered %v %q, want internal", name, resp.Header.Code, resp.Text)
+		}
+	}
+	// The same connection, and the broker, still serve.
+	mustOK(t, w.call(&wire.ProduceRequest{Topic: []byte("fine"), Version: 1, Batches: records(0, -1, "ok", 1)}))
+	if got := fetchValues(t, w, "fine", 0, 0); len(got) != 1 || got[0] != "ok-0" {
+		t.Fatalf("after the panics: %v", got)
+	}
+	if got := fetchValues(t, w, "boom", 0, 0); len(got) != 0 {
+		t.Fatalf("the panicking produce appended %v", got)
+	}
+	waitMetric(t, b.MetricsAddr, `sluice_internal_errors_total{where="shard"}`, 1)
+	waitMetric(t, b.MetricsAddr, `sluice_internal_errors_total{where="loop"}`, 1)
+	if log := b.Log(); !strings.Contains(log, "goroutine") || strings.Count(log, "panic") < 2 {
+		t.Fatalf("the panics were not logged with their stacks:\n%s", log)
+	}
+}
