@@ -29,7 +29,11 @@
 //
 // NewConsumer reads a topic (or the physical partitions serving a logical range) from the
 // oldest or newest offset, an offset, or a time. Poll fetches with a long poll; Next and
-// Record iterate the records without allocating per record.
+// Record iterate the records without allocating per record. Offsets are checked dense end
+// to end: the first batch of every fetch answer holds the offset asked for, and each
+// later batch starts right after the one before. A batch's base offset is outside its
+// CRC, so this is what catches a damaged one; the consumer then stops with a *GapError
+// (ErrOffsetGap) and never delivers a record past it.
 //
 // # Key hashing
 //
