@@ -37,8 +37,10 @@
 //
 // # Key hashing
 //
-// LogicalOf(key) is the 32-bit FNV-1a hash of the key folded to 16 bits (h ^ h>>16); it
-// is part of the protocol between clients: every client must route a key the same way.
+// LogicalOf(key) is the top 16 bits of fmix64(FNV-1a 64(key)), murmur3's finalizer over
+// the 64-bit FNV-1a hash (docs/protocol.md §8): physical partitions take the high bits of
+// the logical id, so every key byte must reach them. It is part of the protocol between
+// clients: every client must route a key the same way.
 //
 // # Concurrency
 //
