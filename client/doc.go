@@ -23,7 +23,9 @@
 // order, with the same boundaries and sequences. Memory is bounded by MaxBufferedBytes:
 // Produce blocks (until its context ends) or fails with ErrBufferFull. Progress numbers
 // given with records map to Checkpoint(); Close reports the records that were not
-// persisted.
+// persisted. Retriable refusals (busy; no_space, the broker's disk is full; not_serving)
+// are retried with a backoff that doubles up to RetryBackoff's maximum; a call that gives
+// up at its context's end says why (errors.Is(err, ErrBrokerNoSpace) for a full disk).
 //
 // # Consumer
 //

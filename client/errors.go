@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"errors"
 	"fmt"
 )
@@ -21,6 +22,11 @@ var (
 	ErrTopicChanged = errors.New("client: topic partition count changed")
 	// ErrNoBroker is returned when no seed broker was given.
 	ErrNoBroker = errors.New("client: no broker address")
+	// ErrBrokerNoSpace is wrapped by the error of ProduceSync, Flush, WaitPersisted,
+	// Close and a blocked Produce when they give up at their context's end while the
+	// broker refuses the records because its disk is full (no_space). Until then the
+	// producer retries them with backoff: space may come back.
+	ErrBrokerNoSpace = errors.New("client: the broker's disk is full")
 	// ErrOffsetGap is matched by every *GapError (errors.Is).
 	ErrOffsetGap = errors.New("client: fetched offsets are not dense")
 )
@@ -63,6 +69,27 @@ func (e *GapError) Unwrap() error { return ErrOffsetGap }
 // errNoAddress: the metadata names no broker for a partition (it is moving). A fetch
 // fails with it and is retried after a metadata refresh.
 var errNoAddress = errors.New("no broker serves the partition (its address is empty)")
+
+// refusedError is the error of a producer's wait that ended (ctxErr, its context's
+// error) while the broker kept refusing a partition's records with a retriable code
+// (cause). It matches both.
+type refusedError struct {
+	part   int
+	cause  error
+	ctxErr error
+}
+
+// Error puts the cause first: it is what the caller must act on.
+func (e *refusedError) Error() string {
+	until := "the deadline"
+	if errors.Is(e.ctxErr, context.Canceled) {
+		until = "canceled"
+	}
+	return fmt.Sprintf("partition %d: %v (retried until %s)", e.part, e.cause, until)
+}
+
+// Unwrap returns the cause and the context's error.
+func (e *refusedError) Unwrap() []error { return []error{e.cause, e.ctxErr} }
 
 // UnpersistedError is returned by Producer.Close when some records were not persisted
 // before it gave up: they were never accepted, or failed, or were accepted but no
