@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"sluice/batch"
 	"sluice/wire"
 )
 
@@ -145,13 +144,11 @@ func (p *Producer) ProduceSync(ctx context.Context, r *Record, level Ack) (Resul
 // produce routes and adds r; with seal, it also seals the batch and returns it (the
 // record is its last).
 func (p *Producer) produce(ctx context.Context, r *Record, seal bool) (*window, *pbatch, error) {
-	size := int64(len(r.Key) + len(r.Value) + 64)
-	for _, h := range r.Headers {
-		size += int64(len(h.Key) + len(h.Value) + 20)
-	}
-	if size > batch.MaxSize-batch.HeaderSize || size > p.cfg.maxBuffered {
+	size := recordSize(r)
+	if size > MaxRecordBytes || size+recordOverhead > p.cfg.maxBuffered {
 		return nil, nil, fmt.Errorf("cannot produce record of %d bytes: %w", size, ErrRecordTooLarge)
 	}
+	size += recordOverhead
 	now := time.Now()
 	ts := r.Timestamp
 	if ts == 0 {
