@@ -67,14 +67,26 @@ func TestProducerReportsFullDisk(t *testing.T) {
 			t.Fatalf("%s on a full disk: %v", what, err)
 		}
 	}
-	disk.full.Store(true)
-	short := func() context.Context { return ctxFor(t, 300*time.Millisecond) }
-	_, err := p.ProduceSync(short(), &client.Record{Value: value(0, 8)}, client.AckAccepted)
-	gaveUp("ProduceSync", err)
-	if err := p.Produce(ctxFor(t, time.Second), &client.Record{Value: value(1, 8)}); err != nil {
-		t.Fatal(err)
+	short := func() context.Context { return ctxFor(t, 100*time.Millisecond) }
+	// refused produces record id on the full disk and polls Flush with short deadlines
+	// until one gives up with the cause: the broker's first no_space answer arrived. The
+	// producer keeps that cause until a request succeeds, so the calls after it know it.
+	refused := func(id uint64) {
+		t.Helper()
+		if err := p.Produce(ctxFor(t, time.Second), &client.Record{Value: value(id, 8)}); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		waitUntil(t, func() bool {
+			err = p.Flush(short())
+			return !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, client.ErrBrokerNoSpace)
+		})
+		gaveUp("Flush", err)
 	}
-	gaveUp("Flush", p.Flush(short()))
+	disk.full.Store(true)
+	refused(0)
+	_, err := p.ProduceSync(short(), &client.Record{Value: value(1, 8)}, client.AckAccepted)
+	gaveUp("ProduceSync", err)
 
 	disk.full.Store(false) // space is back: the records held all along go in
 	if err := p.WaitPersisted(ctxFor(t, 30*time.Second)); err != nil {
@@ -86,9 +98,7 @@ func TestProducerReportsFullDisk(t *testing.T) {
 	}
 
 	disk.full.Store(true)
-	if err := p.Produce(ctxFor(t, time.Second), &client.Record{Value: value(2, 8)}); err != nil {
-		t.Fatal(err)
-	}
+	refused(2)
 	err = p.Close(short())
 	var ue *client.UnpersistedError
 	if !errors.As(err, &ue) || len(ue.Records) != 1 {

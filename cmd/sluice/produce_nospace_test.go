@@ -30,7 +30,7 @@ func (d *diskFull) MaybeError(op errorfs.Op, path string) error {
 // TestProduceSaysDiskFull: `sluice produce` to a broker whose disk is full (a broker in
 // this process, its segment files behind errorfs) exits 1 at its --timeout and says that
 // the disk is full, for either level of acknowledgement, not just "context deadline
-// exceeded".
+// exceeded". (The --timeout leaves the broker's first no_space answer ample time.)
 func TestProduceSaysDiskFull(t *testing.T) {
 	disk := &diskFull{}
 	cfg := broker.Config{DataDir: t.TempDir(), Arena: memarena.Config{Size: 64 << 20},
@@ -48,7 +48,7 @@ func TestProduceSaysDiskFull(t *testing.T) {
 	mustRun(t, 0, "", "topic", "create", "full", "--broker", b.Addr())
 	disk.full.Store(true)
 	for _, acks := range []string{"accepted", "persisted"} {
-		code, _, errOut := sluiceCmd(t, "a\nb\n", "produce", "--broker", b.Addr(), "--topic", "full", "--acks", acks, "--timeout", "1s")
+		code, _, errOut := sluiceCmd(t, "a\nb\n", "produce", "--broker", b.Addr(), "--topic", "full", "--acks", acks, "--timeout", "3s")
 		if code != 1 || !strings.Contains(errOut, "the broker's disk is full") || strings.Contains(errOut, "context deadline exceeded") {
 			t.Fatalf("produce --acks %s to a full disk: exit %d\n%s", acks, code, errOut)
 		}
