@@ -193,7 +193,10 @@ func Newest() StartAt { return StartAt{kind: startNewest} }
 // AtOffset starts at offset off in every partition (clamped to what the partition holds).
 func AtOffset(off int64) StartAt { return StartAt{kind: startOffset, offset: off} }
 
-// AtTime starts at the first record whose timestamp is at or after t, found by a binary
-// search over the batches' timestamps (exact when timestamps do not decrease along the
-// log, which holds for producers that stamp records with their clock).
+// AtTime starts at the first record whose timestamp is at or after t, in one round trip:
+// the broker's time index gives the first batch whose max timestamp is at or after t
+// (list_offsets), and the consumer passes the records at its head stamped before t. It is
+// exact when timestamps roughly follow offsets, which holds for producers that stamp
+// records with their clock; every record after the first one returned is returned,
+// whatever its timestamp.
 func AtTime(t time.Time) StartAt { return StartAt{kind: startTime, millis: t.UnixMilli()} }

@@ -29,12 +29,15 @@ type Consumer struct {
 	topicB []byte
 	admin  *Admin
 	parts  []*cpart
-	round  []*cpart // partitions whose answers are still to read, in request order
-	data   bool     // the last round brought records
+	round  []fetchSent // fetches whose answers are still to read, in request order
+	data   bool        // the last round brought records
 	cur    *cpart
 	ri     recordIter
 	stop   chan struct{}
 	once   sync.Once
+	// failed is the error that stopped an iteration (damaged data: a *GapError or a
+	// corrupt batch); Poll returns it from then on, so nothing past it is delivered.
+	failed error
 
 	mu struct {
 		sync.Mutex
@@ -42,11 +45,18 @@ type Consumer struct {
 	}
 }
 
+// fetchSent is a fetch of a round: its partition and the connection it went on (a
+// metadata refresh may change the partition's address before the answer is read).
+type fetchSent struct {
+	p  *cpart
+	rc *rpcConn
+}
+
 // cpart is a partition the consumer reads.
 type cpart struct {
 	id   int
-	addr string
-	next int64 // the next offset wanted
+	addr string // the broker serving it, as the last metadata said; empty while moving
+	cur  cursor
 }
 
 // NewConsumer connects to the topic and finds the start offset of every partition it
@@ -80,38 +90,47 @@ func (c *Consumer) resolve(ctx context.Context) error {
 		p := &cpart{id: int(ps.ID), addr: ps.Addr}
 		switch s := c.cfg.start; s.kind {
 		case startOldest:
-			p.next = ps.LogStartOffset
+			p.cur.next = ps.LogStartOffset
 		case startNewest:
-			p.next = ps.NextOffset
+			p.cur.next = ps.NextOffset
 		case startOffset:
-			p.next = min(max(s.offset, ps.LogStartOffset), ps.NextOffset)
-		case startTime:
-			if p.next, err = c.offsetForTime(ctx, p, ps.LogStartOffset, ps.NextOffset, s.millis); err != nil {
-				return err
-			}
+			p.cur.next = min(max(s.offset, ps.LogStartOffset), ps.NextOffset)
 		}
 		c.parts = append(c.parts, p)
+	}
+	if c.cfg.start.kind == startTime {
+		return c.retry(ctx, func(ctx context.Context) error { return c.startAtTime(ctx, c.cfg.start.millis) })
 	}
 	return nil
 }
 
 // Poll reads the next fetch answer (one partition's), sending a new round of fetches
 // when the previous one is used up; Next then iterates its records. The records are
-// valid until the next Poll. Connection failures are retried with backoff until ctx ends.
+// valid until the next Poll. Connection failures and retriable codes are retried with
+// backoff until ctx ends, refreshing the partitions' addresses before each retry.
 func (c *Consumer) Poll(ctx context.Context) error {
+	return c.retry(ctx, c.poll)
+}
+
+// retry runs op until it succeeds, fails for good or ctx ends. After a retriable failure
+// it waits (backoff with jitter) and refreshes the topic's metadata: a connection failure
+// or not_serving may mean that a partition moved, or that the address the consumer had
+// was empty (a partition moving) or stale.
+func (c *Consumer) retry(ctx context.Context, op func(context.Context) error) error {
 	delay := c.cfg.backoffMin
 	for {
-		err := c.poll(ctx)
+		err := op(ctx)
 		if err != nil && ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
 			err = fmt.Errorf("%w: %w", ctx.Err(), err)
 		}
-		if err == nil || ctx.Err() != nil || c.closed() || !retriable(err) {
+		if err == nil || ctx.Err() != nil || c.closed() || c.failed != nil || !retriable(err) {
 			return err
 		}
 		if werr := sleepCtx(ctx, jitter(delay)); werr != nil {
 			return fmt.Errorf("%w (last error: %w)", werr, err)
 		}
 		delay = min(2*delay, c.cfg.backoffMax)
+		c.refresh(ctx)
 	}
 }
 
@@ -122,9 +141,29 @@ func retriable(err error) bool {
 	return !errors.As(err, &pe) || pe.Code.Retriable() || pe.Code == wire.CodeUnknownPartition
 }
 
+// refresh asks the topic's metadata again and takes the partitions' new addresses. It
+// gives up after the dial timeout (the seed broker may be the one that is down); its
+// failures are not reported: the next failure of a fetch refreshes again.
+func (c *Consumer) refresh(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.dialTimeout)
+	defer cancel()
+	t, err := c.admin.topic(ctx, c.topic)
+	if err != nil {
+		return
+	}
+	for _, p := range c.parts {
+		if p.id < len(t.Partitions) {
+			p.addr = t.Partitions[p.id].Addr
+		}
+	}
+}
+
 func (c *Consumer) poll(ctx context.Context) error {
 	if c.closed() {
 		return ErrClosed
+	}
+	if c.failed != nil {
+		return c.failed
 	}
 	c.cur = nil
 	c.ri.reset(nil, nil)
@@ -134,12 +173,8 @@ func (c *Consumer) poll(ctx context.Context) error {
 			return err
 		}
 	}
-	p := c.round[0]
-	rc, err := c.conn(ctx, p.addr)
-	var resp *wire.Response
-	if err == nil {
-		resp, err = rc.read(ctx)
-	}
+	p := c.round[0].p
+	resp, err := c.round[0].rc.read(ctx)
 	if c.closed() {
 		return ErrClosed
 	}
@@ -158,14 +193,15 @@ func (c *Consumer) take(p *cpart, resp *wire.Response) error {
 	case code == wire.CodeNone:
 		c.data = c.data || len(body.Records) > 0
 		c.cur = p
-		c.ri.reset(body.Records, &p.next)
+		c.ri.topic, c.ri.part = c.topic, p.id
+		c.ri.reset(body.Records, &p.cur)
 		return nil
 	case code == wire.CodeOffsetOutOfRange && body != nil:
 		// Retention removed what we wanted (skip to the oldest kept), or we are past the end.
-		p.next = min(max(p.next, body.LogStartOffset), body.HighWatermark)
+		p.cur.next = min(max(p.cur.next, body.LogStartOffset), body.HighWatermark)
 		return nil
 	default:
-		return fmt.Errorf("cannot fetch %s/%d at %d: %w", c.topic, p.id, p.next, resp.Err())
+		return fmt.Errorf("cannot fetch %s/%d at %d: %w", c.topic, p.id, p.cur.next, resp.Err())
 	}
 }
 
@@ -179,19 +215,15 @@ func (c *Consumer) sendRound(ctx context.Context) error {
 	for _, p := range c.parts {
 		rc, err := c.conn(ctx, p.addr)
 		if err != nil {
-			return err
+			return fmt.Errorf("cannot fetch %s/%d: %w", c.topic, p.id, err)
 		}
-		rc.queue(&wire.FetchRequest{Topic: c.topicB, Partition: uint32(p.id), Offset: p.next,
+		rc.queue(&wire.FetchRequest{Topic: c.topicB, Partition: uint32(p.id), Offset: p.cur.next,
 			MaxBytes: uint32(c.cfg.fetchBytes), MaxWaitMs: wait})
-		c.round = append(c.round, p)
+		c.round = append(c.round, fetchSent{p: p, rc: rc})
 	}
-	for _, p := range c.parts {
-		rc, err := c.conn(ctx, p.addr)
-		if err == nil && len(rc.wbuf) > 0 {
-			err = rc.flush(ctx)
-		}
-		if err != nil {
-			return err
+	for _, f := range c.round {
+		if err := c.flushOnce(ctx, f.rc); err != nil {
+			return fmt.Errorf("cannot fetch %s/%d: %w", c.topic, f.p.id, err)
 		}
 	}
 	return nil
@@ -199,6 +231,9 @@ func (c *Consumer) sendRound(ctx context.Context) error {
 
 // conn returns the connection to addr, dialing it if needed.
 func (c *Consumer) conn(ctx context.Context, addr string) (*rpcConn, error) {
+	if addr == "" {
+		return nil, errNoAddress
+	}
 	c.mu.Lock()
 	rc := c.mu.conns[addr]
 	c.mu.Unlock()
@@ -230,9 +265,17 @@ func (c *Consumer) dropConns() {
 	c.round = c.round[:0]
 }
 
-// Next moves to the next record of the current answer; false when there are no more (or
-// on a corrupt batch: see Err).
-func (c *Consumer) Next() bool { return c.ri.next() }
+// Next moves to the next record of the current answer; false when there are no more, or
+// on damaged data: see Err.
+func (c *Consumer) Next() bool {
+	if c.ri.next() {
+		return true
+	}
+	if c.ri.err != nil {
+		c.failed = c.ri.err
+	}
+	return false
+}
 
 // Record returns the current record. It points into the consumer and is overwritten by
 // Next; its slices are valid until the next Poll.
@@ -246,14 +289,16 @@ func (c *Consumer) Partition() int {
 	return c.cur.id
 }
 
-// Err returns the error that ended Next early, if any.
+// Err returns the error that ended Next early, if any: damaged data, a corrupt batch or
+// offsets that are not dense (*GapError, matching ErrOffsetGap). The records before it
+// were delivered; the consumer stops there, and every later Poll returns the error.
 func (c *Consumer) Err() error { return c.ri.err }
 
 // Position returns the next offset the consumer will read in physical partition id.
 func (c *Consumer) Position(id int) (int64, bool) {
 	for _, p := range c.parts {
 		if p.id == id {
-			return p.next, true
+			return p.cur.next, true
 		}
 	}
 	return 0, false

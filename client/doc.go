@@ -23,18 +23,26 @@
 // order, with the same boundaries and sequences. Memory is bounded by MaxBufferedBytes:
 // Produce blocks (until its context ends) or fails with ErrBufferFull. Progress numbers
 // given with records map to Checkpoint(); Close reports the records that were not
-// persisted.
+// persisted. Retriable refusals (busy; no_space, the broker's disk is full; not_serving)
+// are retried with a backoff that doubles up to RetryBackoff's maximum; a call that gives
+// up at its context's end says why (errors.Is(err, ErrBrokerNoSpace) for a full disk).
 //
 // # Consumer
 //
 // NewConsumer reads a topic (or the physical partitions serving a logical range) from the
 // oldest or newest offset, an offset, or a time. Poll fetches with a long poll; Next and
-// Record iterate the records without allocating per record.
+// Record iterate the records without allocating per record. Offsets are checked dense end
+// to end: the first batch of every fetch answer holds the offset asked for, and each
+// later batch starts right after the one before. A batch's base offset is outside its
+// CRC, so this is what catches a damaged one; the consumer then stops with a *GapError
+// (ErrOffsetGap) and never delivers a record past it.
 //
 // # Key hashing
 //
-// LogicalOf(key) is the 32-bit FNV-1a hash of the key folded to 16 bits (h ^ h>>16); it
-// is part of the protocol between clients: every client must route a key the same way.
+// LogicalOf(key) is the top 16 bits of fmix64(FNV-1a 64(key)), murmur3's finalizer over
+// the 64-bit FNV-1a hash (docs/protocol.md §8): physical partitions take the high bits of
+// the logical id, so every key byte must reach them. It is part of the protocol between
+// clients: every client must route a key the same way.
 //
 // # Concurrency
 //

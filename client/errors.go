@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"errors"
 	"fmt"
 )
@@ -21,7 +22,74 @@ var (
 	ErrTopicChanged = errors.New("client: topic partition count changed")
 	// ErrNoBroker is returned when no seed broker was given.
 	ErrNoBroker = errors.New("client: no broker address")
+	// ErrBrokerNoSpace is wrapped by the error of ProduceSync, Flush, WaitPersisted,
+	// Close and a blocked Produce when they give up at their context's end while the
+	// broker refuses the records because its disk is full (no_space). Until then the
+	// producer retries them with backoff: space may come back.
+	ErrBrokerNoSpace = errors.New("client: the broker's disk is full")
+	// ErrOffsetGap is matched by every *GapError (errors.Is).
+	ErrOffsetGap = errors.New("client: fetched offsets are not dense")
 )
+
+// GapError is returned by a Consumer (Err, after Next returns false) when the batches of
+// a fetch answer do not continue exactly where reading stood: a gap (offsets missing) or
+// an overlap (offsets repeated). The records before it were delivered; none at or past
+// it is, and fetching the partition again fails the same way. It means the partition's
+// stored data is damaged (a batch's base offset is outside its CRC): an operator must
+// repair it (`sluice segment verify` names the batch).
+type GapError struct {
+	Topic     string
+	Partition int
+	// Expected is the offset reading stood at: the first batch of an answer must hold
+	// it, a later batch must start at it.
+	Expected int64
+	// Base and Last are the offsets of the batch found instead.
+	Base, Last int64
+	// First is set when the batch was the first of its answer.
+	First bool
+}
+
+// Error names the partition, the offset expected and the batch found.
+func (e *GapError) Error() string {
+	kind := "gap"
+	if e.Base < e.Expected {
+		kind = "overlap"
+	}
+	where := "the next batch starts at"
+	if e.First {
+		where = "the fetch answer starts with a batch at"
+	}
+	return fmt.Sprintf("offset %s in %s/%d: expected offset %d, %s %d-%d: stored data is damaged",
+		kind, e.Topic, e.Partition, e.Expected, where, e.Base, e.Last)
+}
+
+// Unwrap returns ErrOffsetGap.
+func (e *GapError) Unwrap() error { return ErrOffsetGap }
+
+// errNoAddress: the metadata names no broker for a partition (it is moving). A fetch
+// fails with it and is retried after a metadata refresh.
+var errNoAddress = errors.New("no broker serves the partition (its address is empty)")
+
+// refusedError is the error of a producer's wait that ended (ctxErr, its context's
+// error) while the broker kept refusing a partition's records with a retriable code
+// (cause). It matches both.
+type refusedError struct {
+	part   int
+	cause  error
+	ctxErr error
+}
+
+// Error puts the cause first: it is what the caller must act on.
+func (e *refusedError) Error() string {
+	until := "the deadline"
+	if errors.Is(e.ctxErr, context.Canceled) {
+		until = "canceled"
+	}
+	return fmt.Sprintf("partition %d: %v (retried until %s)", e.part, e.cause, until)
+}
+
+// Unwrap returns the cause and the context's error.
+func (e *refusedError) Unwrap() []error { return []error{e.cause, e.ctxErr} }
 
 // UnpersistedError is returned by Producer.Close when some records were not persisted
 // before it gave up: they were never accepted, or failed, or were accepted but no

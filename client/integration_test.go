@@ -231,6 +231,50 @@ func TestConsumeFromTime(t *testing.T) {
 	}
 }
 
+// TestConsumeFromTimeFirstRecords: a consumer started at a time returns exactly the
+// records from the first one (in offset order) stamped at or after the time, whatever the
+// timestamps after it: the broker's list_offsets gives the batch, the consumer passes
+// the older records at its head. Timestamps dip inside batches, and the times asked for
+// fall before, inside and between batches, on a record's time, and after every record.
+func TestConsumeFromTimeFirstRecords(t *testing.T) {
+	b := startBroker(t)
+	createTopic(t, b.Addr, "firsts", 1)
+	p := newProducer(t, b.Addr, "firsts", client.BatchBytes(1<<10))
+	ctx := ctxFor(t, 30*time.Second)
+	const n = 2000
+	stamp := func(i int) int64 {
+		ts := int64(1_000_000 + 10*i)
+		if i%7 == 3 {
+			ts -= 25 // older than the two records before it
+		}
+		return ts
+	}
+	for i := range n {
+		if err := p.Produce(ctx, &client.Record{Value: value(uint64(i), 16), Timestamp: stamp(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	closeProducer(t, p)
+	for _, from := range []int64{0, 1_000_000, 1_000_001, stamp(3), stamp(3) + 1, stamp(4) - 1, stamp(777), stamp(1234) + 3, stamp(n - 1), stamp(n-1) + 1} {
+		first := n
+		for i := range n {
+			if stamp(i) >= from {
+				first = i
+				break
+			}
+		}
+		got := consumeAll(t, b.Addr, "firsts", n-first, client.Start(client.AtTime(time.UnixMilli(from))))
+		if len(got) != n-first {
+			t.Fatalf("from %d: read %d records, want %d (from record %d)", from, len(got), n-first, first)
+		}
+		for j, r := range got {
+			if want := first + j; r.id != uint64(want) || r.offset != int64(want) || r.ts != stamp(want) {
+				t.Fatalf("from %d: record %d is %d at offset %d stamped %d, want record %d", from, j, r.id, r.offset, r.ts, want)
+			}
+		}
+	}
+}
+
 // TestLogicalRangeSubscription: a consumer of a logical range reads exactly the records
 // whose logical id is in it, from the partitions serving it.
 func TestLogicalRangeSubscription(t *testing.T) {

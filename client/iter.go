@@ -2,29 +2,49 @@ package client
 
 import (
 	"fmt"
+	"math"
 
 	"sluice/batch"
 	"sluice/codec"
 )
 
+// cursor is where the reading of one partition stands.
+type cursor struct {
+	// next is the next offset wanted: every offset below it was delivered or passed.
+	next int64
+	// skipOlder, while skipping is set, makes the next batch started pass its records
+	// stamped before it, until one is not: a consumer starting at a time fetches from the
+	// first batch whose max timestamp is at or after the time (list_offsets) and drops
+	// the older records at its head.
+	skipOlder int64
+	skipping  bool
+}
+
 // recordIter walks the records of a fetch answer (whole batches back to back): it checks
-// each batch (CRC), decompresses it, skips the records below the position and those whose
-// logical id is outside [lo, hi], and advances the position past every record it passes.
-// It allocates nothing per record, nor per batch once the decompressor's buffer has
-// grown. Used by one goroutine at a time.
+// that the batches' offsets are dense and continue where reading stands (see nextBatch),
+// checks each batch (CRC), decompresses it, skips the records below the position and
+// those whose logical id is outside [lo, hi], and advances the position past every record
+// it passes. It allocates nothing per record, nor per batch once the decompressor's
+// buffer has grown. Used by one goroutine at a time.
 type recordIter struct {
 	lo, hi  uint16
+	topic   string // for errors
+	part    int    // for errors
 	dec     codec.Decompressor
 	it      batch.Iter
-	records []byte // batches not started yet
-	pos     *int64 // the partition's next offset
+	records []byte  // batches not started yet
+	cur     *cursor // the partition's position
+	started bool    // a batch of this answer was started
+	older   int64   // records stamped before this are passed (start at a time)
 	rec     *batch.Record
 	err     error
 }
 
-// reset starts iterating records, advancing *pos.
-func (ri *recordIter) reset(records []byte, pos *int64) {
-	ri.records, ri.pos, ri.rec, ri.err = records, pos, nil, nil
+// reset starts iterating records, the batches of one fetch answer for the offset
+// cur.next, advancing cur.
+func (ri *recordIter) reset(records []byte, cur *cursor) {
+	ri.records, ri.cur, ri.rec, ri.err = records, cur, nil, nil
+	ri.started, ri.older = false, math.MinInt64
 	ri.it = batch.Iter{}
 }
 
@@ -33,10 +53,14 @@ func (ri *recordIter) next() bool {
 	for {
 		if ri.it.Next() {
 			r := ri.it.Record()
-			if r.Offset < *ri.pos {
+			if r.Offset < ri.cur.next {
 				continue
 			}
-			*ri.pos = r.Offset + 1
+			ri.cur.next = r.Offset + 1
+			if r.Timestamp < ri.older {
+				continue
+			}
+			ri.older = math.MinInt64
 			if r.Logical < ri.lo || r.Logical > ri.hi {
 				continue
 			}
@@ -53,34 +77,50 @@ func (ri *recordIter) next() bool {
 	}
 }
 
-// nextBatch starts the next batch that holds records at or after the position.
+// nextBatch starts the next batch. Offsets must be dense end to end: the first batch of
+// an answer holds the offset asked for (base <= next <= last), and every later batch
+// starts right after the one before (base == next, the previous batch's last + 1). A
+// batch's base offset is outside its CRC, so a damaged one is caught here, never skipped:
+// the iteration stops with a *GapError before any record of the batch.
 func (ri *recordIter) nextBatch() bool {
-	for len(ri.records) > 0 {
-		h, err := batch.ParseHeader(ri.records)
-		if err == nil && h.Size() > len(ri.records) {
-			err = batch.ErrShort
-		}
-		if err != nil {
-			ri.fail(err)
-			return false
-		}
-		b := ri.records[:h.Size()]
-		ri.records = ri.records[h.Size():]
-		if h.LastOffset() < *ri.pos {
-			continue
-		}
-		if err := ri.dec.Iter(&ri.it, b); err != nil {
-			ri.fail(err)
-			return false
-		}
-		return true
-	}
 	ri.rec = nil
-	return false
+	if len(ri.records) == 0 {
+		return false
+	}
+	h, err := batch.ParseHeader(ri.records)
+	if err == nil && h.Size() > len(ri.records) {
+		err = batch.ErrShort
+	}
+	if err != nil {
+		ri.fail(err)
+		return false
+	}
+	want, base, last := ri.cur.next, h.BaseOffset, h.LastOffset()
+	if (!ri.started && (base > want || last < want)) || (ri.started && base != want) {
+		ri.stop(&GapError{Topic: ri.topic, Partition: ri.part, Expected: want, Base: base, Last: last, First: !ri.started})
+		return false
+	}
+	b := ri.records[:h.Size()]
+	ri.records = ri.records[h.Size():]
+	if err := ri.dec.Iter(&ri.it, b); err != nil {
+		ri.fail(err)
+		return false
+	}
+	if ri.cur.skipping {
+		ri.older, ri.cur.skipping = ri.cur.skipOlder, false
+	}
+	ri.started = true
+	return true
 }
 
+// fail stops the iteration on a batch that cannot be read.
 func (ri *recordIter) fail(err error) {
-	ri.err = fmt.Errorf("cannot read fetched batch at offset %d: %w", *ri.pos, err)
+	ri.stop(fmt.Errorf("cannot read batch of %s/%d at offset %d: %w", ri.topic, ri.part, ri.cur.next, err))
+}
+
+// stop ends the iteration with err: nothing after it is returned.
+func (ri *recordIter) stop(err error) {
+	ri.err = err
 	ri.records, ri.rec = nil, nil
 	ri.it = batch.Iter{}
 }

@@ -2,8 +2,10 @@ package client
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"testing"
 	"testing/iotest"
 
@@ -40,6 +42,38 @@ func testRecords(n int) []Record {
 	return recs
 }
 
+// answerFrom returns the batches of data from the one holding off, as a broker answers a
+// fetch at off.
+func answerFrom(t testing.TB, data []byte, off int64) []byte {
+	t.Helper()
+	for rest := data; len(rest) > 0; {
+		h, err := batch.ParseHeader(rest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.LastOffset() >= off {
+			return rest
+		}
+		rest = rest[h.Size():]
+	}
+	return nil
+}
+
+// batchStarts returns the position in data of each batch.
+func batchStarts(t testing.TB, data []byte) []int {
+	t.Helper()
+	var starts []int
+	for pos := 0; pos < len(data); {
+		h, err := batch.ParseHeader(data[pos:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		starts = append(starts, pos)
+		pos += h.Size()
+	}
+	return starts
+}
+
 // TestCodecRoundTrip: records sealed with each codec read back the same, from any
 // position, with the logical filter applied.
 func TestCodecRoundTrip(t *testing.T) {
@@ -49,12 +83,12 @@ func TestCodecRoundTrip(t *testing.T) {
 		if h, _ := batch.ParseHeader(data); h.Codec != c {
 			t.Fatalf("%v: first batch stored with %v", c, h.Codec)
 		}
-		for _, from := range []int64{0, 100, 101, 350, 599, 600} {
+		for _, from := range []int64{100, 101, 350, 599} {
 			var ri recordIter
 			ri.lo, ri.hi = 0, 400
-			pos := from
-			ri.reset(data, &pos)
-			want := max(from, 100)
+			cur := cursor{next: from}
+			ri.reset(answerFrom(t, data, from), &cur)
+			want := from
 			for ri.next() {
 				r := ri.rec
 				i := int(r.Offset - 100)
@@ -66,8 +100,8 @@ func TestCodecRoundTrip(t *testing.T) {
 			}
 			// The logical filter [0, 400] stops the records at offset 500; the position
 			// still passes every record.
-			if ri.err != nil || want != max(501, from) || pos != max(600, from) {
-				t.Fatalf("%v from %d: stopped at %d (position %d): %v", c, from, want, pos, ri.err)
+			if ri.err != nil || want != max(501, from) || cur.next != 600 {
+				t.Fatalf("%v from %d: stopped at %d (position %d): %v", c, from, want, cur.next, ri.err)
 			}
 		}
 	}
@@ -79,8 +113,8 @@ func TestRecordIterCorrupt(t *testing.T) {
 	data[len(data)/2] ^= 1
 	var ri recordIter
 	ri.hi = wire.LogicalPartitions - 1
-	pos := int64(0)
-	ri.reset(data, &pos)
+	var cur cursor
+	ri.reset(data, &cur)
 	for ri.next() {
 	}
 	if ri.err == nil {
@@ -88,20 +122,109 @@ func TestRecordIterCorrupt(t *testing.T) {
 	}
 }
 
-// FuzzRecordIter: arbitrary fetched bytes never panic the consumer's decoding, and every
-// record it returns is at or after the position.
+// TestRecordIterOffsetsDense: batches whose offsets do not continue where reading stands
+// (a base offset damaged on disk: it is outside the CRC) stop the iteration with a
+// *GapError naming the partition and both offsets; the records before it come out, none
+// after it, and reading again from the position fails the same way.
+func TestRecordIterOffsetsDense(t *testing.T) {
+	good := sealAll(t, batch.CodecLZ4, testRecords(400), 0)
+	starts := batchStarts(t, good)
+	if len(starts) < 4 {
+		t.Fatalf("%d batches, want at least 4", len(starts))
+	}
+	third, _ := batch.ParseHeader(good[starts[2]:])
+	f := func(name string, from int64, data []byte, wantDelivered int, wantErr GapError) {
+		t.Helper()
+		var ri recordIter
+		ri.topic, ri.part, ri.hi = "t", 3, wire.LogicalPartitions-1
+		cur := cursor{next: from}
+		ri.reset(data, &cur)
+		n := 0
+		for ri.next() {
+			if ri.rec.Offset != from+int64(n) {
+				t.Fatalf("%s: record %d at offset %d", name, n, ri.rec.Offset)
+			}
+			n++
+		}
+		var ge *GapError
+		if !errors.As(ri.err, &ge) || *ge != wantErr || !errors.Is(ri.err, ErrOffsetGap) ||
+			n != wantDelivered || cur.next != from+int64(n) {
+			t.Fatalf("%s: %d records, position %d, error %v; want %d records and %+v",
+				name, n, cur.next, ri.err, wantDelivered, wantErr)
+		}
+		if !strings.Contains(ri.err.Error(), "t/3") {
+			t.Fatalf("%s: error %q does not name the partition", name, ri.err)
+		}
+	}
+	for _, delta := range []int64{1000, -5} { // a gap, an overlap
+		data := bytes.Clone(good)
+		batch.SetBaseOffset(data[starts[2]:], third.BaseOffset+delta)
+		want := GapError{Topic: "t", Partition: 3, Expected: third.BaseOffset,
+			Base: third.BaseOffset + delta, Last: third.LastOffset() + delta}
+		f(fmt.Sprint(delta), 0, data, int(third.BaseOffset), want)
+		if delta > 0 {
+			// Fetching again from there: the answer starts with the damaged batch. (A
+			// batch shifted down still holds the offset, so only the batch after it
+			// shows the overlap: the Consumer stops at the first GapError for good.)
+			want.First = true
+			f(fmt.Sprint(delta, " again"), third.BaseOffset, data[starts[2]:], 0, want)
+		}
+	}
+	// The first batch of an answer must hold the offset asked for.
+	f("first after", third.BaseOffset-1, good[starts[2]:], 0, GapError{Topic: "t", Partition: 3,
+		Expected: third.BaseOffset - 1, Base: third.BaseOffset, Last: third.LastOffset(), First: true})
+	f("first before", third.LastOffset()+1, good[starts[2]:], 0, GapError{Topic: "t", Partition: 3,
+		Expected: third.LastOffset() + 1, Base: third.BaseOffset, Last: third.LastOffset(), First: true})
+}
+
+// TestRecordIterSkipOlder: a cursor started at a time passes the records at the head of
+// its first batch stamped before the time, then returns everything, older or not.
+func TestRecordIterSkipOlder(t *testing.T) {
+	var bld batch.Builder
+	bld.Reset(nil, 1, 0)
+	stamps := []int64{100, 140, 200, 150, 300, 90}
+	for i, ts := range stamps {
+		bld.Add(uint16(i), ts, nil, []byte{byte(i)})
+	}
+	first := bld.Finish()
+	bld.Reset(first, 1, int32(len(stamps)))
+	bld.Add(0, 120, nil, []byte{byte(len(stamps))}) // older than the time, in a later batch
+	data := bld.Finish()
+	batch.SetBaseOffset(data, 10)
+	batch.SetBaseOffset(data[len(first):], 10+int64(len(stamps)))
+	f := func(from int64, want string) {
+		t.Helper()
+		var ri recordIter
+		ri.hi = wire.LogicalPartitions - 1
+		cur := cursor{next: 10, skipOlder: from, skipping: true}
+		ri.reset(data, &cur)
+		var got []string
+		for ri.next() {
+			got = append(got, fmt.Sprintf("%d@%d", ri.rec.Offset, ri.rec.Timestamp))
+		}
+		if s := strings.Join(got, " "); s != want || ri.err != nil || cur.next != 17 || cur.skipping {
+			t.Fatalf("from %d: %s (position %d, %v), want %s", from, s, cur.next, ri.err, want)
+		}
+	}
+	f(150, "12@200 13@150 14@300 15@90 16@120")
+	f(100, "10@100 11@140 12@200 13@150 14@300 15@90 16@120")
+	f(300, "14@300 15@90 16@120")
+}
+
+// FuzzRecordIter: arbitrary fetched bytes never panic the consumer's decoding, and the
+// records it returns are dense from the position.
 func FuzzRecordIter(f *testing.F) {
-	f.Add(sealAll(f, batch.CodecNone, testRecords(5), 3))
+	f.Add(sealAll(f, batch.CodecNone, testRecords(5), 2))
 	f.Add(sealAll(f, batch.CodecLZ4, testRecords(40), 0))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var ri recordIter
 		ri.hi = wire.LogicalPartitions - 1
-		pos := int64(2)
-		ri.reset(data, &pos)
-		for ri.next() {
-			if ri.rec.Offset < 2 || ri.rec.Offset >= pos+1 {
-				t.Fatalf("record at %d, position %d", ri.rec.Offset, pos)
+		cur := cursor{next: 2}
+		ri.reset(data, &cur)
+		for want := int64(2); ri.next(); want++ {
+			if ri.rec.Offset != want || cur.next != want+1 {
+				t.Fatalf("record at %d, want %d (position %d)", ri.rec.Offset, want, cur.next)
 			}
 		}
 	})

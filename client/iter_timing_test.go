@@ -46,18 +46,18 @@ func BenchmarkConsumerDecode(b *testing.B) {
 			ri.hi = wire.LogicalPartitions - 1
 			b.SetBytes(int64(n) << 10)
 			b.ReportAllocs()
-			sum, pos := 0, new(int64)
+			sum, cur := 0, new(cursor)
 			for b.Loop() {
 				if _, err := resp.Decode(frame, wire.DefaultMaxFrame); err != nil {
 					b.Fatal(err)
 				}
-				*pos = 0
-				ri.reset(resp.Body.(*wire.FetchResponse).Records, pos)
+				cur.next = 0
+				ri.reset(resp.Body.(*wire.FetchResponse).Records, cur)
 				for ri.next() {
 					sum += len(ri.rec.Value)
 				}
-				if ri.err != nil || *pos != int64(n) {
-					b.Fatalf("decoded to %d of %d: %v", *pos, n, ri.err)
+				if ri.err != nil || cur.next != int64(n) {
+					b.Fatalf("decoded to %d of %d: %v", cur.next, n, ri.err)
 				}
 			}
 			b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "records/s")
@@ -71,15 +71,15 @@ func TestDecodeAllocs(t *testing.T) {
 	var resp wire.Response
 	var ri recordIter
 	ri.hi = wire.LogicalPartitions - 1
-	pos := new(int64) // a partition's position, as in Consumer
+	cur := new(cursor) // a partition's position, as in Consumer
 	allocs := testing.AllocsPerRun(20, func() {
 		resp.Decode(frame, wire.DefaultMaxFrame)
-		*pos = 0
-		ri.reset(resp.Body.(*wire.FetchResponse).Records, pos)
+		cur.next = 0
+		ri.reset(resp.Body.(*wire.FetchResponse).Records, cur)
 		for ri.next() {
 		}
-		if *pos != int64(n) {
-			t.Fatalf("decoded to %d of %d: %v", *pos, n, ri.err)
+		if cur.next != int64(n) {
+			t.Fatalf("decoded to %d of %d: %v", cur.next, n, ri.err)
 		}
 	})
 	if allocs != 0 {

@@ -87,7 +87,7 @@ func (l *link) deliver(poll bool, pd *pending, resp *wire.Response) {
 	if poll {
 		act = w.onPoll(code, body)
 	} else {
-		act = w.onAnswer(&pd.req, code, body, p.now(), int64(p.cfg.backoffMin))
+		act = w.onAnswer(&pd.req, code, body, p.now(), int64(p.backoff(w.refusals)))
 	}
 	switch act {
 	case actRefresh:

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"sluice/batch"
+	"sluice/wire"
 )
 
 // Ack is the level a synchronous produce waits for.
@@ -123,7 +123,7 @@ func (p *Producer) ProduceSync(ctx context.Context, r *Record, level Ack) (Resul
 	}
 	idx := int64(b.count - 1)
 	res := Result{Partition: w.part, Offset: -1}
-	err = p.waitFor(ctx, func() (bool, error) {
+	err = p.waitFor(ctx, []*window{w}, func() (bool, error) {
 		switch {
 		case w.err != nil && !b.durable:
 			return true, fmt.Errorf("cannot produce record: %w", w.err)
@@ -135,19 +135,20 @@ func (p *Producer) ProduceSync(ctx context.Context, r *Record, level Ack) (Resul
 		}
 		return false, nil
 	})
+	if err != nil && ctx.Err() != nil {
+		err = fmt.Errorf("cannot produce record: %w", err)
+	}
 	return res, err
 }
 
 // produce routes and adds r; with seal, it also seals the batch and returns it (the
 // record is its last).
 func (p *Producer) produce(ctx context.Context, r *Record, seal bool) (*window, *pbatch, error) {
-	size := int64(len(r.Key) + len(r.Value) + 64)
-	for _, h := range r.Headers {
-		size += int64(len(h.Key) + len(h.Value) + 20)
-	}
-	if size > batch.MaxSize-batch.HeaderSize || size > p.cfg.maxBuffered {
+	size := recordSize(r)
+	if size > MaxRecordBytes || size+recordOverhead > p.cfg.maxBuffered {
 		return nil, nil, fmt.Errorf("cannot produce record of %d bytes: %w", size, ErrRecordTooLarge)
 	}
+	size += recordOverhead
 	now := time.Now()
 	ts := r.Timestamp
 	if ts == 0 {
@@ -191,7 +192,7 @@ func (p *Producer) roomLocked(ctx context.Context, size int64) error {
 			return ErrBufferFull
 		}
 		if err := p.waitLocked(ctx); err != nil {
-			return fmt.Errorf("cannot produce record: %w", err)
+			return fmt.Errorf("cannot produce record: %w", p.gaveUpLocked(err, p.mu.wins))
 		}
 	}
 }
@@ -218,7 +219,7 @@ func (p *Producer) flush(ctx context.Context, level Ack) error {
 		targets[i] = w.lastOrd()
 	}
 	p.mu.Unlock()
-	return p.waitFor(ctx, func() (bool, error) {
+	err := p.waitFor(ctx, p.mu.wins, func() (bool, error) {
 		for i, w := range p.mu.wins {
 			reached := w.durableOrd >= targets[i] || (level == AckAccepted && w.acceptedOrd >= targets[i])
 			switch {
@@ -230,10 +231,15 @@ func (p *Producer) flush(ctx context.Context, level Ack) error {
 		}
 		return true, nil
 	})
+	if err != nil && ctx.Err() != nil {
+		err = fmt.Errorf("cannot flush producer: %w", err)
+	}
+	return err
 }
 
-// waitFor blocks until cond, called with the lock held, says done, or ctx ends.
-func (p *Producer) waitFor(ctx context.Context, cond func() (bool, error)) error {
+// waitFor blocks until cond, called with the lock held, says done, or ctx ends; then the
+// error says why the windows wins made no progress, if a broker kept refusing them.
+func (p *Producer) waitFor(ctx context.Context, wins []*window, cond func() (bool, error)) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for {
@@ -241,9 +247,34 @@ func (p *Producer) waitFor(ctx context.Context, cond func() (bool, error)) error
 			return err
 		}
 		if err := p.waitLocked(ctx); err != nil {
-			return err
+			return p.gaveUpLocked(err, wins)
 		}
 	}
+}
+
+// gaveUpLocked returns err, the reason a caller stopped waiting (its context's error),
+// with the cause of the wait when the broker kept refusing some of wins with a retriable
+// code since their last success: ErrBrokerNoSpace for a full disk, else the code.
+func (p *Producer) gaveUpLocked(err error, wins []*window) error {
+	for _, w := range wins {
+		switch {
+		case w.refused == wire.CodeNoSpace:
+			return &refusedError{part: w.part, cause: ErrBrokerNoSpace, ctxErr: err}
+		case w.refused != wire.CodeNone:
+			return &refusedError{part: w.part, cause: wire.NewError(w.refused, ""), ctxErr: err}
+		}
+	}
+	return err
+}
+
+// backoff returns the delay before retrying a request after n refusals in a row: it
+// doubles from the minimum up to the maximum, with jitter.
+func (p *Producer) backoff(n int) time.Duration {
+	d := p.cfg.backoffMin
+	for ; n > 0 && d < p.cfg.backoffMax; n-- {
+		d *= 2
+	}
+	return jitter(min(d, p.cfg.backoffMax))
 }
 
 // waitLocked releases the lock until the windows change or ctx ends.

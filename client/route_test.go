@@ -2,30 +2,73 @@ package client
 
 import (
 	"fmt"
+	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"sluice/wire"
 )
 
-// TestLogicalOf pins the key hash: it is part of the protocol between clients.
+// TestLogicalOf pins the key hash: it is part of the protocol between clients
+// (docs/protocol.md §8 lists the same values).
 func TestLogicalOf(t *testing.T) {
-	f := func(key string, want uint16) {
+	f := func(key string, fnv, mixed uint64, want uint16) {
 		t.Helper()
-		if got := LogicalOf([]byte(key)); got != want {
-			t.Fatalf("LogicalOf(%q) = %d, want %d", key, got, want)
+		if got := fmix64(fnv); got != mixed {
+			t.Fatalf("fmix64(%#x) = %#x, want %#x", fnv, got, mixed)
+		}
+		if got := LogicalOf([]byte(key)); got != want || uint64(want) != mixed>>48 {
+			t.Fatalf("LogicalOf(%q) = %#x, want %#x", key, got, want)
 		}
 	}
-	// FNV-1a 32 of "" is 0x811c9dc5, of "a" 0xe40c292c: folded, 0x811c^0x9dc5 and 0xe40c^0x292c.
-	f("", 0x811c^0x9dc5)
-	f("a", 0xe40c^0x292c)
-	f("user-42", LogicalOf([]byte("user-42")))
-	seen := map[uint16]bool{}
-	for i := range 1000 {
-		seen[LogicalOf([]byte(fmt.Sprintf("key-%d", i)))] = true
+	// FNV-1a 64 of "" is its offset basis; of "a", the published test vector.
+	f("", 0xcbf29ce484222325, 0xefd01f60ba992926, 0xefd0)
+	f("a", 0xaf63dc4c8601ec8c, 0x82a2a958a9bece5b, 0x82a2)
+	f("user-42", 0x32c6d7a54d35dacb, 0xa39532c7ab051e8d, 0xa395)
+	f("k0", 0x08be0e07b562230e, 0x0549eda7a9a2b5c9, 0x0549)
+}
+
+// TestLogicalOfSpread: keys spread evenly over physical partitions, which take the high
+// bits of the logical id. Short keys that differ in one byte (k0..k99, which the folded
+// 32-bit FNV-1a of old sent 7/8/5/18/6/15/9/32 over 8 partitions), sequential names and
+// random keys must pass a chi-square test at the 0.1% level over 8 and 3 partitions, and
+// no partition may get less than half or more than twice its share.
+func TestLogicalOfSpread(t *testing.T) {
+	// The chi-square values exceeded with probability 0.001, for P-1 degrees of freedom.
+	critical := map[int]float64{8: 24.32, 3: 13.82}
+	check := func(name string, keys [][]byte) {
+		t.Helper()
+		for p, crit := range critical {
+			counts := make([]int, p)
+			for _, k := range keys {
+				counts[wire.PartitionOf(LogicalOf(k), p)]++
+			}
+			expect := float64(len(keys)) / float64(p)
+			chi2 := 0.0
+			for _, n := range counts {
+				chi2 += (float64(n) - expect) * (float64(n) - expect) / expect
+			}
+			if chi2 > crit || slices.Min(counts) < int(expect/2) || slices.Max(counts) > int(2*expect) {
+				t.Errorf("%s over %d partitions: %v, chi-square %.1f (limit %.2f)", name, p, counts, chi2, crit)
+			}
+		}
 	}
-	if len(seen) < 980 {
-		t.Fatalf("1000 keys hash to only %d logical partitions", len(seen))
+	var short, names, random [][]byte
+	for i := range 100 {
+		short = append(short, []byte(fmt.Sprintf("k%d", i)))
 	}
+	rng := rand.New(rand.NewPCG(1, 2)) // fixed: the test is deterministic
+	for i := range 10000 {
+		names = append(names, []byte(fmt.Sprintf("user-%d", i)))
+		key := make([]byte, 1+rng.IntN(16))
+		for j := range key {
+			key[j] = byte(rng.Uint32())
+		}
+		random = append(random, key)
+	}
+	check("k0..k99", short)
+	check("user-0..user-9999", names)
+	check("10000 random keys", random)
 }
 
 func TestRoute(t *testing.T) {

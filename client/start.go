@@ -4,79 +4,63 @@ import (
 	"context"
 	"fmt"
 
-	"sluice/batch"
 	"sluice/wire"
 )
 
-// offsetForTime returns the offset of the first record whose timestamp is at least ts in
-// partition p, whose offsets are [lo, hi). The wire protocol has no time index lookup, so
-// this is a binary search over batches: each probe fetches the one batch holding an
-// offset and reads its max timestamp. It finds the first batch whose max timestamp is at
-// least ts (exact when timestamps do not decrease along the log), then the first record
-// in it at or after ts.
-func (c *Consumer) offsetForTime(ctx context.Context, p *cpart, lo, hi, ts int64) (int64, error) {
-	rc, err := c.conn(ctx, p.addr)
-	if err != nil {
-		return 0, err
+// startAtTime sets the start of every partition to the first record stamped at or after
+// millis (Unix ms), with one list_offsets request per partition, pipelined on each
+// broker's connection: one round trip. The broker answers the base offset of the first
+// batch whose max timestamp is at least millis (from its time index), or the high
+// watermark when no batch is that recent; the consumer fetches from that offset and
+// passes the records at the head of that batch stamped before millis (cursor.skipOlder).
+func (c *Consumer) startAtTime(ctx context.Context, millis int64) error {
+	ts := millis
+	if ts < 0 {
+		ts = wire.TimestampEarliest // before 1970: every record is at or after it
 	}
-	for lo < hi {
-		mid := lo + (hi-lo)/2
-		h, err := c.probe(ctx, rc, p, mid)
+	var order []*rpcConn
+	for _, p := range c.parts {
+		rc, err := c.conn(ctx, p.addr)
 		if err != nil {
-			return 0, err
+			return c.startFailed(p, err)
 		}
-		if h.MaxTimestamp >= ts {
-			hi = h.BaseOffset
-		} else {
-			lo = h.LastOffset() + 1
-		}
+		rc.queue(&wire.ListOffsetsRequest{Topic: c.topicB, Partition: uint32(p.id), Timestamp: ts})
+		order = append(order, rc)
 	}
-	return c.firstAtOrAfter(ctx, rc, p, lo, ts)
-}
-
-// probe returns the header of the batch holding offset off.
-func (c *Consumer) probe(ctx context.Context, rc *rpcConn, p *cpart, off int64) (batch.Header, error) {
-	records, err := c.fetchOne(ctx, rc, p, off)
-	if err != nil {
-		return batch.Header{}, err
-	}
-	h, err := batch.ParseHeader(records)
-	if err != nil {
-		return h, fmt.Errorf("cannot find offset for time in %s/%d: %w", c.topic, p.id, err)
-	}
-	return h, nil
-}
-
-// firstAtOrAfter returns the offset of the first record at or after off with a timestamp
-// of at least ts, looking at the batch holding off only (off itself if none does).
-func (c *Consumer) firstAtOrAfter(ctx context.Context, rc *rpcConn, p *cpart, off, ts int64) (int64, error) {
-	records, err := c.fetchOne(ctx, rc, p, off)
-	if err != nil || len(records) == 0 {
-		return off, err
-	}
-	var ri recordIter
-	pos := off
-	ri.hi = wire.LogicalPartitions - 1
-	ri.reset(records, &pos)
-	for ri.next() {
-		if ri.rec.Timestamp >= ts {
-			return ri.rec.Offset, nil
+	for i, p := range c.parts {
+		if err := c.flushOnce(ctx, order[i]); err != nil {
+			return c.startFailed(p, err)
 		}
 	}
-	if ri.err != nil {
-		return 0, ri.err
+	for i, p := range c.parts {
+		resp, err := order[i].read(ctx)
+		if err == nil {
+			err = resp.Err()
+		}
+		if err != nil {
+			return c.startFailed(p, err)
+		}
+		body := resp.Body.(*wire.ListOffsetsResponse)
+		p.cur = cursor{next: body.Offset}
+		if body.Offset < body.HighWatermark {
+			p.cur.skipOlder, p.cur.skipping = millis, true
+		}
 	}
-	return pos, nil
+	return nil
 }
 
-// fetchOne fetches the batch holding off, without waiting; no records at the end.
-func (c *Consumer) fetchOne(ctx context.Context, rc *rpcConn, p *cpart, off int64) ([]byte, error) {
-	resp, err := rc.call(ctx, &wire.FetchRequest{Topic: c.topicB, Partition: uint32(p.id), Offset: off, MaxBytes: 1})
-	if err != nil {
-		return nil, fmt.Errorf("cannot fetch %s/%d at %d: %w", c.topic, p.id, off, err)
+// flushOnce sends what rc has queued, if anything (several partitions share a
+// connection).
+func (c *Consumer) flushOnce(ctx context.Context, rc *rpcConn) error {
+	if len(rc.wbuf) == 0 {
+		return nil
 	}
-	if err := resp.Err(); err != nil {
-		return nil, fmt.Errorf("cannot fetch %s/%d at %d: %w", c.topic, p.id, off, err)
-	}
-	return resp.Body.(*wire.FetchResponse).Records, nil
+	return rc.flush(ctx)
+}
+
+// startFailed drops the connections, whose streams are in an unknown state, and wraps
+// err.
+func (c *Consumer) startFailed(p *cpart, err error) error {
+	c.dropConns()
+	return fmt.Errorf("cannot find the offset for a time in %s/%d: %w", c.topic, p.id, err)
 }

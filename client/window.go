@@ -5,6 +5,7 @@ import (
 
 	"sluice/batch"
 	"sluice/codec"
+	"sluice/wire"
 )
 
 // never is a wake-up time that does not come.
@@ -119,6 +120,12 @@ type window struct {
 	acceptedOrd uint64 // every batch up to this ord was accepted at least once
 	durableOrd  uint64 // every batch up to this ord is durable
 	err         error  // set when the window gave up; it then holds its batches for the report
+
+	// refused is the code of the last retriable refusal of a data request since the last
+	// success (wire.CodeNone when none), and refusals counts them: the driver backs off
+	// by the count, and a caller that gives up waiting learns why (a full disk, say).
+	refused  wire.Code
+	refusals int
 }
 
 func newWindow(sh *winShared, part int, version uint32, pid int64) *window {

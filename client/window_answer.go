@@ -18,7 +18,8 @@ const (
 
 // onAnswer applies the answer to the data request r: its code and its produce body (nil
 // when the answer had none). now is the current time and backoff the delay before a retry
-// after an error that carries no delay of its own.
+// after an error that carries no delay of its own (the driver grows it with
+// w.refusals). A retriable refusal is remembered in w.refused until a success.
 func (w *window) onAnswer(r *sendReq, code wire.Code, resp *wire.ProduceResponse, now, backoff int64) action {
 	defer w.check()
 	if r.epoch != w.epoch || w.err != nil {
@@ -34,8 +35,12 @@ func (w *window) onAnswer(r *sendReq, code wire.Code, resp *wire.ProduceResponse
 	}
 	head := w.reqs[0]
 	w.reqs = append(w.reqs[:0], w.reqs[1:]...)
+	if code != wire.CodeNone && code != wire.CodeSessionMismatch && (code.Retriable() || code == wire.CodeUnknownPartition) {
+		w.refused, w.refusals = code, w.refusals+1
+	}
 	switch {
 	case code == wire.CodeNone && resp != nil:
+		w.refused, w.refusals = wire.CodeNone, 0
 		if w.session != 0 && resp.Session != w.session {
 			w.rewind(resp.Session, resp.Checkpoint) // accepted in a new session: resend all
 			return actNone
@@ -53,7 +58,7 @@ func (w *window) onAnswer(r *sendReq, code wire.Code, resp *wire.ProduceResponse
 	case code == wire.CodeVersionMismatch, code == wire.CodeNotServing, code == wire.CodeUnknownPartition:
 		w.restart(now + backoff)
 		return actRefresh
-	case code.Retriable():
+	case code.Retriable(): // no_space among them: the disk may get room again
 		w.restart(now + backoff)
 	default:
 		w.fail(wire.NewError(code, ""))

@@ -153,6 +153,28 @@ func TestWindowBusyRetriesAfterDelay(t *testing.T) {
 	}
 }
 
+// TestWindowNoSpaceRetries: a full disk (no_space) is retriable: nothing is dropped, the
+// request goes again after the backoff, and the window remembers the refusal and how many
+// came in a row (for the driver's backoff and the caller's error) until a success.
+func TestWindowNoSpaceRetries(t *testing.T) {
+	w := testWindow(1024, 4)
+	addSealed(w, 9)
+	for i := 1; i <= 3; i++ {
+		r := mustSend(t, w, int64(i)*10*ms)
+		if act := w.onAnswer(r, wire.CodeNoSpace, ok(5, -1, -1, -1), int64(i)*10*ms, 4*ms); act != actNone || w.err != nil {
+			t.Fatalf("no_space %d: action %v, err %v", i, act, w.err)
+		}
+		if w.refused != wire.CodeNoSpace || w.refusals != i || len(w.q) != 1 || w.nextRequest(int64(i)*10*ms+3*ms, &sendReq{}) {
+			t.Fatalf("no_space %d: refused %v x%d, held %d, or resent before the backoff", i, w.refused, w.refusals, len(w.q))
+		}
+	}
+	r := mustSend(t, w, 40*ms)
+	w.onAnswer(r, wire.CodeNone, ok(5, 8, 0, 8), 40*ms, ms)
+	if w.refused != wire.CodeNone || w.refusals != 0 || w.durableOrd != 1 {
+		t.Fatalf("after success: refused %v x%d, durable %d", w.refused, w.refusals, w.durableOrd)
+	}
+}
+
 func TestWindowFatalFails(t *testing.T) {
 	w := testWindow(1024, 4)
 	addSealed(w, 12)

@@ -6,6 +6,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"sluice/batch"
 )
@@ -239,6 +240,9 @@ func TestBadRequestValues(t *testing.T) {
 		{"retention bytes -2", reqFrame("create", func(b Body) { b.(*CreateTopicRequest).Options.RetentionBytes = -2 }), CodeInvalidConfig},
 		{"segment bytes -1", reqFrame("create", func(b Body) { b.(*CreateTopicRequest).Options.SegmentBytes = -1 }), CodeInvalidConfig},
 		{"segment ms min", reqFrame("create", func(b Body) { b.(*CreateTopicRequest).Options.SegmentMs = math.MinInt64 }), CodeInvalidConfig},
+		// Millisecond options a time.Duration cannot hold: they overflowed in the broker.
+		{"segment ms over a duration", reqFrame("create", func(b Body) { b.(*CreateTopicRequest).Options.SegmentMs = MaxTopicMs + 1 }), CodeInvalidConfig},
+		{"retention ms over a duration", reqFrame("create", func(b Body) { b.(*CreateTopicRequest).Options.RetentionMs = math.MaxInt64 }), CodeInvalidConfig},
 	}
 	for _, c := range cases {
 		var r Request
@@ -247,6 +251,40 @@ func TestBadRequestValues(t *testing.T) {
 			t.Fatalf("%s: %v, want %v", c.name, err, c.want)
 		}
 	}
+}
+
+// TestTopicMsBound: the largest millisecond option is valid and is a duration that does
+// not overflow; one more is not.
+func TestTopicMsBound(t *testing.T) {
+	ms := int64(MaxTopicMs)
+	if d := time.Duration(ms) * time.Millisecond; d <= 0 || int64(d/time.Millisecond) != ms {
+		t.Fatalf("MaxTopicMs %d ms overflows a duration: %v", ms, d)
+	}
+	if d := time.Duration(ms+1) * time.Millisecond; int64(d/time.Millisecond) == ms+1 {
+		t.Fatalf("MaxTopicMs+1 ms fits a duration: MaxTopicMs is not the largest")
+	}
+	o := TopicOptions{RetentionMs: MaxTopicMs, SegmentMs: MaxTopicMs}
+	if err := o.Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestResponseErrText: the error of an answer carries its text once, also from a broker
+// that sent a whole "wire: <code>: <message>" string as the text; a prefix naming another
+// code is part of the message.
+func TestResponseErrText(t *testing.T) {
+	f := func(code Code, text, want string) {
+		t.Helper()
+		r := Response{Header: ResponseHeader{APIKey: APIDescribeTopic, Code: code}, Text: text}
+		if got := r.Err().Error(); got != want {
+			t.Fatalf("Err() of %v with text %q = %q, want %q", code, text, got, want)
+		}
+	}
+	f(CodeUnknownTopic, "wire: unknown_topic: unknown topic x", "wire: unknown_topic: unknown topic x")
+	f(CodeUnknownTopic, "unknown topic x", "wire: unknown_topic: unknown topic x")
+	f(CodeUnknownTopic, "", "wire: unknown_topic: unknown topic")
+	f(CodeUnknownTopic, "wire: unknown_topic: ", "wire: unknown_topic: unknown topic")
+	f(CodeNotServing, "wire: unknown_topic: x", "wire: not_serving: wire: unknown_topic: x")
 }
 
 // TestBadResponseValues is TestBadRequestValues for responses: offsets out of order,

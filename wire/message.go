@@ -1,5 +1,7 @@
 package wire
 
+import "strings"
+
 // Body is the body of a request or a response: what follows the fixed frame header (and,
 // in a response, the error text). Every request and response type of this package is a
 // Body through its pointer.
@@ -90,11 +92,17 @@ type Response struct {
 
 // Err returns nil if the response is a success, else a *ProtocolError with its code and
 // text. A response with an error may still carry a body that matters; see Body.
+//
+// The text is the error's message, without the "wire: <code name>: " that Error puts
+// before it. A sender that put a whole Error() string on the wire (the broker did) would
+// have it printed twice ("wire: unknown_topic: wire: unknown_topic: ..."), so Err drops
+// that prefix when the text starts with it for the answer's own code.
 func (r *Response) Err() error {
 	if r.Header.Code == CodeNone {
 		return nil
 	}
-	return &ProtocolError{Code: r.Header.Code, Msg: r.Text}
+	msg := strings.TrimPrefix(r.Text, "wire: "+r.Header.Code.String()+": ")
+	return &ProtocolError{Code: r.Header.Code, Msg: msg}
 }
 
 // AppendTo appends the response frame to dst. r.Body must follow the rules of its

@@ -1,5 +1,7 @@
 package wire
 
+import "math"
+
 // TopicOptions are a topic's settings. In a create request 0 means the broker's default;
 // in a describe answer the values are the effective ones, defaults resolved.
 type TopicOptions struct {
@@ -16,17 +18,22 @@ type TopicOptions struct {
 	SegmentMs int64
 }
 
+// MaxTopicMs is the largest value of a millisecond option (RetentionMs, SegmentMs): the
+// most whole milliseconds a time.Duration (int64 nanoseconds) holds, about 292 years.
+const MaxTopicMs = math.MaxInt64 / 1_000_000
+
 // Validate returns a *ProtocolError with CodeInvalidConfig unless every option is 0, -1
-// where -1 is allowed, or positive. Upper bounds are the broker's to check.
+// where -1 is allowed, or positive, and the millisecond options are at most MaxTopicMs.
+// Other upper bounds are the broker's to check.
 func (o *TopicOptions) Validate() error {
 	switch {
-	case o.RetentionMs < -1:
+	case o.RetentionMs < -1 || o.RetentionMs > MaxTopicMs:
 		return invalidConfig("retention.ms " + i64toa(o.RetentionMs))
 	case o.RetentionBytes < -1:
 		return invalidConfig("retention.bytes " + i64toa(o.RetentionBytes))
 	case o.SegmentBytes < 0:
 		return invalidConfig("segment.bytes " + i64toa(o.SegmentBytes))
-	case o.SegmentMs < -1:
+	case o.SegmentMs < -1 || o.SegmentMs > MaxTopicMs:
 		return invalidConfig("segment.ms " + i64toa(o.SegmentMs))
 	}
 	return nil

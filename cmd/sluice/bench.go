@@ -14,11 +14,10 @@ import (
 )
 
 // benchCmd returns the run function of `sluice bench WORKLOAD`.
-func benchCmd(workload string) func(args []string, stdout, stderr io.Writer) error {
-	return func(args []string, stdout, stderr io.Writer) error {
+func benchCmd(workload string) func(args []string, _ io.Reader, stdout, stderr io.Writer) error {
+	return func(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		var c bench.Config
 		fs := flag.NewFlagSet("bench "+workload, flag.ContinueOnError)
-		fs.SetOutput(stderr)
 		fs.StringVar(&c.System, "system", "sluice", "system to drive: "+strings.Join(bench.Systems(), ", "))
 		fs.StringVar(&c.Broker, "broker", "127.0.0.1:9440", "server address (for sendfile: a directory for its file)")
 		fs.StringVar(&c.Topic, "topic", "bench", "topic (Kafka topic, NATS stream)")
@@ -36,8 +35,8 @@ func benchCmd(workload string) func(args []string, stdout, stderr io.Writer) err
 		fs.DurationVar(&c.Warmup, "warmup", 0, "e2e: time whose latencies are not counted")
 		jsonOut := fs.String("json", "", "write the result as JSON to this file")
 		quiet := fs.Bool("quiet", false, "no live progress line")
-		if err := fs.Parse(args); err != nil {
-			return usageError{err.Error()}
+		if err := noPositional(fs, args); err != nil {
+			return err
 		}
 		switch *from {
 		case "start":
@@ -67,7 +66,7 @@ func benchCmd(workload string) func(args []string, stdout, stderr io.Writer) err
 			}
 		}
 		if res.Errors > 0 {
-			return problemError{fmt.Errorf("%d errors, the first: %s", res.Errors, res.FirstError)}
+			return fmt.Errorf("%d errors, the first: %s", res.Errors, res.FirstError)
 		}
 		return nil
 	}

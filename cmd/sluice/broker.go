@@ -119,6 +119,9 @@ func (f *brokerFlags) brokerConfig(logger *slog.Logger) (broker.Config, error) {
 	dur := func(k string, dst *time.Duration) {
 		if v := s(k); v != "" {
 			d, err := time.ParseDuration(v)
+			if err == nil && d < 0 {
+				err = fmt.Errorf("%v must not be negative", d)
+			}
 			if err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", k, err))
 			}
@@ -178,11 +181,13 @@ func cmp(v, def string) string {
 	return v
 }
 
-func runBroker(args []string, stdout, stderr io.Writer) error {
+func runBroker(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	f := newBrokerFlags()
-	f.fs.SetOutput(stderr)
-	if err := f.fs.Parse(args); err != nil {
-		return usageError{err.Error()}
+	if err := parseFlags(f.fs, args); err != nil {
+		return err
+	}
+	if f.fs.NArg() > 0 {
+		return usageError{"unexpected argument " + strings.Join(f.fs.Args(), " ")}
 	}
 	set := map[string]bool{}
 	f.fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })

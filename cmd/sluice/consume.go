@@ -18,25 +18,31 @@ import (
 type consumeFlags struct {
 	broker, topic, from, logical string
 	max                          int
-	idle                         time.Duration
+	idle, timeout                time.Duration
 	keys                         bool
 }
 
 // consume prints record values, one per line: `sluice consume --broker ADDR --topic T
 // [--from oldest|newest|OFFSET|RFC3339-time] [--max N] [--idle D] [--logical A-B]
-// [--keys]`. It stops after --max records, after --idle without a record, or on SIGINT.
-func consume(args []string, stdout, _ io.Writer) error {
+// [--keys] [--timeout D]`. It stops after --max records, after --idle without a record,
+// or on SIGINT; it fails (exit 1) when the broker does not answer the first metadata
+// request within --timeout, and on damaged data (offsets that are not dense, a corrupt
+// batch), after printing the records before it.
+func consume(args []string, _ io.Reader, stdout, _ io.Writer) error {
 	f, opts, err := parseConsumeFlags(args)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := commandContext(0)
-	defer cancel()
-	c, err := client.NewConsumer(ctx, f.topic, opts...)
+	startCtx, cancelStart := commandContext(f.timeout)
+	c, err := client.NewConsumer(startCtx, f.topic, opts...)
+	err = reachError(startCtx, err, f.broker, f.timeout)
+	cancelStart()
 	if err != nil {
 		return err
 	}
 	defer c.Close()
+	ctx, cancel := commandContext(0)
+	defer cancel()
 	w := bufio.NewWriterSize(stdout, 64<<10)
 	defer w.Flush()
 	err = printRecords(ctx, c, w, f)
@@ -56,6 +62,7 @@ func parseConsumeFlags(args []string) (*consumeFlags, []client.Opt, error) {
 	fs.DurationVar(&f.idle, "idle", 0, "stop after this long without a record (0: never)")
 	fs.StringVar(&f.logical, "logical", "", "only records of the logical range A-B (inclusive)")
 	fs.BoolVar(&f.keys, "keys", false, "print each record's key and a tab before its value")
+	fs.DurationVar(&f.timeout, "timeout", 30*time.Second, "how long to wait for the broker at start (0: forever)")
 	if err := noPositional(fs, args); err != nil {
 		return nil, nil, err
 	}

@@ -1,9 +1,17 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"sluice/batch"
+	"sluice/client"
+	"sluice/internal/testbroker"
 )
 
 func TestParseFrom(t *testing.T) {
@@ -36,4 +44,66 @@ func TestParseLogicalRange(t *testing.T) {
 	f("9-8", 0, 0, true)
 	f("0-65536", 0, 0, true)
 	f("12", 0, 0, true)
+}
+
+// TestConsumeStopsAtGap is the report's reproduction: 40 batches of 200 lines ("1" to
+// "200") in 64 KiB segments, a restart, then the base offset of the third batch of the
+// first (sealed) segment raised by 1000 on disk. consume from the oldest offset printed
+// 7000 of the 8000 lines and exited 0; it must print the 400 lines before the damaged
+// batch, name the gap and exit 1. The batches are produced through the client (as 40
+// `sluice produce` runs would, one batch each, but faster). The file is edited after the
+// restart, with the broker running, as in the report: a broker that loads a partition
+// checks the headers of its last 64 MiB and refuses damage there, which is no test of
+// the consumer.
+func TestConsumeStopsAtGap(t *testing.T) {
+	b := testbroker.Start(t, t.TempDir())
+	mustRun(t, 0, "", "topic", "create", "t", "--segment-bytes", "65536", "--broker", b.Addr)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p, err := client.NewProducer(ctx, "t", client.Brokers(b.Addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 40 {
+		for i := 1; i <= 200; i++ {
+			if err := p.Produce(ctx, &client.Record{Value: []byte(fmt.Sprint(i))}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := p.WaitPersisted(ctx); err != nil { // seals the batch
+			t.Fatal(err)
+		}
+	}
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	b.Restart()
+	seg := filepath.Join(b.Dir, "t", "0", "00000000000000000000.log")
+	data, err := os.ReadFile(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pos := 0
+	for range 2 {
+		h, err := batch.ParseHeader(data[pos:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		pos += h.Size()
+	}
+	third, err := batch.ParseHeader(data[pos:])
+	if err != nil || third.BaseOffset != 400 {
+		t.Fatalf("third batch at %d: %+v, %v", pos, third, err)
+	}
+	batch.SetBaseOffset(data[pos:], third.BaseOffset+1000)
+	if err := os.WriteFile(seg, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := sluiceCmd(t, "", "consume", "--broker", b.Addr, "--topic", "t", "--from", "oldest", "--idle", "2s")
+	if code != 1 || strings.Count(out, "\n") != 400 || !strings.Contains(errOut, "offset gap in t/0: expected offset 400") {
+		t.Fatalf("consume past a damaged batch: exit %d, %d lines\n%s", code, strings.Count(out, "\n"), errOut)
+	}
 }

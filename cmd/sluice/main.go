@@ -1,8 +1,10 @@
 // Command sluice is the single sluice binary: the broker, the tools and the bench harness
 // as subcommands. Flags and config files are read here only; libraries get plain values.
 //
-// Exit status: 0 success, 1 the command ran and found a problem (for example `segment
-// verify` on a corrupt log), 2 usage or setup errors.
+// Exit status, the same for every subcommand: 0 success (and for -help, which prints the
+// usage to stdout), 1 the command ran and failed (a broker unreachable or answering an
+// error, a corrupt log found by `segment verify`, records not acknowledged), 2 a usage
+// error (bad flags or arguments), after which the usage is printed.
 package main
 
 import (
@@ -14,28 +16,18 @@ import (
 	"strings"
 )
 
-// command is one subcommand: run gets the arguments after its name.
+// command is one subcommand: run gets the arguments after its name. An error is a
+// failure (exit 1) unless it is a usageError (exit 2) or a helpError (exit 0).
 type command struct {
 	usage string
-	run   func(args []string, stdout, stderr io.Writer) error
+	run   func(args []string, stdin io.Reader, stdout, stderr io.Writer) error
 }
-
-// usageError makes main print the usage and exit with status 2.
-type usageError struct{ msg string }
-
-func (e usageError) Error() string { return e.msg }
-
-// problemError makes main exit with status 1: the command worked and found a problem.
-type problemError struct{ err error }
-
-func (e problemError) Error() string { return e.err.Error() }
-func (e problemError) Unwrap() error { return e.err }
 
 func commands() map[string]command {
 	return map[string]command{
 		"broker":         {"broker -data DIR [-listen ADDR] [-config FILE] [-arena-size SIZE] [-metrics ADDR]: run the embedded broker", runBroker},
-		"produce":        {"produce --broker ADDR --topic T [--key] [--acks accepted|persisted] [--codec C]: send stdin lines as records", produce},
-		"consume":        {"consume --broker ADDR --topic T [--from oldest|newest|OFFSET|RFC3339] [--max N] [--idle D] [--logical A-B]: print record values", consume},
+		"produce":        {"produce --broker ADDR --topic T [--key] [--acks accepted|persisted] [--codec C] [--timeout D]: send stdin lines as records", produce},
+		"consume":        {"consume --broker ADDR --topic T [--from oldest|newest|OFFSET|RFC3339] [--max N] [--idle D] [--logical A-B] [--timeout D]: print record values", consume},
 		"topic create":   {"topic create NAME --partitions N --broker ADDR: create a topic", topicCreate},
 		"topic describe": {"topic describe NAME --broker ADDR: print a topic's partitions, offsets and checkpoints", topicDescribe},
 		"segment dump":   {"segment dump DIR: print every batch of a partition directory", segmentDump},
@@ -48,33 +40,39 @@ func commands() map[string]command {
 }
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
 // run dispatches args to a subcommand and returns the exit status.
-func run(args []string, stdout, stderr io.Writer) int {
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	cmds := commands()
 	for n := min(2, len(args)); n > 0; n-- {
 		c, ok := cmds[strings.Join(args[:n], " ")]
 		if !ok {
 			continue
 		}
-		err := c.run(args[n:], stdout, stderr)
+		err := c.run(args[n:], stdin, stdout, stderr)
 		var ue usageError
-		var pe problemError
+		var he helpError
 		switch {
 		case err == nil:
+			return 0
+		case errors.As(err, &he):
+			fmt.Fprintf(stdout, "usage: sluice %s\n\nflags:\n", c.usage)
+			he.fs.SetOutput(stdout)
+			he.fs.PrintDefaults()
 			return 0
 		case errors.As(err, &ue):
 			fmt.Fprintf(stderr, "sluice: %v\nusage: sluice %s\n", err, c.usage)
 			return 2
-		case errors.As(err, &pe):
-			fmt.Fprintf(stderr, "sluice: %v\n", err)
-			return 1
 		default:
 			fmt.Fprintf(stderr, "sluice: %v\n", err)
-			return 2
+			return 1
 		}
+	}
+	if len(args) == 1 && (args[0] == "-help" || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+		printUsage(stdout, cmds)
+		return 0
 	}
 	printUsage(stderr, cmds)
 	return 2

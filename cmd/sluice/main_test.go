@@ -13,7 +13,7 @@ func TestSegmentCommands(t *testing.T) {
 	exec := func(want int, args ...string) string {
 		t.Helper()
 		var out, errOut bytes.Buffer
-		if got := run(args, &out, &errOut); got != want {
+		if got := run(args, strings.NewReader(""), &out, &errOut); got != want {
 			t.Fatalf("sluice %v: exit %d, want %d\n%s%s", args, got, want, out.String(), errOut.String())
 		}
 		return out.String() + errOut.String()
@@ -29,7 +29,7 @@ func TestSegmentCommands(t *testing.T) {
 	exec(2, "segment", "verify", "a", "b")
 	exec(2, "nonsense")
 	exec(2, "segment", "demo", "-batches", "0", dir)
-	exec(2, "segment", "verify", filepath.Join(dir, "missing"))
+	exec(1, "segment", "verify", filepath.Join(dir, "missing"))
 
 	seg := filepath.Join(dir, "00000000000000000000.log")
 	data, _ := os.ReadFile(seg)

@@ -3,21 +3,15 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
-	"sluice/batch"
 	"sluice/client"
 	"sluice/codec"
 )
-
-// stdin is what `sluice produce` reads; tests replace it.
-var stdin io.Reader = os.Stdin
 
 // produceFlags are the flags of `sluice produce`.
 type produceFlags struct {
@@ -29,9 +23,10 @@ type produceFlags struct {
 // produce sends the lines of stdin as records: `sluice produce --broker ADDR --topic T
 // [--key] [--acks accepted|persisted] [--codec C]`. With --key, the key of a record is
 // the text before the first tab or space of its line and the value the text after that
-// character (a line with neither is a value without key). The exit status is 0 only when
-// every line reached the requested level.
-func produce(args []string, _, stderr io.Writer) error {
+// character (a line with neither is a value without key). A record holds at most
+// client.MaxRecordBytes of key and value: a longer line stops produce with its number.
+// The exit status is 0 only when every line reached the requested level.
+func produce(args []string, stdin io.Reader, _, stderr io.Writer) error {
 	f, level, err := parseProduceFlags(args)
 	if err != nil {
 		return err
@@ -42,13 +37,14 @@ func produce(args []string, _, stderr io.Writer) error {
 	}
 	startCtx, cancelStart := commandContext(f.timeout)
 	p, err := client.NewProducer(startCtx, f.topic, client.Brokers(f.broker), client.Compression(c))
+	err = reachError(startCtx, err, f.broker, f.timeout)
 	cancelStart()
 	if err != nil {
 		return err
 	}
 	ctx, cancel := commandContext(0)
 	defer cancel()
-	n, sendErr := sendLines(ctx, p, f.key)
+	n, sendErr := readLines(stdin, f.key, maxLine, func(r *client.Record) error { return p.Produce(ctx, r) })
 	return finishProduce(p, n, level, f.timeout, sendErr, stderr)
 }
 
@@ -76,25 +72,39 @@ func parseProduceFlags(args []string) (*produceFlags, client.Ack, error) {
 	return nil, 0, usageError{"--acks must be accepted or persisted"}
 }
 
-// sendLines produces every line of stdin and returns how many it produced.
-func sendLines(ctx context.Context, p *client.Producer, withKey bool) (int, error) {
-	sc := bufio.NewScanner(stdin)
-	sc.Buffer(make([]byte, 64<<10), batch.MaxSize/2)
+// maxLine is the largest record `sluice produce` makes of a line: the value, or with
+// --key the key and the value (the separator between them not counted). Such a record
+// fits a batch alone.
+const maxLine = client.MaxRecordBytes
+
+// readLines turns every line of r into a record (see produce) handed to send, and returns
+// how many it sent. A line whose record is larger than limit (maxLine: a larger one
+// cannot fit a batch) is refused with its number, before it is sent.
+func readLines(r io.Reader, withKey bool, limit int, send func(*client.Record) error) (int, error) {
+	sc := bufio.NewScanner(r)
+	// The buffer grows as needed up to the longest line: the record, a key separator,
+	// "\r\n", and one byte more to tell a line that is too long.
+	sc.Buffer(make([]byte, min(limit+4, 64<<10)), limit+4)
 	n := 0
 	for sc.Scan() {
-		var r client.Record
-		r.Value = sc.Bytes()
+		var rec client.Record
+		rec.Value = sc.Bytes()
 		if withKey {
-			if i := bytes.IndexAny(r.Value, "\t "); i >= 0 {
-				r.Key, r.Value = r.Value[:i], r.Value[i+1:]
+			if i := bytes.IndexAny(rec.Value, "\t "); i >= 0 {
+				rec.Key, rec.Value = rec.Value[:i], rec.Value[i+1:]
 			}
 		}
-		if err := p.Produce(ctx, &r); err != nil {
+		if size := len(rec.Key) + len(rec.Value); size > limit {
+			return n, fmt.Errorf("cannot produce line %d: its record of %d bytes is larger than the largest record, %d bytes", n+1, size, limit)
+		}
+		if err := send(&rec); err != nil {
 			return n, fmt.Errorf("cannot produce line %d: %w", n+1, err)
 		}
 		n++
 	}
-	if err := sc.Err(); err != nil {
+	if err := sc.Err(); errors.Is(err, bufio.ErrTooLong) {
+		return n, fmt.Errorf("cannot produce line %d: longer than the largest record, %d bytes", n+1, limit)
+	} else if err != nil {
 		return n, fmt.Errorf("cannot read line %d of stdin: %w", n+1, err)
 	}
 	return n, nil
@@ -118,7 +128,7 @@ func finishProduce(p *client.Producer, n int, level client.Ack, timeout time.Dur
 		if ue != nil {
 			fmt.Fprintf(stderr, "sluice: %d of %d records not persisted\n", len(ue.Records), n)
 		}
-		return problemError{err}
+		return err
 	}
 	return nil
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"io"
 
@@ -10,9 +9,8 @@ import (
 
 // oneDir parses flags and the single DIR argument of a segment command.
 func oneDir(fs *flag.FlagSet, args []string) (string, error) {
-	fs.SetOutput(io.Discard)
-	if err := fs.Parse(args); err != nil {
-		return "", usageError{err.Error()}
+	if err := parseFlags(fs, args); err != nil {
+		return "", err
 	}
 	if fs.NArg() != 1 {
 		return "", usageError{"want exactly one directory"}
@@ -20,23 +18,24 @@ func oneDir(fs *flag.FlagSet, args []string) (string, error) {
 	return fs.Arg(0), nil
 }
 
-func segmentDump(args []string, stdout, _ io.Writer) error {
+func segmentDump(args []string, _ io.Reader, stdout, _ io.Writer) error {
 	dir, err := oneDir(flag.NewFlagSet("dump", flag.ContinueOnError), args)
 	if err != nil {
 		return err
 	}
-	return asProblem(segment.Dump(stdout, dir))
+	return segment.Dump(stdout, dir)
 }
 
-func segmentVerify(args []string, stdout, _ io.Writer) error {
+// segmentVerify exits 1 when the log has problems (segment.ErrProblems), like any failure.
+func segmentVerify(args []string, _ io.Reader, stdout, _ io.Writer) error {
 	dir, err := oneDir(flag.NewFlagSet("verify", flag.ContinueOnError), args)
 	if err != nil {
 		return err
 	}
-	return asProblem(segment.Verify(stdout, dir))
+	return segment.Verify(stdout, dir)
 }
 
-func segmentDemo(args []string, stdout, _ io.Writer) error {
+func segmentDemo(args []string, _ io.Reader, stdout, _ io.Writer) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	batches := fs.Int("batches", 1000, "number of batches of 10 records")
 	segBytes := fs.Int64("segment-bytes", 256<<10, "segment size")
@@ -48,12 +47,4 @@ func segmentDemo(args []string, stdout, _ io.Writer) error {
 		return usageError{"-batches must be at least 1"}
 	}
 	return segment.Demo(dir, *batches, *segBytes)
-}
-
-// asProblem marks a tool's "found problems" result for exit status 1.
-func asProblem(err error) error {
-	if errors.Is(err, segment.ErrProblems) {
-		return problemError{err}
-	}
-	return err
 }

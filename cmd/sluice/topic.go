@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -16,10 +17,10 @@ import (
 )
 
 // The topic commands: `sluice topic create NAME --partitions N --broker ADDR` and
-// `sluice topic describe NAME --broker ADDR`, through the client's admin calls. This file
-// also holds the flag helpers of the client commands (produce, consume).
+// `sluice topic describe NAME --broker ADDR`, through the client's admin calls, and the
+// context helpers of the client commands (produce, consume).
 
-func topicCreate(args []string, stdout, _ io.Writer) error {
+func topicCreate(args []string, _ io.Reader, stdout, _ io.Writer) error {
 	fs := flag.NewFlagSet("topic create", flag.ContinueOnError)
 	broker := brokerFlag(fs)
 	parts := fs.Int("partitions", 1, "number of physical partitions, 1..65536")
@@ -36,6 +37,9 @@ func topicCreate(args []string, stdout, _ io.Writer) error {
 	if *parts < 1 || *parts > wire.MaxPartitions {
 		return usageError{fmt.Sprintf("--partitions %d out of 1..65536", *parts)}
 	}
+	if err := checkTopicOptions(o); err != nil {
+		return err
+	}
 	ctx, cancel := commandContext(*timeout)
 	defer cancel()
 	a, err := client.NewAdmin(client.Brokers(*broker))
@@ -45,13 +49,13 @@ func topicCreate(args []string, stdout, _ io.Writer) error {
 	defer a.Close()
 	t, err := a.CreateTopic(ctx, name, *parts, o)
 	if err != nil {
-		return problemError{err}
+		return reachError(ctx, err, *broker, *timeout)
 	}
 	fmt.Fprintf(stdout, "created topic %s: version %d, %d partitions\n", t.Name, t.Version, len(t.Partitions))
 	return nil
 }
 
-func topicDescribe(args []string, stdout, _ io.Writer) error {
+func topicDescribe(args []string, _ io.Reader, stdout, _ io.Writer) error {
 	fs := flag.NewFlagSet("topic describe", flag.ContinueOnError)
 	broker := brokerFlag(fs)
 	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long")
@@ -68,9 +72,32 @@ func topicDescribe(args []string, stdout, _ io.Writer) error {
 	defer a.Close()
 	d, err := a.DescribeTopic(ctx, name)
 	if err != nil {
-		return problemError{err}
+		return reachError(ctx, err, *broker, *timeout)
 	}
 	printDescription(stdout, d)
+	return nil
+}
+
+// checkTopicOptions refuses options below their range, and millisecond options too
+// large to be a duration (wire.MaxTopicMs), before anything is sent.
+func checkTopicOptions(o wire.TopicOptions) error {
+	var bad []string
+	ms := func(name string, v int64) {
+		if v < -1 || v > wire.MaxTopicMs {
+			bad = append(bad, fmt.Sprintf("--%s %d out of -1..%d", name, v, wire.MaxTopicMs))
+		}
+	}
+	ms("retention-ms", o.RetentionMs)
+	ms("segment-ms", o.SegmentMs)
+	if o.RetentionBytes < -1 {
+		bad = append(bad, fmt.Sprintf("--retention-bytes %d below -1", o.RetentionBytes))
+	}
+	if o.SegmentBytes < 0 {
+		bad = append(bad, fmt.Sprintf("--segment-bytes %d is negative", o.SegmentBytes))
+	}
+	if len(bad) > 0 {
+		return usageError{strings.Join(bad, "; ")}
+	}
 	return nil
 }
 
@@ -86,43 +113,6 @@ func printDescription(w io.Writer, d *wire.DescribeTopicResponse) {
 	}
 }
 
-// brokerFlag defines --broker, the seed broker of every client command.
-func brokerFlag(fs *flag.FlagSet) *string {
-	return fs.String("broker", "127.0.0.1:9440", "broker address host:port")
-}
-
-// parseWithName parses flags placed before or after the single NAME argument.
-func parseWithName(fs *flag.FlagSet, args []string) (string, error) {
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return "", err
-	}
-	if len(pos) != 1 {
-		return "", usageError{"want exactly one topic name"}
-	}
-	return pos[0], nil
-}
-
-// parseInterspersed parses flags that may come before, between or after positional
-// arguments, and returns the positional ones.
-func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
-	fs.SetOutput(io.Discard)
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, usageError{err.Error()}
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return pos, nil
-		}
-		if args[0] == "--" {
-			return append(pos, args[1:]...), nil
-		}
-		pos, args = append(pos, args[0]), args[1:]
-	}
-}
-
 // commandContext is canceled by SIGINT or SIGTERM, or after timeout when it is positive.
 func commandContext(timeout time.Duration) (context.Context, context.CancelFunc) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -133,11 +123,11 @@ func commandContext(timeout time.Duration) (context.Context, context.CancelFunc)
 	return tctx, func() { cancel(); stop() }
 }
 
-// noPositional refuses positional arguments.
-func noPositional(fs *flag.FlagSet, args []string) error {
-	pos, err := parseInterspersed(fs, args)
-	if err == nil && len(pos) > 0 {
-		err = usageError{"unexpected argument " + strings.Join(pos, " ")}
+// reachError returns err, saying so first when ctx's timeout ran out (the broker did not
+// answer in time: it may be down or unreachable).
+func reachError(ctx context.Context, err error, broker string, timeout time.Duration) error {
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
+		return fmt.Errorf("no answer from broker %s within --timeout %v: %w", broker, timeout, err)
 	}
 	return err
 }

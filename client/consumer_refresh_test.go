@@ -1,0 +1,179 @@
+package client_test
+
+import (
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"sluice/client"
+	"sluice/wire"
+)
+
+// metaProxy stands between a client and a real broker for the admin calls: it forwards
+// each request frame and its answer, and rewrites the partition addresses of metadata and
+// describe_topic answers to addr(n), n counting those answers from 0. It is how a test
+// gives a client the empty or stale addresses of a partition that moves.
+type metaProxy struct {
+	ln       net.Listener
+	upstream string
+	addr     func(n int) string
+	answers  atomic.Int64
+	wg       sync.WaitGroup
+}
+
+func startMetaProxy(t *testing.T, upstream string, addr func(n int) string) *metaProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &metaProxy{ln: ln, upstream: upstream, addr: addr}
+	var conns sync.Map
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns.Store(c, true)
+			m.wg.Add(1)
+			go func() { defer m.wg.Done(); m.serve(c) }()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		conns.Range(func(c, _ any) bool { c.(net.Conn).Close(); return true })
+		m.wg.Wait()
+	})
+	return m
+}
+
+// Addr returns the proxy's address.
+func (m *metaProxy) Addr() string { return m.ln.Addr().String() }
+
+// serve forwards one client connection until either side closes.
+func (m *metaProxy) serve(c net.Conn) {
+	defer c.Close()
+	up, err := net.Dial("tcp", m.upstream)
+	if err != nil {
+		return
+	}
+	defer up.Close()
+	for {
+		req, err := readFrame(c)
+		if err != nil {
+			return
+		}
+		if _, err := up.Write(req); err != nil {
+			return
+		}
+		frame, err := readFrame(up)
+		if err != nil {
+			return
+		}
+		if _, err := c.Write(m.rewrite(frame)); err != nil {
+			return
+		}
+	}
+}
+
+// rewrite returns the answer frame with its partition addresses replaced, if it has any.
+func (m *metaProxy) rewrite(frame []byte) []byte {
+	var resp wire.Response
+	if _, err := resp.Decode(frame, wire.DefaultMaxFrame); err != nil {
+		return frame
+	}
+	switch body := resp.Body.(type) {
+	case *wire.MetadataResponse:
+		addr := m.addr(int(m.answers.Add(1) - 1))
+		for i := range body.Topics {
+			for j := range body.Topics[i].Partitions {
+				body.Topics[i].Partitions[j].Addr = addr
+			}
+		}
+	case *wire.DescribeTopicResponse:
+		addr := m.addr(int(m.answers.Add(1) - 1))
+		for i := range body.Partitions {
+			body.Partitions[i].Addr = addr
+		}
+	default:
+		return frame
+	}
+	return resp.AppendTo(nil)
+}
+
+// readFrame reads one whole frame: its length field, then that many bytes.
+func readFrame(r io.Reader) ([]byte, error) {
+	var lenField [4]byte
+	if _, err := io.ReadFull(r, lenField[:]); err != nil {
+		return nil, err
+	}
+	n := binary.LittleEndian.Uint32(lenField[:])
+	if n > wire.DefaultMaxFrame {
+		return nil, errors.New("frame too large")
+	}
+	frame := make([]byte, 4+n)
+	copy(frame, lenField[:])
+	_, err := io.ReadFull(r, frame[4:])
+	return frame, err
+}
+
+// TestConsumerRefreshesAddresses: a consumer whose metadata named no broker for its
+// partitions (empty: moving) or a broker that is gone (stale) refreshes the metadata
+// after its fetches fail, and reads everything from the broker named then; a start at a
+// time, whose list_offsets calls fail the same way, too. Before the fix it retried the
+// same address until its context ended ("dial tcp: missing address").
+func TestConsumerRefreshesAddresses(t *testing.T) {
+	b := startBroker(t)
+	createTopic(t, b.Addr, "moving", 2)
+	p := newProducer(t, b.Addr, "moving")
+	ctx := ctxFor(t, 30*time.Second)
+	const n = 300
+	for i := range n {
+		if err := p.Produce(ctx, &client.Record{Key: value(uint64(i), 8), Value: value(uint64(i), 8), Timestamp: 1000 + int64(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	closeProducer(t, p)
+	gone, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := gone.Addr().String()
+	gone.Close() // nothing listens there any more: connections are refused
+
+	for _, tc := range []struct {
+		name  string
+		wrong string
+		start client.StartAt
+	}{
+		{"empty", "", client.Oldest()},
+		{"stale", stale, client.Oldest()},
+		{"empty at a time", "", client.AtTime(time.UnixMilli(1000))},
+		{"stale at a time", stale, client.AtTime(time.UnixMilli(1000))},
+	} {
+		// The first two answers (the consumer's describe, then its first refresh) name
+		// the wrong address; later ones the broker.
+		proxy := startMetaProxy(t, b.Addr, func(n int) string {
+			if n < 2 {
+				return tc.wrong
+			}
+			return b.Addr
+		})
+		got := consumeAll(t, proxy.Addr(), "moving", n, client.Start(tc.start),
+			client.RetryBackoff(time.Millisecond, 20*time.Millisecond))
+		if len(got) != n {
+			t.Fatalf("%s: read %d records, want %d", tc.name, len(got), n)
+		}
+		if answers := proxy.answers.Load(); answers < 3 {
+			t.Fatalf("%s: %d metadata answers, want at least 3 (describe, two refreshes)", tc.name, answers)
+		}
+	}
+}

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// The flag helpers of every subcommand. Flags are parsed with their output discarded:
+// errors come back as a usageError (exit 2, usage printed by run), and -help / -h as a
+// helpError (usage and flags printed to stdout by run, exit 0).
+
+// usageError makes run print the error and the command's usage, and exit with status 2.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+// helpError makes run print the command's usage and flags to stdout and exit 0: the user
+// asked for them with -help or -h.
+type helpError struct{ fs *flag.FlagSet }
+
+func (e helpError) Error() string { return "help requested" }
+
+// parseFlags parses args with fs and refuses negative durations: no duration flag of
+// sluice means anything below zero.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return helpError{fs}
+		}
+		return usageError{err.Error()}
+	}
+	var bad []string
+	fs.Visit(func(f *flag.Flag) {
+		if g, ok := f.Value.(flag.Getter); ok {
+			if d, ok := g.Get().(time.Duration); ok && d < 0 {
+				bad = append(bad, fmt.Sprintf("--%s %v: must not be negative", f.Name, d))
+			}
+		}
+	})
+	if len(bad) > 0 {
+		return usageError{strings.Join(bad, "; ")}
+	}
+	return nil
+}
+
+// parseInterspersed parses flags that may come before, between or after positional
+// arguments, and returns the positional ones.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := parseFlags(fs, args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		if args[0] == "--" {
+			return append(pos, args[1:]...), nil
+		}
+		pos, args = append(pos, args[0]), args[1:]
+	}
+}
+
+// parseWithName parses flags placed before or after the single NAME argument.
+func parseWithName(fs *flag.FlagSet, args []string) (string, error) {
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return "", err
+	}
+	if len(pos) != 1 {
+		return "", usageError{"want exactly one topic name"}
+	}
+	return pos[0], nil
+}
+
+// noPositional refuses positional arguments.
+func noPositional(fs *flag.FlagSet, args []string) error {
+	pos, err := parseInterspersed(fs, args)
+	if err == nil && len(pos) > 0 {
+		err = usageError{"unexpected argument " + strings.Join(pos, " ")}
+	}
+	return err
+}
+
+// brokerFlag defines --broker, the seed broker of every client command.
+func brokerFlag(fs *flag.FlagSet) *string {
+	return fs.String("broker", "127.0.0.1:9440", "broker address host:port")
+}

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// runIn runs sluice in this process and returns its exit status and output.
+func runIn(args ...string) (int, string, string) {
+	var out, errOut bytes.Buffer
+	code := run(args, strings.NewReader(""), &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+// TestHelp: -help and -h print the command's usage and flags to stdout and exit 0, for
+// every command and for sluice itself (it exited 2 with "flag: help requested").
+func TestHelp(t *testing.T) {
+	for name := range commands() {
+		for _, flag := range []string{"-help", "-h", "--help"} {
+			args := append(strings.Fields(name), flag)
+			code, out, errOut := runIn(args...)
+			if code != 0 || !strings.HasPrefix(out, "usage: sluice "+name) || !strings.Contains(out, "flags:\n") || errOut != "" {
+				t.Fatalf("sluice %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), code, out, errOut)
+			}
+		}
+	}
+	if code, out, _ := runIn("-help"); code != 0 || !strings.Contains(out, "topic describe") {
+		t.Fatalf("sluice -help: exit %d\n%s", code, out)
+	}
+	if code, _, errOut := runIn("nonsense"); code != 2 || !strings.Contains(errOut, "usage: sluice COMMAND") {
+		t.Fatalf("sluice nonsense: exit %d\n%s", code, errOut)
+	}
+}
+
+// TestUsageErrors: bad flags exit 2 with the usage, before anything is sent: negative
+// durations (they were accepted, and a negative --timeout meant none), and topic options
+// out of range, millisecond ones above what a duration holds (they overflowed in the
+// broker).
+func TestUsageErrors(t *testing.T) {
+	dir := t.TempDir()
+	f := func(want string, args ...string) {
+		t.Helper()
+		code, _, errOut := runIn(args...)
+		if code != 2 || !strings.Contains(errOut, want) || !strings.Contains(errOut, "usage: sluice") {
+			t.Fatalf("sluice %s: exit %d, want 2 and %q\n%s", strings.Join(args, " "), code, want, errOut)
+		}
+	}
+	neg := "must not be negative"
+	f("--idle -1s: "+neg, "consume", "--topic", "t", "--idle", "-1s")
+	f("--timeout -1s: "+neg, "consume", "--topic", "t", "--timeout", "-1s")
+	f("--timeout -1m0s: "+neg, "produce", "--topic", "t", "--timeout", "-1m")
+	f("--timeout -2s: "+neg, "topic", "create", "t", "--timeout", "-2s")
+	f("--timeout -1ms: "+neg, "topic", "describe", "t", "--timeout", "-1ms")
+	f("--duration -1s: "+neg, "bench", "produce", "--duration", "-1s")
+	f("log.retention: -1h0m0s "+neg, "broker", "-data", dir, "-log.retention", "-1h")
+	f("log.fsync_interval: -5ms "+neg, "broker", "-data", dir, "-log.fsync_interval", "-5ms")
+	f("--segment-ms 9223372036855 out of -1..9223372036854", "topic", "create", "t", "--segment-ms", "9223372036855")
+	f("--retention-ms 10000000000000 out of", "topic", "create", "t", "--retention-ms", "10000000000000")
+	f("--retention-ms -2 out of", "topic", "create", "t", "--retention-ms", "-2")
+	f("--segment-bytes -1 is negative", "topic", "create", "t", "--segment-bytes", "-1")
+	f("--retention-bytes -2 below -1", "topic", "create", "t", "--retention-bytes", "-2")
+	f("unexpected argument x", "broker", "-data", dir, "x")
+}
