@@ -26,10 +26,6 @@ const metaFile = "topic.json"
 // is whole or does not exist. Start removes what an interrupted creation left.
 const creatingPrefix = ".creating."
 
-// maxDurationMs bounds every time option: 100 years in milliseconds, far below the
-// 292 years a time.Duration holds.
-const maxDurationMs = 100 * 365 * 24 * 3600 * 1000
-
 // topicMeta is what is stored about a topic.
 type topicMeta struct {
 	Name       string            `json:"name"`
@@ -72,18 +68,14 @@ func (b *Broker) resolveOptions(o wire.TopicOptions) wire.TopicOptions {
 // logOptions returns the segment log options of a topic's partitions, checked: every
 // bound is enforced here, before anything touches the disk, and the error is one line.
 func (b *Broker) logOptions(o wire.TopicOptions) (local.Options, error) {
-	if err := o.Validate(); err != nil {
+	if err := o.Validate(); err != nil { // the time options fit a time.Duration
 		return local.Options{}, err
-	}
-	if o.SegmentMs > maxDurationMs || o.RetentionMs > maxDurationMs {
-		return local.Options{}, wire.NewError(wire.CodeInvalidConfig, fmt.Sprintf(
-			"segment.ms %d or retention.ms %d above the limit of %d (100 years)", o.SegmentMs, o.RetentionMs, int64(maxDurationMs)))
 	}
 	opts := b.cfg.Log
 	opts.SegmentBytes = o.SegmentBytes
 	opts.SegmentAge = time.Duration(o.SegmentMs) * time.Millisecond
 	if o.SegmentMs < 0 {
-		opts.SegmentAge = maxDurationMs * time.Millisecond
+		opts.SegmentAge = wire.MaxTopicMs * time.Millisecond
 	}
 	opts.RetentionBytes, opts.RetentionAge = max(o.RetentionBytes, 0), 0
 	if o.RetentionMs > 0 {
