@@ -75,5 +75,6 @@ func (c *Config) Validate() error {
 
 // String renders the configuration for the startup log.
 func (c *Config) String() string {
-	return fmt.Sprintf("data=%s listen=%s arena={%v} shards={%v} log={%v} max_wait=%v", c.DataDir, c.Net.Listen, c.Arena, c.Sched, c.Log.String(), c.MaxWait)
+	return fmt.Sprintf("data=%s listen=%s net={%s} arena={%v} shards={%v} log={%v} max_wait=%v",
+		c.DataDir, c.Net.Listen, c.Net.String(), c.Arena, c.Sched, c.Log.String(), c.MaxWait)
 }

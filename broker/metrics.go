@@ -72,11 +72,24 @@ var (
 	descParked = prometheus.NewDesc("sluice_parked_requests",
 		"Requests waiting on a partition, by kind: fetch (long polls) or durable (produces waiting for the checkpoint).", []string{"kind"}, nil)
 	descSkipped = prometheus.NewDesc("sluice_data_dir_skipped", "Directories in the data directory that are not readable topics (skipped at start; see the log).", nil, nil)
+	descInbound = prometheus.NewDesc("sluice_net_inbound_bytes",
+		"Memory for requests read and not yet handled, by kind: buffered (charged to net.max_inbound_total: partial frames, and requests waiting while their connection takes no more) or idle (buffers kept for reuse).", []string{"kind"}, nil)
+	descOutbound = prometheus.NewDesc("sluice_net_outbound_bytes",
+		"Memory held for answers not yet written, by kind: queued (answers ready, bytes in memory such as arena chunks) or reserved (what fetches taken may answer); bounded by net.max_outbound_total.", []string{"kind"}, nil)
+	descRefused = prometheus.NewDesc("sluice_net_refused_connections_total",
+		"Connections answered with busy and closed because the inbound budget (reason budget) or their own cap, net.max_inbound (reason connection), would not take more of their requests.", []string{"reason"}, nil)
+	descTimedOut = prometheus.NewDesc("sluice_net_frames_timed_out_total",
+		"Connections closed because a partial request frame received nothing for net.frame_timeout.", nil, nil)
+	descPaused = prometheus.NewDesc("sluice_net_paused_total",
+		"Times a connection stopped taking requests, by reason: inflight (max requests in flight) or outbound (its unread answers hold its share of net.max_outbound_total).", []string{"reason"}, nil)
+	descClamped = prometheus.NewDesc("sluice_net_fetches_clamped_total",
+		"Fetches whose max bytes was lowered to the room their connection had in the outbound budget.", nil, nil)
 )
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descSent, descConns, descRequests, descProtoErr, descArena, descReclaimed,
-		descFull, descLag, descHits, descState, descPanics, descReleased, descSkipped, descParked} {
+		descFull, descLag, descHits, descState, descPanics, descReleased, descSkipped, descParked,
+		descInbound, descOutbound, descRefused, descTimedOut, descPaused, descClamped} {
 		ch <- d
 	}
 }
@@ -107,6 +120,16 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descSkipped, float64(c.b.skippedDirs.Load()))
 	gauge(descParked, float64(c.b.parkedFetch.Load()), "fetch")
 	gauge(descParked, float64(c.b.parkedAck.Load()), "durable")
+	gauge(descInbound, float64(ns.InboundBuffered), "buffered")
+	gauge(descInbound, float64(ns.InboundIdle), "idle")
+	gauge(descOutbound, float64(ns.OutboundQueued), "queued")
+	gauge(descOutbound, float64(ns.OutboundReserved), "reserved")
+	counter(descRefused, float64(ns.RefusedBudget), "budget")
+	counter(descRefused, float64(ns.RefusedConnLimit), "connection")
+	counter(descTimedOut, float64(ns.FramesTimedOut))
+	counter(descPaused, float64(ns.PausedInflight), "inflight")
+	counter(descPaused, float64(ns.PausedOutbound), "outbound")
+	counter(descClamped, float64(ns.FetchesClamped))
 	c.b.mu.RLock()
 	defer c.b.mu.RUnlock()
 	for name, t := range c.b.mu.topics {

@@ -4,6 +4,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/panjf2000/gnet/v2"
 )
@@ -30,6 +31,20 @@ type slot struct {
 	resp    Response
 	ready   bool
 	release Releaser // set by Park while the request waits; cleared once called
+	// The slot's charge to the outbound budget, under Conn.mu: reserved until it is
+	// answered (a fetch's MaxBytes), then queued (the answer's Head and Iov bytes) until
+	// it is written or the connection closes.
+	reserved, queued int64
+}
+
+// memBytes returns the bytes of memory an answer holds until it is written: its Head and
+// Iov (a file region is page cache, sent by sendfile).
+func (r *Response) memBytes() int64 {
+	n := int64(len(r.Head))
+	for _, b := range r.Iov {
+		n += int64(len(b))
+	}
+	return n
 }
 
 // Releaser is a parked request that can be answered early. Release must not block: it
@@ -49,6 +64,17 @@ type Conn struct {
 		closed bool
 	}
 	wakePending atomic.Bool
+	out         atomic.Int64 // this connection's charge to the outbound budget
+	timerFired  atomic.Bool  // the frame timer fired; OnTraffic looks
+
+	// Loop-only reader state (reader.go).
+	in         inbuf
+	held       int64       // what in is charged to the inbound budget (checkInbound)
+	reads      uint64      // OnTraffic calls that brought bytes: progress for the frame timer
+	timer      *time.Timer // the frame timer, made on first need
+	timerArmed bool
+	armedReads uint64 // reads when the timer was armed
+	paused     bool   // the last read stopped at MaxInflight or the outbound share
 
 	// Loop-only writer state.
 	iov       [][]byte // what remains of the head response's bytes
@@ -62,11 +88,14 @@ type Conn struct {
 // Slot identifies a request's place in the response order; pass it to Respond.
 type Slot struct{ s *slot }
 
-// newSlot appends a slot for a request just read. Loop only.
-func (c *Conn) newSlot() Slot {
-	s := &slot{}
+// newSlot appends a slot for a request just read, reserving `reserved` bytes of the
+// outbound budget for its answer. Loop only.
+func (c *Conn) newSlot(reserved int64) Slot {
+	s := &slot{reserved: reserved}
 	c.mu.Lock()
 	c.mu.queue = append(c.mu.queue, s)
+	c.out.Add(reserved)
+	c.srv.outBudget.reserved.Add(reserved)
 	c.mu.Unlock()
 	return Slot{s}
 }
@@ -98,6 +127,7 @@ func (c *Conn) Respond(sl Slot, resp Response) {
 		return
 	}
 	sl.s.resp, sl.s.ready = resp, true
+	c.chargeLocked(sl.s, resp.memBytes())
 	if sl.s.release != nil {
 		sl.s.release = nil
 		c.mu.parked--
@@ -113,6 +143,26 @@ func (c *Conn) Respond(sl Slot, resp Response) {
 		c.wake()
 	}
 	c.release(toRelease)
+}
+
+// chargeLocked turns a slot's reservation into the charge of its answer, queued bytes.
+// Requires c.mu.
+func (c *Conn) chargeLocked(s *slot, queued int64) {
+	b := &c.srv.outBudget
+	c.out.Add(queued - s.reserved)
+	b.reserved.Add(-s.reserved)
+	b.queued.Add(queued)
+	s.reserved, s.queued = 0, queued
+}
+
+// unchargeLocked releases what a slot holds of the outbound budget: written, or dropped
+// with its connection. Requires c.mu.
+func (c *Conn) unchargeLocked(s *slot) {
+	b := &c.srv.outBudget
+	c.out.Add(-s.reserved - s.queued)
+	b.reserved.Add(-s.reserved)
+	b.queued.Add(-s.queued)
+	s.reserved, s.queued = 0, 0
 }
 
 // Park marks a request as waiting (a long poll) until r answers it: if an answer behind it
@@ -143,7 +193,7 @@ func (c *Conn) Park(sl Slot, r Releaser) {
 }
 
 // takeParkedBeforeLocked appends the releasers of the parked slots ahead of s in the queue
-// to dst and clears them. Requires c.mu.
+// (all of them when s is nil) to dst and clears them. Requires c.mu.
 func (c *Conn) takeParkedBeforeLocked(s *slot, dst []Releaser) []Releaser {
 	for _, q := range c.mu.queue {
 		if q == s || c.mu.parked == 0 {
@@ -177,9 +227,22 @@ func (c *Conn) wake() {
 // RemoteAddr returns the client's address.
 func (c *Conn) RemoteAddr() string { return c.gc.RemoteAddr().String() }
 
-// shutdown marks the connection closed, releases what its ready responses hold, and
-// releases its parked requests (their answers will be dropped, but their owners stop
-// holding them at once).
+// releaseParked asks every parked request of the connection to answer now: it cannot take
+// its next request (MaxInflight, or its outbound share reserved by long polls), and a
+// parked poll would hold that request up for its whole max wait. Loop only.
+func (c *Conn) releaseParked() {
+	c.mu.Lock()
+	var parked []Releaser
+	if c.mu.parked > 0 {
+		parked = c.takeParkedBeforeLocked(nil, nil)
+	}
+	c.mu.Unlock()
+	c.release(parked)
+}
+
+// shutdown marks the connection closed, releases what its ready responses hold, its
+// charges to the budgets and its inbound buffer, and releases its parked requests (their
+// answers will be dropped, but their owners stop holding them at once). Loop only.
 func (c *Conn) shutdown() {
 	c.mu.Lock()
 	c.mu.closed = true
@@ -187,6 +250,7 @@ func (c *Conn) shutdown() {
 	c.mu.queue = nil
 	var parked []Releaser
 	for _, s := range queue {
+		c.unchargeLocked(s)
 		if s.release != nil {
 			parked = append(parked, s.release)
 			s.release = nil
@@ -194,6 +258,10 @@ func (c *Conn) shutdown() {
 	}
 	c.mu.parked = 0
 	c.mu.Unlock()
+	c.dropInbound()
+	if c.timer != nil {
+		c.timer.Stop()
+	}
 	for _, s := range queue {
 		if s.ready && s.resp.Done != nil {
 			s.resp.Done()

@@ -8,7 +8,9 @@
 // request on the loop and must not block either: it hands the work to a shard and
 // returns. The shard answers with Conn.Respond, which is safe from any goroutine: it
 // fills the request's slot and wakes the loop (gnet's Conn.Wake), which writes whatever
-// is ready at the head of the queue.
+// is ready at the head of the queue. Conn.mu, the inbound budget's lock and the buffer
+// pool's lock are leaves: no other lock is taken under them, and none is held across a
+// call into the handler.
 //
 // Writing. netio never uses gnet's outbound buffer (it grows without bound and cannot be
 // combined with sendfile): it writes with writev and sendfile on the non-blocking socket
@@ -18,8 +20,27 @@
 // consumer therefore costs its connection a parked goroutine, never its loop.
 //
 // Limits. A frame larger than MaxFrame is refused from its length field, before anything
-// is allocated; at most MaxInflight requests per connection are outstanding (further
-// frames wait in the socket buffer and gnet's inbound buffer, which is capped at
-// MaxInbound: past it the connection is closed). A malformed frame is answered with an
-// error frame and the connection closed after it is written.
+// is allocated; a malformed frame is answered with an error frame and the connection
+// closed after it is written. gnet cannot stop reading a socket or push back on a client:
+// it reads whatever arrives and calls OnTraffic, and keeps what OnTraffic leaves in a
+// buffer of its own that grows without bound and goes to a process-wide pool when the
+// connection closes. So netio takes every byte gnet read (reader.go): whole frames go to
+// the handler in place, the rest into memory netio maps itself (inbuf.go), charged to one
+// broker-wide inbound budget (MaxInboundTotal) and capped per connection (MaxInbound) in
+// every state, including while the connection takes no requests. Half of the budget is
+// kept for connections holding little (budget.go says why), so a huge or stalled frame
+// never crowds out ordinary requests; a connection the budget will not take more of is
+// answered with busy and closed, which is the only backpressure gnet allows. A partial
+// frame that receives nothing for FrameTimeout is answered with timeout and closed. Idle
+// inbound buffers are pooled up to 16 MiB and unmapped beyond, so closing a connection
+// gives its memory back at once.
+//
+// A connection takes at most MaxInflight requests at a time, and no further fetch while
+// its answers (bytes in memory, such as arena chunks, not yet written, plus what the
+// fetches it took may answer) hold its outbound share (MaxOutbound) or the outbound budget
+// (MaxOutboundTotal) is spent; a fetch asking for more than the room left has its MaxBytes
+// lowered to it. A connection holding nothing may always take one fetch, so the budget is
+// exceeded by at most one batch per connection. Meanwhile its requests wait in its inbound
+// buffer, bounded as above, and its parked long polls are released so that they do not
+// hold it up.
 package netio

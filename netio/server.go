@@ -2,13 +2,13 @@ package netio
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"runtime/debug"
 	"sync/atomic"
+	"time"
 
 	"github.com/panjf2000/gnet/v2"
 	"golang.org/x/sys/unix"
@@ -18,7 +18,9 @@ import (
 
 // Handler serves decoded requests. Handle runs on the connection's event loop and must not
 // block; the request and its byte fields are valid only during the call (copy what must
-// outlive it, such as a produce request's batches — the one copy of a payload). It
+// outlive it, such as a produce request's batches — the one copy of a payload: the
+// frame's memory is reused, or unmapped, once Handle returns). A fetch request's MaxBytes
+// may have been lowered to its connection's room in the outbound budget. It
 // answers, now or later from any goroutine, with c.Respond(slot, ...), once (a second
 // answer to a slot is dropped and its Done run). A panic in Handle is recovered: the
 // request is answered with an internal error, and the panic counted and logged.
@@ -30,15 +32,40 @@ type Handler interface {
 	Handle(c *Conn, slot Slot, req *wire.Request)
 }
 
-// Config configures the server.
+// Config configures the server. The budgets are what the broker may hold for its
+// clients; DESIGN §7 and the package comment say why they are enforced the way they are.
 type Config struct {
 	Listen      string // host:port; port 0 picks one
 	Loops       int    // event loops; 0 means one per core
 	MaxFrame    int    // largest request frame; default 64 MiB + 1 MiB
 	MaxInflight int    // outstanding requests per connection; default 64
-	MaxInbound  int    // unread bytes buffered per connection; default 2 * MaxFrame
-	Logger      *slog.Logger
+	// MaxInbound caps the bytes one connection may have read but not yet handed to the
+	// handler (a partial frame, and frames waiting while it may take no more requests);
+	// default 2 * MaxFrame. The budget's large half (MaxInboundTotal/2) caps it too.
+	MaxInbound int
+	// MaxInboundTotal bounds those bytes over all connections (net.max_inbound_total);
+	// default 256 MiB. At least 2 * MaxFrame: half of it is kept for small holdings.
+	MaxInboundTotal int64
+	// MaxOutboundTotal bounds the memory held by answers not yet written, over all
+	// connections (net.max_outbound_total); default 256 MiB.
+	MaxOutboundTotal int64
+	// MaxOutbound is one connection's share of MaxOutboundTotal (net.max_outbound): past
+	// it the connection takes no further fetches until its answers are read; default
+	// MaxOutboundTotal / 8.
+	MaxOutbound int64
+	// FrameTimeout closes a connection whose partial frame receives no byte for this long
+	// (net.frame_timeout), and one that has not taken the error it is being closed with
+	// within it; default 30 s.
+	FrameTimeout time.Duration
+	Logger       *slog.Logger
 }
+
+// Defaults of the budgets.
+const (
+	DefaultMaxInboundTotal  = 256 << 20
+	DefaultMaxOutboundTotal = 256 << 20
+	DefaultFrameTimeout     = 30 * time.Second
+)
 
 // EnsureDefaults fills unset fields.
 func (c *Config) EnsureDefaults() *Config {
@@ -51,6 +78,18 @@ func (c *Config) EnsureDefaults() *Config {
 	if c.MaxInbound == 0 {
 		c.MaxInbound = 2 * c.MaxFrame
 	}
+	if c.MaxInboundTotal == 0 {
+		c.MaxInboundTotal = DefaultMaxInboundTotal
+	}
+	if c.MaxOutboundTotal == 0 {
+		c.MaxOutboundTotal = DefaultMaxOutboundTotal
+	}
+	if c.MaxOutbound == 0 {
+		c.MaxOutbound = c.MaxOutboundTotal / 8
+	}
+	if c.FrameTimeout == 0 {
+		c.FrameTimeout = DefaultFrameTimeout
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -59,11 +98,31 @@ func (c *Config) EnsureDefaults() *Config {
 
 // Validate checks the limits.
 func (c *Config) Validate() error {
+	var errs []error
 	if c.MaxFrame < 1<<10 || c.MaxInflight < 1 || c.MaxInbound < c.MaxFrame || c.Loops < 0 {
-		return fmt.Errorf("invalid network config: max frame %d, max inflight %d, max inbound %d, loops %d",
-			c.MaxFrame, c.MaxInflight, c.MaxInbound, c.Loops)
+		errs = append(errs, fmt.Errorf("max frame %d (at least 1 KiB), max inflight %d, max inbound %d (at least max frame), loops %d",
+			c.MaxFrame, c.MaxInflight, c.MaxInbound, c.Loops))
+	}
+	if c.MaxInboundTotal < 2*int64(c.MaxFrame) {
+		errs = append(errs, fmt.Errorf("net.max_inbound_total %d below twice the max frame (%d): half of it is kept for small requests",
+			c.MaxInboundTotal, 2*c.MaxFrame))
+	}
+	if c.MaxOutbound < 64<<10 || c.MaxOutbound > c.MaxOutboundTotal {
+		errs = append(errs, fmt.Errorf("net.max_outbound %d not in [64 KiB, net.max_outbound_total %d]", c.MaxOutbound, c.MaxOutboundTotal))
+	}
+	if c.FrameTimeout < time.Millisecond {
+		errs = append(errs, fmt.Errorf("net.frame_timeout %v below 1ms", c.FrameTimeout))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("invalid network config: %w", err)
 	}
 	return nil
+}
+
+// String renders the limits for the startup log.
+func (c *Config) String() string {
+	return fmt.Sprintf("max_frame=%d max_inflight=%d max_inbound=%d max_inbound_total=%d max_outbound=%d max_outbound_total=%d frame_timeout=%v",
+		c.MaxFrame, c.MaxInflight, c.MaxInbound, c.MaxInboundTotal, c.MaxOutbound, c.MaxOutboundTotal, c.FrameTimeout)
 }
 
 // Stats are the server's counters.
@@ -77,6 +136,18 @@ type Stats struct {
 	WriteWaits    uint64 // times a connection waited for its socket to drain
 	Panics        uint64 // panics recovered in Handle, each answered with an internal error
 	Released      uint64 // parked requests released early because a later answer was ready
+
+	InboundBuffered int64 // bytes read and held, not yet handed to the handler (the budget's charge)
+	InboundIdle     int64 // idle inbound buffer memory kept for reuse (at most MaxInboundTotal/16, 16 MiB)
+	OutboundQueued  int64 // bytes of answers ready and not yet written (Head and Iov)
+	// OutboundReserved is what fetches taken and not yet answered may answer (MaxBytes).
+	OutboundReserved int64
+	RefusedBudget    uint64 // connections refused because the inbound budget was spent
+	RefusedConnLimit uint64 // connections refused for holding more than MaxInbound
+	FramesTimedOut   uint64 // connections closed because a partial frame made no progress
+	PausedInflight   uint64 // times a connection stopped taking requests at MaxInflight
+	PausedOutbound   uint64 // times a connection stopped taking fetches for its unread answers
+	FetchesClamped   uint64 // fetches whose MaxBytes was lowered to the outbound room left
 }
 
 type counters struct {
@@ -85,17 +156,23 @@ type counters struct {
 	bytesRead, requests        atomic.Uint64
 	protocolErrs, writeWaits   atomic.Uint64
 	panics, released           atomic.Uint64
+	timedOut                   atomic.Uint64
+	pausedInflight             atomic.Uint64
+	pausedOutbound             atomic.Uint64
 }
 
 // Server is the gnet engine serving one listener.
 type Server struct {
 	gnet.BuiltinEventEngine
-	cfg     Config
-	handler Handler
-	eng     gnet.Engine
-	addr    chan string
-	done    chan error
-	stats   counters
+	cfg       Config
+	handler   Handler
+	eng       gnet.Engine
+	addr      chan string
+	done      chan error
+	stats     counters
+	inBudget  *inboundBudget
+	outBudget outboundBudget
+	bufs      bufPool // inbound buffers of every connection
 }
 
 // Start listens and serves in the background; it returns once the listener is up, with
@@ -105,7 +182,9 @@ func Start(cfg Config, h Handler) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, handler: h, addr: make(chan string, 1), done: make(chan error, 1)}
+	s := &Server{cfg: cfg, handler: h, addr: make(chan string, 1), done: make(chan error, 1), inBudget: newInboundBudget(&cfg)}
+	s.outBudget.limit, s.outBudget.connMax = cfg.MaxOutboundTotal, cfg.MaxOutbound
+	s.bufs.retain = min(cfg.MaxInboundTotal/16, 16<<20)
 	opts := []gnet.Option{gnet.WithMulticore(true), gnet.WithTCPNoDelay(gnet.TCPNoDelay),
 		gnet.WithReusePort(false), gnet.WithReuseAddr(true), gnet.WithLogLevel(4 /* errors only */)}
 	if cfg.Loops > 0 {
@@ -116,6 +195,7 @@ func Start(cfg Config, h Handler) (*Server, error) {
 	case <-s.addr:
 		return s, nil
 	case err := <-s.done:
+		s.bufs.close()
 		return nil, fmt.Errorf("cannot listen on %s: %w", cfg.Listen, err)
 	}
 }
@@ -123,11 +203,13 @@ func Start(cfg Config, h Handler) (*Server, error) {
 // Addr returns the listening address (resolved once serving).
 func (s *Server) Addr() string { return s.cfg.Listen }
 
-// Stop closes the listener and every connection and waits for the loops to end.
+// Stop closes the listener and every connection and waits for the loops to end; then it
+// unmaps the idle inbound buffers.
 func (s *Server) Stop(ctx context.Context) error {
 	err := s.eng.Stop(ctx)
 	select {
 	case <-s.done:
+		s.bufs.close()
 	case <-ctx.Done():
 	}
 	return err
@@ -139,7 +221,11 @@ func (s *Server) Stats() Stats {
 		BytesCopied: s.stats.bytesCopied.Load(), BytesRead: s.stats.bytesRead.Load(),
 		Requests: s.stats.requests.Load(), ProtocolErrs: s.stats.protocolErrs.Load(),
 		WriteWaits: s.stats.writeWaits.Load(), Panics: s.stats.panics.Load(),
-		Released: s.stats.released.Load()}
+		Released: s.stats.released.Load(), InboundBuffered: s.inBudget.held(), InboundIdle: s.bufs.idle(),
+		OutboundQueued: s.outBudget.queued.Load(), OutboundReserved: s.outBudget.reserved.Load(),
+		RefusedBudget: s.inBudget.refusedBudget.Load(), RefusedConnLimit: s.inBudget.refusedConn.Load(),
+		FramesTimedOut: s.stats.timedOut.Load(), PausedInflight: s.stats.pausedInflight.Load(),
+		PausedOutbound: s.stats.pausedOutbound.Load(), FetchesClamped: s.outBudget.clamped.Load()}
 }
 
 // OnBoot records the engine and the address it listens on.
@@ -176,73 +262,6 @@ func (s *Server) OnClose(gc gnet.Conn, err error) gnet.Action {
 	return gnet.None
 }
 
-// OnTraffic writes what is ready, then reads frames while the connection has room for
-// more requests in flight.
-func (s *Server) OnTraffic(gc gnet.Conn) gnet.Action {
-	c := gc.Context().(*Conn)
-	c.wakePending.Store(false)
-	if err := c.flush(); err != nil {
-		if !errors.Is(err, errClosing) && !isConnReset(err) {
-			s.cfg.Logger.Debug("write failed", "remote", gc.RemoteAddr(), "err", err)
-		}
-		return gnet.Close
-	}
-	if c.closeNext {
-		return gnet.None // a fatal error is being answered; read nothing more
-	}
-	for c.inflight() < s.cfg.MaxInflight {
-		done, action := s.readFrame(c)
-		if done || action != gnet.None {
-			return action
-		}
-	}
-	return gnet.None
-}
-
-// readFrame reads and dispatches one frame if a whole one is buffered; done reports that
-// there is none.
-func (s *Server) readFrame(c *Conn) (done bool, action gnet.Action) {
-	gc := c.gc
-	n := gc.InboundBuffered()
-	if n == 0 {
-		return true, gnet.None
-	}
-	buf, _ := gc.Peek(min(n, wire.RequestHeaderSize))
-	if len(buf) >= 4 && int64(binary.LittleEndian.Uint32(buf))+4 > int64(s.cfg.MaxFrame) {
-		// Refuse an oversized frame from its length field alone, without waiting for a
-		// header that a client sending garbage may never complete.
-		return true, s.refuse(c, wire.RequestHeader{}, wire.NewError(wire.CodeFrameTooLarge,
-			fmt.Sprintf("frame of %d bytes, limit %d", binary.LittleEndian.Uint32(buf)+4, s.cfg.MaxFrame)))
-	}
-	size, hdr, err := wire.PeekFrame(buf, s.cfg.MaxFrame) // size: the whole frame, length field included
-	if err == nil || errors.Is(err, wire.ErrShort) {
-		if n < size {
-			if n > s.cfg.MaxInbound {
-				return true, gnet.Close
-			}
-			return true, gnet.None // wait for the rest of the frame
-		}
-		frame, _ := gc.Peek(size)
-		var req wire.Request
-		if _, err = req.Decode(frame, s.cfg.MaxFrame); err == nil {
-			s.stats.requests.Add(1)
-			s.stats.bytesRead.Add(uint64(size))
-			s.handle(c, c.newSlot(), &req)
-			gc.Discard(size)
-			return false, gnet.None
-		}
-		if !wire.CodeOf(err).Fatal() {
-			// A whole, well-framed request with a bad field (a topic name, say): answer it
-			// and go on reading; only framing errors end the connection.
-			s.stats.protocolErrs.Add(1)
-			c.Respond(c.newSlot(), Response{Head: wire.AppendErrorResponse(nil, hdr, err), File: -1})
-			gc.Discard(size)
-			return false, gnet.None
-		}
-	}
-	return true, s.refuse(c, hdr, err)
-}
-
 // handle runs the handler on one request. A panic there is a bug in the broker, not a
 // reason to stop serving everyone else: it is answered with an internal error (dropped if
 // the handler had answered already), counted and logged with its stack.
@@ -257,17 +276,4 @@ func (s *Server) handle(c *Conn, sl Slot, req *wire.Request) {
 		}
 	}()
 	s.handler.Handle(c, sl, req)
-}
-
-// refuse answers a frame the server cannot decode with an error frame and closes the
-// connection once it is written.
-func (s *Server) refuse(c *Conn, hdr wire.RequestHeader, err error) gnet.Action {
-	s.stats.protocolErrs.Add(1)
-	s.cfg.Logger.Debug("refusing request", "remote", c.gc.RemoteAddr(), "err", err)
-	c.closeNext = true
-	c.Respond(c.newSlot(), Response{Head: wire.AppendErrorResponse(nil, hdr, err), File: -1, Close: true})
-	if ferr := c.flush(); ferr != nil {
-		return gnet.Close
-	}
-	return gnet.None
 }

@@ -39,6 +39,7 @@ func (c *Conn) flush() error {
 		c.mu.Lock()
 		c.mu.queue[0] = nil
 		c.mu.queue = c.mu.queue[1:]
+		c.unchargeLocked(s)
 		c.mu.Unlock()
 		c.started, c.fileSent = false, 0
 		if s.resp.Done != nil {

@@ -51,6 +51,11 @@ var brokerKeys = [][2]string{
 	{"sched.pin", "pin each shard to a core (true/false; off by default: see BENCHMARKS.md)"},
 	{"sched.cores", "comma-separated core list for pinned shards"},
 	{"loops", "number of event loops (default: cores)"},
+	{"net.max_inbound_total", "memory for requests read and not yet handled, all connections (default 256MiB)"},
+	{"net.max_inbound", "of which one connection may hold (default twice the max frame, 130MiB)"},
+	{"net.max_outbound_total", "memory held by answers clients have not read, all connections (default 256MiB)"},
+	{"net.max_outbound", "one connection's share of it (default an eighth)"},
+	{"net.frame_timeout", "close a connection whose partial request frame gets no byte for this long (default 30s)"},
 }
 
 func newBrokerFlags() *brokerFlags {
@@ -168,6 +173,13 @@ func (f *brokerFlags) brokerConfig(logger *slog.Logger) (broker.Config, error) {
 		}
 	}
 	integer("loops", &cfg.Net.Loops)
+	size("net.max_inbound_total", &cfg.Net.MaxInboundTotal)
+	var maxInbound int64
+	size("net.max_inbound", &maxInbound)
+	cfg.Net.MaxInbound = int(maxInbound)
+	size("net.max_outbound_total", &cfg.Net.MaxOutboundTotal)
+	size("net.max_outbound", &cfg.Net.MaxOutbound)
+	dur("net.frame_timeout", &cfg.Net.FrameTimeout)
 	if cfg.DataDir == "" {
 		errs = append(errs, errors.New("-data is required"))
 	}
