@@ -73,17 +73,18 @@ type batchRun struct {
 // inspectSegment scans one segment and, when sealed, checks its index files. It returns
 // the offset after the last valid batch.
 func inspectSegment(fs vfs.FS, dir string, base int64, sealed bool, visit func(BatchInfo)) (int64, []error, error) {
-	s := newSegment(dir, base)
+	s := newSegment(dir, fs, nil, base)
 	f, err := fs.Open(s.path)
 	if err != nil {
 		return 0, nil, fmt.Errorf("cannot open segment %s: %w", s.path, err)
 	}
-	defer f.Close()
+	s.install(f)
+	defer s.drop()
 	size, err := f.Size()
 	if err != nil {
 		return 0, nil, fmt.Errorf("cannot stat segment %s: %w", s.path, err)
 	}
-	s.file, s.size = f, size
+	s.size = size
 	var run batchRun
 	maxTs := int64(math.MinInt64)
 	sc := newScanner(f, s.path, size, base)
@@ -108,7 +109,7 @@ func inspectSegment(fs vfs.FS, dir string, base int64, sealed bool, visit func(B
 		return sc.next, nil, nil
 	}
 	s.next = sc.next
-	idx, reason := s.readIndexFiles(fs)
+	idx, reason := s.readIndexFiles(s.h.Load())
 	if idx == nil {
 		reason += " (opening the log rebuilds it)"
 	} else {

@@ -172,7 +172,7 @@ func BenchmarkOpen(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			for stats(b, l).Segments < segs || l.activeSize() < (1<<20)-len(data) {
+			for stats(b, l).Segments < segs || activeSize(l) < (1<<20)-int64(len(data)) {
 				if _, err := l.Append(data); err != nil {
 					b.Fatal(err)
 				}
@@ -189,13 +189,6 @@ func BenchmarkOpen(b *testing.B) {
 			}
 		})
 	}
-}
-
-// activeSize returns the size of the active segment (benchmark set-up only).
-func (l *Log) activeSize() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return int(l.activeLocked().size)
 }
 
 // sealedLog writes n 64 KiB batches into a log of 8 MiB segments in dir, closes it and
