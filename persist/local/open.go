@@ -52,6 +52,7 @@ func Open(dir string, opts Options) (*Log, error) {
 		return nil, err
 	}
 	l.mu.lastSync = opts.Clock()
+	l.rp.written = l.mu.lastSync // the first periodic record comes an interval after open
 	if len(bases) == 0 {
 		return l, l.create()
 	}
