@@ -5,19 +5,21 @@ import (
 	"flag"
 	"io"
 
+	"sluice/persist/local"
 	"sluice/tools/segment"
 )
 
-// oneDir parses flags and the single DIR argument of a segment command.
+// oneDir parses flags (before or after it) and the single DIR argument of a segment
+// command.
 func oneDir(fs *flag.FlagSet, args []string) (string, error) {
-	fs.SetOutput(io.Discard)
-	if err := fs.Parse(args); err != nil {
-		return "", usageError{err.Error()}
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return "", err
 	}
-	if fs.NArg() != 1 {
+	if len(pos) != 1 {
 		return "", usageError{"want exactly one directory"}
 	}
-	return fs.Arg(0), nil
+	return pos[0], nil
 }
 
 func segmentDump(args []string, stdout, _ io.Writer) error {
@@ -34,6 +36,24 @@ func segmentVerify(args []string, stdout, _ io.Writer) error {
 		return err
 	}
 	return asProblem(segment.Verify(stdout, dir))
+}
+
+func segmentRepair(args []string, stdout, _ io.Writer) error {
+	fs := flag.NewFlagSet("repair", flag.ContinueOnError)
+	at := fs.Int64("truncate-at", -1, "first offset to remove (a batch boundary)")
+	dryRun := fs.Bool("dry-run", false, "print what would be removed and change nothing")
+	dir, err := oneDir(fs, args)
+	if err != nil {
+		return err
+	}
+	if *at < 0 {
+		return usageError{"--truncate-at OFFSET is required"}
+	}
+	err = segment.Repair(stdout, dir, *at, *dryRun)
+	if errors.Is(err, local.ErrNotBatchBoundary) {
+		return problemError{err}
+	}
+	return err
 }
 
 func segmentDemo(args []string, stdout, _ io.Writer) error {
