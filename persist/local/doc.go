@@ -36,10 +36,11 @@
 //	Log.syncMu → Log.mu → FilePool.mu
 //
 // Log.syncMu serializes Sync, Truncate and Close and guards the recovery point's state.
-// Log.mu guards the segment list and every segment's mutable fields; it is never held
-// across a write, an fsync or a roll (index files and headers may be read under it when
-// a segment is first used). FilePool.mu is a leaf: held for list operations only, never
-// across I/O. Eviction takes no Log lock, so one log's reader never waits for another
+// Log.mu guards the segment list and every segment's mutable fields. Append, Sync and a
+// roll never hold it across a write or an fsync; readers may wait on it for reads only: a
+// segment's first use reads its index files (or rebuilds them by a scan) under it.
+// Truncate, a rare recovery step, holds it throughout, fsyncs included. FilePool.mu is a
+// leaf: held for list operations only, never across I/O. Eviction takes no Log lock, so one log's reader never waits for another
 // log's lock: a segment's descriptor is an atomic pointer to a reference-counted handle,
 // and eviction swaps the pointer and drops a reference. Checked-interval bitmaps, handle
 // reference counts, and the log's start, next and durable offsets are atomics.

@@ -20,8 +20,9 @@ import (
 // ApplyRetention, Tick, Close). Sync may run on another goroutine at the same time as
 // Append. The reading methods (ReadRegion, Read, OffsetForTime, WalkHeaders, Bounds,
 // Start, Next, Durable, Damage) are safe from any goroutine. Lock order: syncMu, then mu,
-// then FilePool.mu (see the package comment). mu is never held across a write, an fsync
-// or a roll; lookups may read index files and headers under it.
+// then FilePool.mu (see the package comment). Append, Sync and roll never hold mu across
+// a write or an fsync; lookups may read index files and headers under it; Truncate holds
+// it throughout.
 type Log struct {
 	dir  string
 	opts Options
@@ -381,9 +382,12 @@ func (l *Log) verifySealed(s *segment) error {
 		return err
 	}
 	defer h.release()
-	idx, err := s.rebuildIndex(h, l.opts.IndexInterval)
+	idx, bad, err := s.rebuildIndex(h, l.opts.IndexInterval)
 	if err != nil {
 		return err
+	}
+	if bad != nil {
+		return bad
 	}
 	if len(idx.offs) != len(s.idx.offs) || len(idx.times) != len(s.idx.times) || idx.maxTs != s.idx.maxTs {
 		return &CorruptionError{File: s.path, Offset: s.base, Reason: "segment does not match its index after sealing"}

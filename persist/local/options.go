@@ -21,7 +21,9 @@ const (
 	SyncEveryBatch
 	// SyncNever leaves flushing to the operating system, like Kafka's default. The durable
 	// checkpoint then means "handed to the kernel": it advances on every Append and survives
-	// a process crash, not a host crash.
+	// a process crash, not a host crash. Close still fsyncs everything (and the recovery
+	// point it writes says so), and that is the only time the recovery point advances:
+	// after a crash, recovery scans everything written since the last clean Close.
 	SyncNever
 )
 

@@ -49,6 +49,10 @@ func (l *Log) ReadRegion(offset, maxBytes int64) (Region, error) {
 		l.mu.Unlock()
 		return Region{}, err
 	}
+	if seg.bad != nil && offset >= seg.bad.Offset {
+		l.mu.Unlock()
+		return Region{}, seg.bad
+	}
 	v := seg.viewLocked()
 	h := seg.h.Load()
 	if h == nil || !h.tryAcquire() {
@@ -179,7 +183,7 @@ func (l *Log) OffsetForTime(ts int64) (int64, error) {
 			l.mu.Unlock()
 			return 0, err
 		}
-		if segs[mid].size == 0 || segs[mid].idx.maxTs < ts {
+		if len(segs[mid].idx.times) == 0 || segs[mid].idx.maxTs < ts {
 			lo = mid + 1
 		} else {
 			hi = mid
@@ -191,7 +195,8 @@ func (l *Log) OffsetForTime(ts int64) (int64, error) {
 		return next, nil
 	}
 	seg := segs[lo]
-	size, offs := seg.size, seg.idx.offs
+	v := seg.viewLocked()
+	size, offs := v.size, v.offs
 	from := timeFloor(seg.idx.times, ts)
 	l.mu.Unlock()
 	h, err := seg.use()
@@ -234,12 +239,15 @@ func (l *Log) WalkHeaders(offset int64, fn func(h batch.Header) bool) error {
 		}
 		h := r.Ref().(*handle) // this package's regions hold their segment's handle
 		l.mu.Lock()
-		size, end := h.seg.size, h.seg.next
+		v, bad := h.seg.viewLocked(), h.seg.bad
 		l.mu.Unlock()
-		next, stopped, err := walkSegment(h, hb, r.Pos, r.Offset, size, end, fn)
+		next, stopped, err := walkSegment(h, hb, r.Pos, r.Offset, v.size, v.next, fn)
 		r.Release()
 		if err != nil || stopped {
 			return err
+		}
+		if bad != nil {
+			return bad
 		}
 		offset = next
 	}

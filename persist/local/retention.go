@@ -154,8 +154,11 @@ func (l *Log) rpErrorLocked(err error) error {
 // boundaryLocked returns the position in s of the batch whose base offset is target, or
 // an error wrapping ErrNotBatchBoundary when target falls inside a batch.
 func (l *Log) boundaryLocked(s *segment, target int64) (int64, error) {
-	if target == s.base {
+	switch {
+	case target == s.base:
 		return 0, nil
+	case s.bad != nil && target == s.bad.Offset: // cutting the bad data off
+		return s.bad.Pos, nil
 	}
 	h, err := s.use()
 	if err != nil {

@@ -42,6 +42,10 @@ type segment struct {
 	// cover it until one does (sealed under SyncNever, or loaded above the recovery
 	// point).
 	needSync bool
+	// bad is the corruption that the scan rebuilding a trusted segment's index stopped
+	// at, or nil. The segment is then served up to it (see viewLocked) and reads at or
+	// past it return it, so the segment is scanned once, not on every read.
+	bad *CorruptionError
 }
 
 func newSegment(dir string, fs vfs.FS, pool *FilePool, base int64) *segment {
@@ -143,10 +147,14 @@ func (s *segment) loadIndexLocked(l *Log) error {
 	idx, reason := s.readIndexFiles(h)
 	if idx == nil {
 		l.opts.Logger.Info("rebuilding segment index", "segment", s.path, "reason", reason)
-		if idx, err = s.rebuildIndex(h, l.opts.IndexInterval); err != nil {
+		var bad *CorruptionError
+		if idx, bad, err = s.rebuildIndex(h, l.opts.IndexInterval); err != nil {
 			return err
 		}
-		if err := s.writeIndexFiles(l, idx); err != nil {
+		if bad != nil { // served up to the damage; the index files stay as they are
+			l.opts.Logger.Error("corrupt data in a sealed segment: serving the batches before it", "segment", s.path, "err", bad)
+			s.bad = bad
+		} else if err := s.writeIndexFiles(l, idx); err != nil {
 			return err
 		}
 	} else {
@@ -194,22 +202,27 @@ func (s *segment) readIndexFiles(h *handle) (*index, string) {
 	return &index{offs: offs, times: times, maxTs: last.ts, maxTsOffset: last.offset}, ""
 }
 
-// rebuildIndex scans the whole segment, verifying every batch, and returns its index.
-func (s *segment) rebuildIndex(h *handle, interval int64) (*index, error) {
-	idx := newIndex()
+// rebuildIndex scans the whole segment, verifying every batch, and returns its index:
+// of every batch, or of those before bad, the corruption that stopped the scan (or the
+// segment ending short of the next one). err is for I/O.
+func (s *segment) rebuildIndex(h *handle, interval int64) (idx *index, bad *CorruptionError, err error) {
+	idx = newIndex()
 	sc := newScanner(h.f, s.path, s.size, s.base)
 	for sc.Next() {
 		idx.add(s.base, sc.h.BaseOffset, sc.h.MaxTimestamp, sc.pos, int64(len(sc.batch)), interval)
 	}
-	if err := sc.Err(); err != nil {
-		return nil, err
+	if err := sc.Err(); err != nil && !errors.As(err, &bad) {
+		return nil, nil, err
 	}
 	idx.seal()
-	if sc.next != s.next {
-		return nil, &CorruptionError{File: s.path, Pos: s.size, Offset: sc.next,
+	if bad == nil && sc.next != s.next {
+		bad = &CorruptionError{File: s.path, Pos: sc.pos, Offset: sc.next,
 			Reason: fmt.Sprintf("segment ends at offset %d but the next segment starts at %d", sc.next, s.next)}
 	}
-	return idx, nil
+	if bad != nil && len(idx.offs) == 0 { // nothing valid: an index entry for the empty prefix
+		idx.offs = []offsetEntry{{rel: 0, pos: 0}}
+	}
+	return idx, bad, nil
 }
 
 // writeIndexFiles writes both index files of a sealed segment atomically (temporary file

@@ -65,9 +65,14 @@ type segView struct {
 	verified *bitmap
 }
 
-// viewLocked returns s's fields as of now. Requires Log.mu and a loaded index.
+// viewLocked returns s's fields as of now, ending at its bad data if it has some.
+// Requires Log.mu and a loaded index.
 func (s *segment) viewLocked() segView {
-	return segView{seg: s, size: s.size, next: s.next, offs: s.idx.offs, verified: s.verified}
+	v := segView{seg: s, size: s.size, next: s.next, offs: s.idx.offs, verified: s.verified}
+	if s.bad != nil {
+		v.size, v.next = s.bad.Pos, s.bad.Offset
+	}
+	return v
 }
 
 // checkRegion checks the unchecked intervals that the region [pos, end) of v overlaps,

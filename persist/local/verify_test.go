@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"sluice/batch"
@@ -295,4 +296,55 @@ func TestTruncateKeepsUncheckedHeadersUnchecked(t *testing.T) {
 	if r.NextOffset != bad.base {
 		t.Fatalf("region [%d, %d), want it to stop at the corrupt batch %d", r.Offset, r.NextOffset, bad.base)
 	}
+}
+
+// TestCorruptTrustedSegmentScannedOnce: a trusted segment whose index must be rebuilt
+// and whose data is corrupt is scanned once: it is served up to the damage, every read
+// at or past it returns the same corruption without another scan, and Truncate can cut
+// exactly there.
+func TestCorruptTrustedSegmentScannedOnce(t *testing.T) {
+	dir := t.TempDir()
+	opts := Options{SegmentBytes: 16 << 10, Sync: SyncNever}
+	buildLog(t, dir, opts, 600)
+	all := layout(t, dir)
+	files, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+	var seg []batchAt
+	for _, b := range all {
+		if b.file == files[1] {
+			seg = append(seg, b)
+		}
+	}
+	bad := seg[len(seg)/2]
+	patchFile(t, bad.file, func(d []byte) []byte { d[bad.pos+45] ^= 1; return d })
+	os.Remove(strings.TrimSuffix(bad.file, ".log") + ".index")
+	rec := &opRecorder{}
+	opts.FS = recordingFS(rec)
+	l := openLog(t, dir, opts)
+	var ce *CorruptionError
+	if _, err := l.ReadRegion(bad.base, 1); !errors.As(err, &ce) || ce.Offset != bad.base || ce.Pos != bad.pos {
+		t.Fatalf("read at the damage: %v", err)
+	}
+	reads := rec.count(errorfs.OpRead, filepath.Base(bad.file))
+	for _, o := range []int64{bad.base, bad.last, seg[len(seg)-1].last} {
+		if _, err := l.ReadRegion(o, 1<<20); !errors.As(err, &ce) || ce.Offset != bad.base {
+			t.Fatalf("read at %d: %v", o, err)
+		}
+	}
+	if got := rec.count(errorfs.OpRead, filepath.Base(bad.file)); got != reads {
+		t.Fatalf("reads past the damage read the segment again (%d reads, then %d)", reads, got)
+	}
+	r, err := l.ReadRegion(seg[0].base, 1<<20)
+	if err != nil || r.NextOffset != bad.base {
+		t.Fatalf("region below the damage: [%d, %d) %v", r.Offset, r.NextOffset, err)
+	}
+	r.Release()
+	err = l.WalkHeaders(0, func(batch.Header) bool { return true })
+	if !errors.As(err, &ce) || ce.Offset != bad.base {
+		t.Fatalf("walk: %v", err)
+	}
+	if err := l.Truncate(bad.base - 1); err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, l, 20)
+	checkContents(t, l)
 }
