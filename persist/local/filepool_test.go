@@ -5,13 +5,16 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"sluice/batch"
+	"sluice/persist/vfs"
 )
 
 // openFilesUnder counts the descriptors of this process open on files under dir.
@@ -194,4 +197,50 @@ func TestFilePoolLimit(t *testing.T) {
 	if o.Files != DefaultFilePool() {
 		t.Fatal("logs do not share the default pool")
 	}
+}
+
+// lowLimitDirEnv tells a re-executed test binary to act as TestManySegmentsUnderLowFileLimit's child.
+const lowLimitDirEnv = "SLUICE_LOW_FD_CHILD_DIR"
+
+// TestManySegmentsUnderLowFileLimit is the review's case: a partition rolling far more
+// segments than the process may open files (RLIMIT_NOFILE 256, 1200 segments), written
+// and then read end to end in a child process. Sealed segments used to keep their
+// descriptors, so the child failed with EMFILE after about 250 rolls; with the default
+// file pool it keeps a quarter of the limit open at most.
+func TestManySegmentsUnderLowFileLimit(t *testing.T) {
+	if os.Getenv(lowLimitDirEnv) != "" {
+		t.Skip("running as the child")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestLowFileLimitChild$")
+	cmd.Env = append(os.Environ(), lowLimitDirEnv+"="+t.TempDir())
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "segments read") {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+}
+
+// TestLowFileLimitChild is the child of TestManySegmentsUnderLowFileLimit.
+func TestLowFileLimitChild(t *testing.T) {
+	dir := os.Getenv(lowLimitDirEnv)
+	if dir == "" {
+		t.Skip("only runs as TestManySegmentsUnderLowFileLimit's child")
+	}
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: 256, Max: 256}); err != nil {
+		t.Fatal(err)
+	}
+	opts := Options{SegmentBytes: 4 << 10, IndexInterval: 1 << 10, Sync: SyncNever, FS: noSyncFS{vfs.Default()}}
+	l, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for stats(t, l).Segments < 1200 {
+		appendN(t, l, 50)
+	}
+	checkContents(t, l)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l = openLog(t, dir, opts)
+	checkContents(t, l)
+	fmt.Printf("%d segments read, %d files open in the pool (limit %d)\n", stats(t, l).Segments, DefaultFilePool().Open(), DefaultFilePool().Limit())
 }
