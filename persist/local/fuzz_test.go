@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 
 	"sluice/batch"
@@ -158,7 +157,7 @@ func wrapNoSync(f vfs.File, err error) (vfs.File, error) {
 // fuzzPartition is the partition directory FuzzOpenCorrupt damages: sealed segments with
 // their index files, an active segment, and a recovery point in the middle of the
 // second-to-last segment (so the last two segments are scanned at open and the others
-// trusted). Built once per process.
+// trusted). Built once per fuzzing process, in the target's temporary directory.
 type fuzzPartition struct {
 	src   string
 	names []string          // every file, sorted
@@ -169,29 +168,8 @@ type fuzzPartition struct {
 	all   []batchAt // every batch, by offset
 }
 
-var fuzzPart struct {
-	once sync.Once
-	p    *fuzzPartition
-	err  error
-}
-
 func fuzzOpts() Options {
 	return Options{SegmentBytes: 4 << 10, IndexInterval: 512, Sync: SyncNever, FS: noSyncFS{vfs.Default()}, Files: NewFilePool(4)}
-}
-
-func getFuzzPartition(t testing.TB) *fuzzPartition {
-	fuzzPart.once.Do(func() {
-		src, err := os.MkdirTemp("", "sluice-fuzz-partition-")
-		if err != nil {
-			fuzzPart.err = err
-			return
-		}
-		fuzzPart.p, fuzzPart.err = buildFuzzPartition(src)
-	})
-	if fuzzPart.err != nil {
-		t.Fatal(fuzzPart.err)
-	}
-	return fuzzPart.p
 }
 
 func buildFuzzPartition(src string) (*fuzzPartition, error) {
@@ -290,11 +268,14 @@ func (p *fuzzPartition) expect(firstBad map[string]int64, rpData []byte) (next i
 // OffsetForTime and Stats report bad data only as such errors; a damaged log refuses
 // appends and changes no segment; a healthy one appends and reopens to the same end.
 func FuzzOpenCorrupt(f *testing.F) {
-	for _, seed := range fuzzOpenSeeds(getFuzzPartition(f)) {
+	p, err := buildFuzzPartition(f.TempDir())
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, seed := range fuzzOpenSeeds(p) {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, ops []byte) {
-		p := getFuzzPartition(t)
 		dir := t.TempDir()
 		files := map[string][]byte{}
 		for _, n := range p.names {
