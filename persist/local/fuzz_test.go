@@ -281,7 +281,6 @@ func FuzzOpenCorrupt(f *testing.F) {
 		for _, n := range p.names {
 			files[n] = append([]byte(nil), p.data[n]...)
 		}
-		firstBad := map[string]int64{}
 		budget := int64(1)
 		if len(ops) > 0 {
 			budget = int64(ops[0]) * 64
@@ -296,15 +295,9 @@ func FuzzOpenCorrupt(f *testing.F) {
 				if len(b) == 0 {
 					continue
 				}
-				pos := at % int64(len(b))
-				b[pos] ^= 1 << (ops[1] / 3 % 8)
-				firstBad[name] = minBad(firstBad, name, pos)
+				b[at%int64(len(b))] ^= 1 << (ops[1] / 3 % 8)
 			case 2: // cut the file short
-				pos := at % int64(len(b)+1)
-				if pos < int64(len(b)) {
-					files[name] = b[:pos]
-					firstBad[name] = minBad(firstBad, name, pos)
-				}
+				files[name] = b[:at%int64(len(b)+1)]
 			}
 		}
 		for n, b := range files {
@@ -312,10 +305,12 @@ func FuzzOpenCorrupt(f *testing.F) {
 				t.Fatal(err)
 			}
 		}
-		logBad := map[string]int64{}
-		for n, pos := range firstBad {
+		logBad := map[string]int64{} // the first byte of each .log that differs (or is gone)
+		for n, b := range files {
 			if kind, _ := parseName(n); kind == kindLog {
-				logBad[n] = pos
+				if pos, differs := firstDiff(p.data[n], b); differs {
+					logBad[n] = pos
+				}
 			}
 		}
 		wantNext, wantDamage := p.expect(logBad, files[recoveryPointName])
@@ -443,11 +438,15 @@ func fuzzOpenSeeds(p *fuzzPartition) [][]byte {
 	}
 }
 
-func minBad(m map[string]int64, name string, pos int64) int64 {
-	if old, ok := m[name]; ok && old < pos {
-		return old
+// firstDiff returns the first position where b differs from the original orig (a flip
+// applied twice is no change), or where it ends short of it.
+func firstDiff(orig, b []byte) (int64, bool) {
+	for i := range min(len(orig), len(b)) {
+		if orig[i] != b[i] {
+			return int64(i), true
+		}
 	}
-	return pos
+	return int64(len(b)), len(b) != len(orig)
 }
 
 // isBad reports whether path names a segment file that was damaged.
