@@ -145,6 +145,7 @@ func (b *Broker) readMeta(name string) (topicMeta, error) {
 // openTopic opens every partition of a topic on its shard's behalf. A partition that
 // cannot be opened is kept offline with the reason.
 func (b *Broker) openTopic(m topicMeta) *topic {
+	m.Options = b.clampStored(m)
 	t := &topic{meta: m}
 	opts, err := b.logOptions(m.Options)
 	for i := range m.Partitions {
@@ -164,6 +165,21 @@ func (b *Broker) openTopic(m topicMeta) *topic {
 		t.parts = append(t.parts, pt)
 	}
 	return t
+}
+
+// clampStored raises roll options that an older broker accepted below today's floors (a
+// segment per millisecond exhausted file descriptors), so such a topic still loads.
+func (b *Broker) clampStored(m topicMeta) wire.TopicOptions {
+	o := m.Options
+	if minMs := local.MinSegmentAge.Milliseconds(); o.SegmentMs > 0 && o.SegmentMs < minMs {
+		b.cfg.Logger.Warn("raising a stored segment.ms to the minimum", "topic", m.Name, "from", o.SegmentMs, "to", minMs)
+		o.SegmentMs = minMs
+	}
+	if o.SegmentBytes > 0 && o.SegmentBytes < local.MinSegmentBytes {
+		b.cfg.Logger.Warn("raising a stored segment.bytes to the minimum", "topic", m.Name, "from", o.SegmentBytes, "to", int64(local.MinSegmentBytes))
+		o.SegmentBytes = local.MinSegmentBytes
+	}
+	return o
 }
 
 // openPartition opens one partition's store and its engine partition.

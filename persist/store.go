@@ -30,14 +30,17 @@ type Store interface {
 
 	// ReadRegion returns whole batches starting with the one holding offset, up to
 	// maxBytes but at least one batch, from one file. An offset equal to Next returns an
-	// empty region; one outside [Start, Next] an *OffsetOutOfRangeError. The caller
+	// empty region; one outside [Start, Next] an *OffsetOutOfRangeError; in a damaged
+	// store, one at or past the damage (which is Next) the *CorruptionError. A region
+	// never holds a header that fails its checks: it stops before bad data. The caller
 	// releases the region.
 	ReadRegion(offset, maxBytes int64) (Region, error)
 	// OffsetForTime returns the base offset of the first batch whose max timestamp is at
 	// least ts (Unix ms), or Next when there is none.
 	OffsetForTime(ts int64) (int64, error)
 	// WalkHeaders calls fn with the header of every batch from the one holding offset to
-	// the end, in order, until fn returns false.
+	// the end, in order, until fn returns false. Bad data (in a damaged store, the damage)
+	// ends the walk with a *CorruptionError whose Offset is set.
 	WalkHeaders(offset int64, fn func(h batch.Header) bool) error
 
 	// ApplyRetention deletes the oldest data the retention settings let go, never above

@@ -38,6 +38,23 @@ func TestSegmentCommands(t *testing.T) {
 	if out := exec(1, "segment", "verify", dir); !strings.Contains(out, "00000000000000000000.log at position") {
 		t.Fatalf("verify of a corrupt log: %s", out)
 	}
+
+	// The damaged batch holds byte 100: the first of the demo's 10-record batches.
+	before, _ := os.ReadFile(seg)
+	if out := exec(0, "segment", "repair", dir, "--truncate-at", "0", "--dry-run"); !strings.Contains(out, "dry run: nothing changed") {
+		t.Fatalf("repair dry run: %s", out)
+	}
+	if after, _ := os.ReadFile(seg); !bytes.Equal(before, after) {
+		t.Fatal("a dry run changed the segment")
+	}
+	exec(2, "segment", "repair", dir)
+	exec(1, "segment", "repair", dir, "--truncate-at", "5")
+	if out := exec(0, "segment", "repair", "--truncate-at", "0", dir); !strings.Contains(out, "done") {
+		t.Fatalf("repair: %s", out)
+	}
+	if out := exec(0, "segment", "verify", dir); !strings.Contains(out, "holds no batches") {
+		t.Fatalf("verify after the repair: %s", out)
+	}
 }
 
 func TestBrokerConfig(t *testing.T) {

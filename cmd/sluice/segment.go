@@ -7,15 +7,17 @@ import (
 	"sluice/tools/segment"
 )
 
-// oneDir parses flags and the single DIR argument of a segment command.
+// oneDir parses flags (before or after it) and the single DIR argument of a segment
+// command.
 func oneDir(fs *flag.FlagSet, args []string) (string, error) {
-	if err := parseFlags(fs, args); err != nil {
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
 		return "", err
 	}
-	if fs.NArg() != 1 {
+	if len(pos) != 1 {
 		return "", usageError{"want exactly one directory"}
 	}
-	return fs.Arg(0), nil
+	return pos[0], nil
 }
 
 func segmentDump(args []string, _ io.Reader, stdout, _ io.Writer) error {
@@ -33,6 +35,22 @@ func segmentVerify(args []string, _ io.Reader, stdout, _ io.Writer) error {
 		return err
 	}
 	return segment.Verify(stdout, dir)
+}
+
+// segmentRepair is the operator's decision for a damaged partition, with the broker
+// stopped. An offset that is not a batch boundary fails (exit 1) naming the nearest ones.
+func segmentRepair(args []string, _ io.Reader, stdout, _ io.Writer) error {
+	fs := flag.NewFlagSet("repair", flag.ContinueOnError)
+	at := fs.Int64("truncate-at", -1, "first offset to remove (a batch boundary)")
+	dryRun := fs.Bool("dry-run", false, "print what would be removed and change nothing")
+	dir, err := oneDir(fs, args)
+	if err != nil {
+		return err
+	}
+	if *at < 0 {
+		return usageError{"--truncate-at OFFSET is required"}
+	}
+	return segment.Repair(stdout, dir, *at, *dryRun)
 }
 
 func segmentDemo(args []string, _ io.Reader, stdout, _ io.Writer) error {

@@ -2,8 +2,13 @@ package local
 
 import (
 	"errors"
+	"math"
+	"os"
+	"strings"
+	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"sluice/persist/vfs"
 	"sluice/persist/vfs/errorfs"
@@ -156,5 +161,177 @@ func TestInvalidOptions(t *testing.T) {
 		if _, err := Open(t.TempDir(), o); err == nil {
 			t.Errorf("options %+v accepted", o)
 		}
+	}
+}
+
+// TestTornWriteReportedAsZero: a write that puts half a batch into the file and then
+// reports 0 bytes with ENOSPC (what os.File.WriteAt returns after a short write followed
+// by ENOSPC) must still be cut off, so the torn bytes are never sealed into a segment.
+// Appends, rolls, a close and a reopen then give a valid log holding every acknowledged
+// batch.
+func TestTornWriteReportedAsZero(t *testing.T) {
+	torn := &errorfs.Torn{Err: syscall.ENOSPC, Keep: -1, Reported: 0}
+	inj := &everyNth{n: 7, suffix: ".log", op: errorfs.OpWrite, err: torn}
+	dir := t.TempDir()
+	opts := Options{SegmentBytes: 4 << 10, FS: errorfs.Wrap(vfs.Default(), inj)}
+	l, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var acked []int64
+	failures := 0
+	for range 400 {
+		next := l.Next()
+		base, err := l.Append(makeBatch(next))
+		if err != nil {
+			if !errors.Is(err, ErrNoSpace) {
+				t.Fatalf("append at %d: %v", next, err)
+			}
+			failures++
+			if l.Next() != next {
+				t.Fatalf("a failed append moved the log to %d", l.Next())
+			}
+			if size := fileSize(t, lastSegment(t, dir)); size != activeSize(l) {
+				t.Fatalf("after a torn write the active segment is %d bytes, the log's end is %d", size, activeSize(l))
+			}
+			continue
+		}
+		acked = append(acked, base)
+	}
+	if failures < 20 || stats(t, l).Segments < 10 {
+		t.Fatalf("%d failures, %d segments: the test did not exercise rolls after torn writes", failures, stats(t, l).Segments)
+	}
+	checkContents(t, l)
+	next := l.Next()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	problems, err := Inspect(nil, dir, nil)
+	if err != nil || len(problems) != 0 {
+		t.Fatalf("inspect after torn writes: %v %v", problems, err)
+	}
+	l = openLog(t, dir, Options{SegmentBytes: 4 << 10})
+	if l.Next() != next || l.Damage() != nil {
+		t.Fatalf("reopened: next %d (want %d), damage %v", l.Next(), next, l.Damage())
+	}
+	checkContents(t, l)
+	for _, base := range acked {
+		r, err := l.ReadRegion(base, 1)
+		if err != nil || r.Offset != base {
+			t.Fatalf("acknowledged batch %d: region at %d, %v", base, r.Offset, err)
+		}
+		r.Release()
+	}
+}
+
+// TestTornWriteCutFails: when the torn bytes cannot be cut off, the log fails for good.
+func TestTornWriteCutFails(t *testing.T) {
+	torn := &errorfs.Torn{Err: syscall.ENOSPC, Keep: -1, Reported: 0}
+	inj := injectors{
+		&errorfs.Rule{Op: errorfs.OpWrite, Suffix: ".log", Skip: 5, Times: 1, Err: torn},
+		&errorfs.Rule{Op: errorfs.OpTruncate, Suffix: ".log", Err: syscall.EIO},
+	}
+	dir := t.TempDir()
+	l := openLog(t, dir, Options{FS: errorfs.Wrap(vfs.Default(), inj)})
+	appendN(t, l, 5)
+	next := l.Next()
+	if _, err := l.Append(makeBatch(next)); !errors.Is(err, ErrFailed) || !errors.Is(err, syscall.EIO) {
+		t.Fatalf("append with a torn write that cannot be cut: %v", err)
+	}
+	if _, err := l.Append(makeBatch(next)); !errors.Is(err, ErrFailed) {
+		t.Fatalf("append after failure: %v", err)
+	}
+}
+
+// everyNth fails every n-th matching operation with err.
+type everyNth struct {
+	n      int
+	suffix string
+	op     errorfs.Op
+	err    error
+
+	mu struct {
+		sync.Mutex
+		seen int
+	}
+}
+
+func (e *everyNth) MaybeError(op errorfs.Op, path string) error {
+	if op != e.op || !strings.HasSuffix(path, e.suffix) {
+		return nil
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.mu.seen++
+	if e.mu.seen%e.n == 0 {
+		return e.err
+	}
+	return nil
+}
+
+// injectors asks each injector in turn; the first error wins.
+type injectors []errorfs.Injector
+
+func (is injectors) MaybeError(op errorfs.Op, path string) error {
+	for _, in := range is {
+		if err := in.MaybeError(op, path); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func fileSize(t *testing.T, path string) int64 {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Size()
+}
+
+// TestRollBounds: the roll settings have floors and ceilings, with messages that say
+// which setting and why; the tests' own smallest settings stay valid.
+func TestRollBounds(t *testing.T) {
+	for _, c := range []struct {
+		opts Options
+		want string // "" when valid
+	}{
+		{Options{SegmentAge: time.Millisecond}, "segment age 1ms out of range [1s, 876000h0m0s]"},
+		{Options{SegmentAge: 999 * time.Millisecond}, "segment age"},
+		{Options{SegmentAge: time.Second}, ""},
+		{Options{SegmentAge: MaxSegmentAge}, ""},
+		{Options{SegmentAge: MaxSegmentAge + 1}, "segment age"},
+		{Options{SegmentAge: -time.Second}, "segment age"},
+		{Options{SegmentBytes: MinSegmentBytes - 1}, "segment bytes 4095 out of range [4KiB, 1TiB]"},
+		{Options{SegmentBytes: MinSegmentBytes}, ""},
+		{Options{SegmentBytes: MaxSegmentBytes + 1}, "segment bytes"},
+		{Options{RecoveryPointInterval: time.Millisecond}, "recovery point interval"},
+		{Options{RecoveryPointInterval: 2 * time.Hour}, "recovery point interval"},
+	} {
+		c.opts.EnsureDefaults()
+		err := c.opts.Validate()
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%v: got %v, want %q", c.opts.String(), err, c.want)
+		}
+	}
+}
+
+// TestRollKeepsRelativeOffsetsIn32Bits: a segment rolls before it would hold an offset
+// more than 2^32-1 past its base (the index stores offsets relative to the base in 32
+// bits; compressed batches can pack that many records in far fewer bytes).
+func TestRollKeepsRelativeOffsetsIn32Bits(t *testing.T) {
+	l := openLog(t, t.TempDir(), Options{})
+	appendN(t, l, 1)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	seg := l.activeLocked()
+	now := l.opts.Clock()
+	l.next.Store(seg.base + math.MaxUint32 - 9)
+	if l.rollDueLocked(seg, 100, 10, now) {
+		t.Fatal("rolled with the last offset at 2^32-1 past the base")
+	}
+	if !l.rollDueLocked(seg, 100, 11, now) {
+		t.Fatal("did not roll with the last offset at 2^32 past the base")
 	}
 }

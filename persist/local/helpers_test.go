@@ -2,11 +2,17 @@ package local
 
 import (
 	"bytes"
+	"context"
 	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"sluice/batch"
+	"sluice/persist/vfs"
+	"sluice/persist/vfs/errorfs"
 )
 
 // Batches in these tests are deterministic functions of their base offset, so any log
@@ -120,4 +126,120 @@ func stats(t testing.TB, l *Log) Stats {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// activeSize returns the byte size of the log's active segment.
+func activeSize(l *Log) int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.activeLocked().size
+}
+
+// makeRecords builds a batch of n records for the offsets from o (base offset field 0):
+// record o+i has the deterministic key, value, timestamp and logical id of o+i.
+func makeRecords(o int64, n int) []byte {
+	var b batch.Builder
+	b.Reset(nil, 0, -1)
+	for i := range int64(n) {
+		b.Add(logicalAt(o+i), tsAt(o+i), keyAt(o+i), valueAt(o+i))
+	}
+	return b.Finish()
+}
+
+// logRecorder is a slog handler that keeps every record, for tests that check what the
+// log reported.
+type logRecorder struct {
+	mu      sync.Mutex
+	records []slog.Record
+}
+
+func (r *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
+func (r *logRecorder) Handle(_ context.Context, rec slog.Record) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.records = append(r.records, rec)
+	return nil
+}
+func (r *logRecorder) WithAttrs([]slog.Attr) slog.Handler { return r }
+func (r *logRecorder) WithGroup(string) slog.Handler      { return r }
+
+// count returns how many records at level have a message containing substr.
+func (r *logRecorder) count(level slog.Level, substr string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, rec := range r.records {
+		if rec.Level == level && strings.Contains(rec.Message, substr) {
+			n++
+		}
+	}
+	return n
+}
+
+// logger returns a logger writing into r.
+func (r *logRecorder) logger() *slog.Logger { return slog.New(r) }
+
+// opRecorder is an errorfs.Injector that fails nothing and records every operation, for
+// tests that check which files were read, synced or created.
+type opRecorder struct {
+	mu  sync.Mutex
+	ops []recordedOp
+}
+
+type recordedOp struct {
+	op   errorfs.Op
+	path string
+}
+
+func (r *opRecorder) MaybeError(op errorfs.Op, path string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ops = append(r.ops, recordedOp{op, path})
+	return nil
+}
+
+// count returns how many operations op on paths ending with suffix were recorded.
+func (r *opRecorder) count(op errorfs.Op, suffix string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, o := range r.ops {
+		if o.op == op && strings.HasSuffix(o.path, suffix) {
+			n++
+		}
+	}
+	return n
+}
+
+// paths returns the distinct paths of the recorded operations op.
+func (r *opRecorder) paths(op errorfs.Op) map[string]bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m := map[string]bool{}
+	for _, o := range r.ops {
+		if o.op == op {
+			m[o.path] = true
+		}
+	}
+	return m
+}
+
+// reset forgets what was recorded.
+func (r *opRecorder) reset() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ops = nil
+}
+
+// recordingFS returns the real filesystem with every operation recorded in r.
+func recordingFS(r *opRecorder) vfs.FS { return errorfs.Wrap(vfs.Default(), r) }
+
+// readRP reads dir's recovery point and fails the test if there is none.
+func readRP(t testing.TB, dir string) RecoveryPoint {
+	t.Helper()
+	rp, err := ReadRecoveryPoint(nil, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rp
 }

@@ -3,6 +3,7 @@ package local
 import (
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,9 +18,11 @@ import (
 // Log implements persist.Store; the package persist states the contract. Concurrency:
 // one goroutine, the partition's owner, calls the writing methods (Append, Truncate,
 // ApplyRetention, Tick, Close). Sync may run on another goroutine at the same time as
-// Append. The reading methods (ReadRegion, Read, OffsetForTime, Bounds, Start, Next,
-// Durable) are safe from any goroutine. Lock order: syncMu, then mu. mu is never held
-// across I/O but the positional reads of lookups (no write, fsync or roll): see roll.
+// Append. The reading methods (ReadRegion, Read, OffsetForTime, WalkHeaders, Bounds,
+// Start, Next, Durable, Damage) are safe from any goroutine. Lock order: syncMu, then mu,
+// then FilePool.mu (see the package comment). Append, Sync and roll never hold mu across
+// a write or an fsync; lookups may read index files and headers under it; Truncate holds
+// it throughout.
 type Log struct {
 	dir  string
 	opts Options
@@ -28,8 +31,19 @@ type Log struct {
 	// durable is the last offset covered by an fsync: the durable checkpoint. It only
 	// grows, except that Truncate lowers it to the truncation point.
 	durable atomic.Int64
-	// syncMu serializes Sync with itself and with Truncate.
+	// syncMu serializes Sync with itself, with Truncate and with Close, and guards rp.
 	syncMu sync.Mutex
+	// rp is the recovery point on disk, as this log last read or wrote it.
+	rp struct {
+		valid   bool // false: none yet, or an unreadable one
+		offset  int64
+		clean   bool
+		written time.Time // when Sync last tried to write it (the rate limit)
+	}
+	// damage is the corruption of acknowledged data that Open found, or nil; damaged
+	// wraps it with ErrDamaged for writes. Set before Open returns, then fixed.
+	damage  *CorruptionError
+	damaged error
 	// start (first offset held) and next (the offset the next batch gets: the high
 	// watermark) change only with mu held, and are read without it by Bounds, so that no
 	// reader waits for a lock.
@@ -43,6 +57,9 @@ type Log struct {
 		lastSync time.Time
 		failed   error // sticky; see ErrFailed
 		closed   bool
+		// dirUnsynced counts segments created without an fsync of the directory
+		// (SyncNever), which must happen before a recovery point may cover them.
+		dirUnsynced int
 	}
 
 	// hdrs holds header-sized scratch buffers for lookups on any goroutine: a pool keeps
@@ -72,7 +89,7 @@ func (l *Log) Append(b []byte) (int64, error) {
 		return 0, err
 	}
 	seg := l.activeLocked()
-	if seg.size > 0 && (seg.size+int64(len(b)) > l.opts.SegmentBytes || now.Sub(seg.created) >= l.opts.SegmentAge) {
+	if l.rollDueLocked(seg, int64(len(b)), h.Count, now) {
 		l.mu.Unlock()
 		if err := l.roll(now); err != nil {
 			return 0, err
@@ -86,8 +103,8 @@ func (l *Log) Append(b []byte) (int64, error) {
 	// The write runs without the lock: readers never look past seg.size, which moves only
 	// after the whole batch is in the file, so they cannot see a torn batch.
 	batch.SetBaseOffset(b, base)
-	if n, err := seg.file.WriteAt(b, pos); err != nil {
-		return 0, l.undoWrite(seg, pos, n, err)
+	if _, err := seg.writer().WriteAt(b, pos); err != nil {
+		return 0, l.undoWrite(seg, pos, err)
 	}
 	size, last := int64(len(b)), base+int64(h.Count)-1
 
@@ -114,14 +131,26 @@ func (l *Log) Append(b []byte) (int64, error) {
 	return base, nil
 }
 
-// undoWrite handles a failed write of n bytes at pos: it cuts the partial batch off. A
-// full disk leaves the log usable; any other error, or a failed cut, fails it.
-func (l *Log) undoWrite(seg *segment, pos int64, n int, werr error) error {
-	werr = fmt.Errorf("cannot append to %s: %w", seg.path, werr)
-	var terr error
-	if n > 0 {
-		terr = seg.file.Truncate(pos)
+// rollDueLocked reports whether a batch of size bytes and count records must go into a
+// new segment: the active one would grow past SegmentBytes, is older than SegmentAge, or
+// would hold offsets too far from its base for the index's 32-bit relative offsets.
+func (l *Log) rollDueLocked(seg *segment, size int64, count uint32, now time.Time) bool {
+	if seg.size == 0 {
+		return false
 	}
+	last := l.next.Load() + int64(count) - 1
+	return seg.size+size > l.opts.SegmentBytes || now.Sub(seg.created) >= l.opts.SegmentAge ||
+		last-seg.base > math.MaxUint32
+}
+
+// undoWrite handles a failed write at pos: it cuts the file back to pos, whatever the
+// write reported (os.File.WriteAt reports 0 bytes after a short write followed by
+// ENOSPC, yet bytes reached the file; left there, they would be sealed into the segment
+// by the next roll). A full disk leaves the log usable; any other error, or a failed cut,
+// fails it.
+func (l *Log) undoWrite(seg *segment, pos int64, werr error) error {
+	werr = fmt.Errorf("cannot append to %s: %w", seg.path, werr)
+	terr := seg.writer().Truncate(pos)
 	if terr == nil && vfs.IsNoSpace(werr) {
 		return fmt.Errorf("%w: %w", ErrNoSpace, werr)
 	}
@@ -135,32 +164,120 @@ func (l *Log) undoWrite(seg *segment, pos int64, n int, werr error) error {
 
 // Sync fsyncs what has been appended and advances the durable checkpoint to cover it. A
 // failed fsync fails the log: it is never retried, because the kernel may have dropped
-// the dirty pages and a second fsync could report success for data that is gone.
+// the dirty pages and a second fsync could report success for data that is gone. At
+// most every RecoveryPointInterval it also rewrites the recovery point to the new
+// checkpoint (a failure there is logged and leaves the old record, which stays true).
 func (l *Log) Sync() error {
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()
+	target, err := l.flush()
+	if err != nil || target < 0 {
+		return err
+	}
+	if now := l.opts.Clock(); now.Sub(l.rp.written) >= l.opts.RecoveryPointInterval && (!l.rp.valid || target > l.rp.offset) {
+		l.rp.written = now
+		if err := l.saveRecoveryPoint(target, false); err != nil {
+			if errors.Is(err, ErrFailed) {
+				return err
+			}
+			l.opts.Logger.Warn("cannot advance the recovery point", "dir", l.dir, "err", err)
+		}
+	}
+	return nil
+}
+
+// flush fsyncs the active segment if anything is pending and advances the durable
+// checkpoint; it returns the checkpoint it made durable, or -1 when it did nothing.
+// syncMu held.
+func (l *Log) flush() (int64, error) {
 	l.mu.Lock()
 	if err := l.writableLocked(); err != nil {
 		l.mu.Unlock()
-		return err
+		return -1, err
 	}
 	seg, target, pending := l.activeLocked(), l.next.Load()-1, l.mu.unsynced
-	seg.acquire()
-	l.mu.Unlock()
-	defer seg.release()
 	if pending == 0 && target <= l.durable.Load() {
-		return nil
+		l.mu.Unlock()
+		return -1, nil
 	}
-	err := seg.file.Sync()
+	h := seg.h.Load()
+	if !h.tryAcquire() {
+		panic(fmt.Sprintf("BUG: active segment %s has no descriptor", seg.path))
+	}
+	l.mu.Unlock()
+	defer h.release()
+	err := h.f.Sync()
 	now := l.opts.Clock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err != nil {
-		return l.failLocked(fmt.Errorf("cannot fsync %s: %w", seg.path, err))
+		return -1, l.failLocked(fmt.Errorf("cannot fsync %s: %w", seg.path, err))
 	}
 	l.mu.unsynced -= pending
 	l.mu.lastSync = now
 	l.advanceDurable(target)
+	return target, nil
+}
+
+// saveRecoveryPoint records r as the recovery point, after making durable whatever below
+// it no fsync has covered yet (sealed segments of SyncNever, segments recovery scanned,
+// the directory). r must be durable in the active segment already. syncMu held.
+func (l *Log) saveRecoveryPoint(r int64, clean bool) error {
+	if err := l.syncSegments(); err != nil {
+		return err
+	}
+	if err := writeRecoveryPoint(l.fs, l.dir, RecoveryPoint{Offset: r, Clean: clean}); err != nil {
+		return err
+	}
+	l.rp.valid, l.rp.offset, l.rp.clean = true, r, clean
+	return nil
+}
+
+// syncSegments fsyncs the segments marked needSync (the active one too: after a
+// recovery with SyncNever, its recovered bytes are not counted as pending), and the
+// directory when a segment was created without a sync of it. A failed fsync fails the
+// log, as in Sync. syncMu held (nobody else clears the marks meanwhile).
+func (l *Log) syncSegments() error {
+	type mark struct {
+		s    *segment
+		next int64 // the segment's end when collected: later appends are not covered
+	}
+	l.mu.Lock()
+	var marks []mark
+	for _, s := range l.mu.segs {
+		if s.needSync {
+			marks = append(marks, mark{s, s.next})
+		}
+	}
+	dir := l.mu.dirUnsynced
+	l.mu.Unlock()
+	for _, m := range marks {
+		h, err := m.s.use()
+		if errors.Is(err, errSegmentGone) {
+			continue // deleted by retention meanwhile: nothing left to make durable
+		}
+		if err != nil {
+			return err
+		}
+		err = h.f.Sync()
+		h.release()
+		if err != nil {
+			return l.fail(fmt.Errorf("cannot fsync %s: %w", m.s.path, err))
+		}
+	}
+	if dir > 0 {
+		if err := l.fs.SyncDir(l.dir); err != nil {
+			return l.fail(fmt.Errorf("cannot sync directory %s: %w", l.dir, err))
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, m := range marks {
+		if m.s.next == m.next {
+			m.s.needSync = false
+		}
+	}
+	l.mu.dirUnsynced -= dir
 	return nil
 }
 
@@ -232,9 +349,14 @@ func (l *Log) roll(now time.Time) error {
 		return l.writeError(err)
 	}
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	old.sealed = true
+	if l.opts.Sync == SyncNever {
+		old.needSync = true
+		l.mu.dirUnsynced++
+	}
 	l.mu.segs = append(l.mu.segs, seg)
+	l.mu.Unlock()
+	old.seal() // its descriptor joins the pool: outside mu, since the pool may evict
 	return nil
 }
 
@@ -255,12 +377,20 @@ func (l *Log) fail(err error) error {
 // verifySealed re-reads a sealed segment and checks it against its in-memory index. Owner
 // only (the segment's fields are the owner's to read without mu).
 func (l *Log) verifySealed(s *segment) error {
-	idx, err := s.rebuildIndex(l.opts.IndexInterval)
+	h, err := s.use()
 	if err != nil {
 		return err
 	}
+	defer h.release()
+	idx, bad, err := s.rebuildIndex(h, l.opts.IndexInterval)
+	if err != nil {
+		return err
+	}
+	if bad != nil {
+		return bad
+	}
 	if len(idx.offs) != len(s.idx.offs) || len(idx.times) != len(s.idx.times) || idx.maxTs != s.idx.maxTs {
-		return &CorruptionError{File: s.path, Offset: -1, Reason: "segment does not match its index after sealing"}
+		return &CorruptionError{File: s.path, Offset: s.base, Reason: "segment does not match its index after sealing"}
 	}
 	return nil
 }
@@ -268,7 +398,7 @@ func (l *Log) verifySealed(s *segment) error {
 // createSegment creates an empty active segment at base, without publishing it. It does
 // I/O: the caller holds no lock, or holds mu only while nobody else can use the log (Open).
 func (l *Log) createSegment(base int64) (*segment, error) {
-	seg := newSegment(l.dir, base)
+	seg := l.newSegment(base)
 	f, err := l.fs.Create(seg.path)
 	if err != nil {
 		return nil, fmt.Errorf("cannot create segment %s: %w", seg.path, err)
@@ -279,7 +409,8 @@ func (l *Log) createSegment(base int64) (*segment, error) {
 			return nil, fmt.Errorf("cannot sync directory %s: %w", l.dir, err)
 		}
 	}
-	seg.file, seg.idx, seg.created = f, newIndex(), l.opts.Clock()
+	seg.install(f)
+	seg.idx, seg.created = newIndex(), l.opts.Clock()
 	return seg, nil
 }
 
@@ -301,31 +432,46 @@ func (l *Log) failLocked(cause error) error {
 }
 
 func (l *Log) writableLocked() error {
-	if l.mu.closed {
+	switch {
+	case l.mu.closed:
 		return ErrClosed
+	case l.damaged != nil:
+		return l.damaged
 	}
 	return l.mu.failed
 }
 
 func (l *Log) activeLocked() *segment { return l.mu.segs[len(l.mu.segs)-1] }
 
-// Close fsyncs the active segment (unless the policy is never) and releases the files;
-// regions still held keep theirs open until released.
+// Close makes everything appended durable, records it as the recovery point (marked
+// clean) and releases the files; regions still held keep theirs open until released.
+//
+// Close fsyncs whatever the policy, SyncNever included: the clean-shutdown record must
+// be true after a crash of the host too, or the next open would take data the kernel
+// lost for damage. A failed or damaged log writes nothing.
 func (l *Log) Close() error {
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
+	l.mu.Lock()
+	if l.mu.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	healthy := l.mu.failed == nil && l.damaged == nil
+	l.mu.Unlock()
 	var err error
-	if l.opts.Sync != SyncNever {
-		if serr := l.Sync(); serr != nil && !errors.Is(serr, ErrClosed) {
-			err = serr
+	if healthy {
+		if _, err = l.flush(); err == nil {
+			if r := l.next.Load() - 1; !l.rp.valid || l.rp.offset != r || !l.rp.clean {
+				err = l.saveRecoveryPoint(r, true)
+			}
 		}
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.mu.closed {
-		return nil
-	}
 	l.mu.closed = true
 	for _, s := range l.mu.segs {
-		s.release()
+		s.drop()
 	}
 	l.mu.segs = nil
 	return err
@@ -391,9 +537,15 @@ func (l *Log) sizeLocked(s *segment) error {
 	return nil
 }
 
-// Damage returns the corruption of acknowledged data found when the log was opened, or
-// nil. Safe from any goroutine.
-func (l *Log) Damage() error { return nil }
+// Damage returns the corruption of acknowledged data found when the log was opened (a
+// *CorruptionError whose Offset is where the log now ends), or nil. Safe from any
+// goroutine.
+func (l *Log) Damage() error {
+	if l.damage == nil {
+		return nil // not a typed nil in an interface
+	}
+	return l.damage
+}
 
 // The segment log is the host's storage tier.
 var _ persist.Store = (*Log)(nil)

@@ -33,7 +33,7 @@ func BenchmarkAppend(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer l.Close()
+	defer closeUntimed(b, l)
 	raw, err := os.Create(filepath.Join(dir, "raw"))
 	if err != nil {
 		b.Fatal(err)
@@ -79,7 +79,7 @@ func BenchmarkLookup(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer l.Close()
+	defer closeUntimed(b, l)
 	data := batch64K()
 	for range 1024 {
 		if _, err := l.Append(data); err != nil {
@@ -109,7 +109,7 @@ func BenchmarkSequentialRead(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer l.Close()
+	defer closeUntimed(b, l)
 	data := batch64K()
 	for written := 0; written < total; written += len(data) {
 		if _, err := l.Append(data); err != nil {
@@ -172,7 +172,7 @@ func BenchmarkOpen(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			for stats(b, l).Segments < segs || l.activeSize() < (1<<20)-len(data) {
+			for stats(b, l).Segments < segs || activeSize(l) < (1<<20)-int64(len(data)) {
 				if _, err := l.Append(data); err != nil {
 					b.Fatal(err)
 				}
@@ -191,9 +191,80 @@ func BenchmarkOpen(b *testing.B) {
 	}
 }
 
-// activeSize returns the size of the active segment (benchmark set-up only).
-func (l *Log) activeSize() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return int(l.activeLocked().size)
+// sealedLog writes n 64 KiB batches into a log of 8 MiB segments in dir, closes it and
+// reopens it, so that every segment but the last is a sealed segment loaded from disk:
+// the reads that follow go through the lazy index load and any header checks that
+// sealed segments get.
+func sealedLog(b *testing.B, dir string, n int) *Log {
+	b.Helper()
+	opts := Options{Sync: SyncNever, SegmentBytes: 8 << 20}
+	l, err := Open(dir, opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	data := batch64K()
+	for range n {
+		if _, err := l.Append(data); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := l.Close(); err != nil {
+		b.Fatal(err)
+	}
+	if l, err = Open(dir, opts); err != nil {
+		b.Fatal(err)
+	}
+	return l
+}
+
+// BenchmarkLookupSealed is BenchmarkLookup over a reopened log: random offsets in sealed
+// segments loaded from disk. Steady state must not allocate.
+func BenchmarkLookupSealed(b *testing.B) {
+	l := sealedLog(b, b.TempDir(), 1024)
+	defer closeUntimed(b, l)
+	next := l.Next()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		r, err := l.ReadRegion(int64(i*7919)%next, 1<<20)
+		if err != nil {
+			b.Fatal(err)
+		}
+		r.Release()
+	}
+}
+
+// BenchmarkReadAfterOpen opens a 64 MiB log of 8 MiB segments and reads it from start to
+// end through Read in 1 MiB regions, once per iteration: the first read of every sealed
+// segment after an open, which is where per-open checks of sealed data cost.
+func BenchmarkReadAfterOpen(b *testing.B) {
+	dir := b.TempDir()
+	l := sealedLog(b, dir, 1024)
+	l.Close()
+	opts := Options{Sync: SyncNever, SegmentBytes: 8 << 20}
+	buf := make([]byte, 0, 2<<20)
+	var total int64
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		l, err := Open(dir, opts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for off := l.Start(); off < l.Next(); {
+			if buf, off, err = l.Read(buf[:0], off, 1<<20); err != nil {
+				b.Fatal(err)
+			}
+			total += int64(len(buf))
+		}
+		l.Close()
+	}
+	b.SetBytes(total / int64(max(b.N, 1)))
+}
+
+// closeUntimed closes l with the timer stopped: Close fsyncs whatever the policy (so that
+// its clean-shutdown record holds), which is not what these benchmarks measure.
+func closeUntimed(b *testing.B, l *Log) {
+	b.StopTimer()
+	l.Close()
 }

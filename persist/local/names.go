@@ -34,13 +34,17 @@ const (
 	kindLog
 	kindIndex
 	kindTimeIndex
-	kindLeftover // *.tmp or *.deleted from an interrupted rebuild or retention
+	kindLeftover      // *.tmp or *.deleted from an interrupted rebuild or retention
+	kindRecoveryPoint // the recovery point (recoverypoint.go)
 )
 
 // parseName classifies name and returns the base offset of segment files.
 func parseName(name string) (fileKind, int64) {
 	if strings.HasSuffix(name, ".tmp") || strings.HasSuffix(name, ".deleted") {
 		return kindLeftover, 0
+	}
+	if name == recoveryPointName {
+		return kindRecoveryPoint, 0
 	}
 	stem, suffix, ok := strings.Cut(name, ".")
 	if !ok || len(stem) != 20 {

@@ -10,12 +10,30 @@ import (
 // Open opens the log in dir, creating the directory and a first segment if needed, and
 // recovers it.
 //
-// Recovery: every segment but the last is trusted (its files are only listed and sized;
-// its index is read when it is first used). The last is scanned batch by batch, checking
-// headers, CRCs and offset continuity, and truncated after the last valid batch; its index
-// is rebuilt from the scan. Then it is fsynced and the durable checkpoint set to cover
-// everything that survived. Stray temporary files are removed; index files without a
-// .log are removed; any other file is refused with a *ForeignFileError.
+// Recovery trusts what the recovery point covers and checks the rest. The recovery
+// point R (docs/format.md §2) says every batch up to offset R was durable when it was
+// written. Segments that hold only offsets at or below R are trusted: listed, not read
+// (their headers are checked when first served). The segment holding R+1 and every later
+// one are scanned from their start, checking each batch's header, CRC and offset
+// continuity, and that each segment ends where the next begins. At the first batch that
+// fails:
+//
+//   - above R, it is a torn tail (a crash cut the log short): the segment is truncated
+//     there and every later segment deleted;
+//   - at or below R, acknowledged data is corrupt: the log opens damaged. Nothing is
+//     truncated or deleted; Damage returns the *CorruptionError, the log ends at it
+//     (reads below are served, reads at or past it fail with it) and writes fail with
+//     ErrDamaged until an operator repairs the directory (`sluice segment repair`).
+//
+// A log that ends below R without a bad batch (a segment file cut short or missing) is
+// damaged too. Without a readable recovery point (an older directory, or a crash before
+// the first one was written) Open falls back to scanning the last segment only and
+// cutting it at its first bad batch, and says so in the log.
+//
+// With an fsync policy, Open then fsyncs what it scanned and records the recovered end
+// as the new recovery point. An I/O error never truncates anything: Open fails instead.
+// Stray temporary files are removed; index files without a .log are removed; any other
+// file is refused with a *ForeignFileError.
 func Open(dir string, opts Options) (*Log, error) {
 	opts.EnsureDefaults()
 	if err := opts.Validate(); err != nil {
@@ -30,27 +48,66 @@ func Open(dir string, opts Options) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.mu.lastSync = opts.Clock()
-	if len(bases) == 0 {
-		seg, err := l.createSegment(opts.InitialOffset)
-		if err != nil {
-			return nil, err
-		}
-		l.mu.segs = []*segment{seg}
-		l.start.Store(opts.InitialOffset)
-		l.next.Store(opts.InitialOffset)
-		l.durable.Store(opts.InitialOffset - 1)
-		return l, nil
+	if err := l.readRecoveryPoint(); err != nil {
+		return nil, err
 	}
-	if err := l.loadSegmentsLocked(bases); err != nil {
+	l.mu.lastSync = opts.Clock()
+	l.rp.written = l.mu.lastSync // the first periodic record comes an interval after open
+	if len(bases) == 0 {
+		return l, l.create()
+	}
+	l.mu.Lock()
+	err = l.loadSegmentsLocked(bases)
+	l.mu.Unlock()
+	if err == nil {
+		err = l.afterRecovery()
+	}
+	if err != nil {
 		for _, s := range l.mu.segs {
-			s.release()
+			s.drop()
 		}
 		return nil, err
 	}
 	return l, nil
+}
+
+// readRecoveryPoint loads the recovery point into l.rp, or logs why there is none usable.
+func (l *Log) readRecoveryPoint() error {
+	rp, err := ReadRecoveryPoint(l.fs, l.dir)
+	var ce *CorruptionError
+	switch {
+	case err == nil:
+		l.rp.valid, l.rp.offset, l.rp.clean = true, rp.Offset, rp.Clean
+	case errors.Is(err, ErrNoRecoveryPoint) || errors.As(err, &ce):
+		l.opts.Logger.Warn("no valid recovery point: recovery cuts the last segment at its first bad batch, as for a torn tail",
+			"dir", l.dir, "reason", err)
+	default:
+		return err // unreadable: never guess what is acknowledged
+	}
+	return nil
+}
+
+// create starts an empty log at InitialOffset. A recovery point that covers offsets of
+// a directory without segments means the data is gone: that is refused, not papered
+// over with a new segment.
+func (l *Log) create() error {
+	if l.rp.valid && l.rp.offset >= l.opts.InitialOffset {
+		return fmt.Errorf("cannot open partition log %s: %w: %w", l.dir, ErrDamaged, &CorruptionError{
+			File: dirJoin(l.dir, recoveryPointName), Pos: 0, Offset: l.opts.InitialOffset,
+			Reason: fmt.Sprintf("the recovery point covers offsets up to %d but the directory holds no segment", l.rp.offset)})
+	}
+	seg, err := l.createSegment(l.opts.InitialOffset)
+	if err != nil {
+		return err
+	}
+	l.mu.segs = []*segment{seg}
+	if l.opts.Sync == SyncNever {
+		l.mu.dirUnsynced++
+	}
+	l.start.Store(l.opts.InitialOffset)
+	l.next.Store(l.opts.InitialOffset)
+	l.durable.Store(l.opts.InitialOffset - 1)
+	return nil
 }
 
 // listSegments returns the base offsets of the .log files in dir, ascending, after
@@ -87,69 +144,4 @@ func (l *Log) listSegments() ([]int64, error) {
 		}
 	}
 	return bases, nil
-}
-
-// loadSegmentsLocked builds the segment list: sealed segments from their sizes, the last
-// one recovered by a scan.
-func (l *Log) loadSegmentsLocked(bases []int64) error {
-	for i, base := range bases {
-		seg := newSegment(l.dir, base)
-		l.mu.segs = append(l.mu.segs, seg)
-		if i == len(bases)-1 {
-			break
-		}
-		// Trusted and not touched: sized, opened and indexed when first used.
-		seg.next, seg.sealed, seg.sized = bases[i+1], true, false
-	}
-	last := l.activeLocked()
-	if err := l.recoverLocked(last); err != nil {
-		return err
-	}
-	l.start.Store(bases[0])
-	l.next.Store(last.next)
-	if l.opts.Sync != SyncNever {
-		if err := last.file.Sync(); err != nil {
-			return fmt.Errorf("cannot fsync recovered segment %s: %w", last.path, err)
-		}
-	}
-	l.durable.Store(last.next - 1)
-	return nil
-}
-
-// recoverLocked scans the active segment, truncates it after its last valid batch, and
-// rebuilds its index.
-func (l *Log) recoverLocked(seg *segment) error {
-	f, err := l.fs.OpenReadWrite(seg.path)
-	if err != nil {
-		return fmt.Errorf("cannot open segment %s: %w", seg.path, err)
-	}
-	seg.file = f
-	size, err := f.Size()
-	if err != nil {
-		return fmt.Errorf("cannot stat segment %s: %w", seg.path, err)
-	}
-	idx := newIndex()
-	sc := newScanner(f, seg.path, size, seg.base)
-	for sc.Next() {
-		idx.add(seg.base, sc.h.BaseOffset, sc.h.MaxTimestamp, sc.pos, int64(len(sc.batch)), l.opts.IndexInterval)
-	}
-	var corrupt *CorruptionError
-	if err := sc.Err(); err != nil && !errors.As(err, &corrupt) {
-		return err // an I/O error says nothing about the data: never truncate on one
-	}
-	if sc.pos < size {
-		l.opts.Logger.Warn("truncating torn tail of the last segment", "segment", seg.path,
-			"pos", sc.pos, "bytes", size-sc.pos, "reason", corrupt.Reason)
-		if err := f.Truncate(sc.pos); err != nil {
-			return fmt.Errorf("cannot truncate segment %s at %d: %w", seg.path, sc.pos, err)
-		}
-	}
-	seg.size, seg.next, seg.idx, seg.created = sc.pos, sc.next, idx, l.opts.Clock()
-	// The active segment's index lives in memory; stale files are rewritten when it seals.
-	for _, suffix := range []string{indexSuffix, timeIndexSuffix} {
-		if err := removeIfExists(l.fs, segmentName(l.dir, seg.base, suffix)); err != nil {
-			return err
-		}
-	}
-	return nil
 }

@@ -21,7 +21,9 @@ const (
 	SyncEveryBatch
 	// SyncNever leaves flushing to the operating system, like Kafka's default. The durable
 	// checkpoint then means "handed to the kernel": it advances on every Append and survives
-	// a process crash, not a host crash.
+	// a process crash, not a host crash. Close still fsyncs everything (and the recovery
+	// point it writes says so), and that is the only time the recovery point advances:
+	// after a crash, recovery scans everything written since the last clean Close.
 	SyncNever
 )
 
@@ -47,14 +49,25 @@ func ParseSyncMode(s string) (SyncMode, error) {
 	return 0, fmt.Errorf("unknown fsync mode %q (want group, batch or never)", s)
 }
 
+// Bounds of the roll settings that Validate enforces.
+const (
+	MinSegmentBytes = 4 << 10
+	MaxSegmentBytes = 1 << 40
+	MinSegmentAge   = time.Second
+	// MaxSegmentAge is 100 years: what the broker passes for "never roll by age".
+	MaxSegmentAge = 100 * 365 * 24 * time.Hour
+)
+
 // Options configure a Log. The zero value is usable after EnsureDefaults.
 type Options struct {
 	// FS is the filesystem; default the operating system's.
 	FS vfs.FS
 	// SegmentBytes rolls to a new segment before a batch would take the active one past
-	// this size. Default 1 GiB.
+	// this size. Default 1 GiB; at least MinSegmentBytes, at most MaxSegmentBytes.
 	SegmentBytes int64
-	// SegmentAge rolls a segment this long after its first append. Default 7 days.
+	// SegmentAge rolls a segment this long after its first append. Default 7 days; at
+	// least MinSegmentAge (a client asking for a roll per batch would otherwise get one
+	// file per batch), at most MaxSegmentAge.
 	SegmentAge time.Duration
 	// IndexInterval is the number of log bytes between sparse index entries. Default 4 KiB.
 	IndexInterval int64
@@ -75,6 +88,17 @@ type Options struct {
 	ExternalSync bool
 	// InitialOffset is the base offset of the first segment of a new, empty log.
 	InitialOffset int64
+	// RecoveryPointInterval is how often, at most, Sync rewrites the recovery point (the
+	// durable record of the checkpoint that recovery truncates above, never below; see
+	// Open). Close always writes it. A longer interval costs fewer fsyncs; a shorter one
+	// leaves less of the log for recovery to scan after a crash, and less acknowledged
+	// data that recovery would take for a torn tail if it were corrupt. Default 30 s; at
+	// least 1 s, at most 1 hour.
+	RecoveryPointInterval time.Duration
+	// Files bounds the descriptors that sealed segments keep open; share one pool between
+	// every log of a process (the broker makes one for all its partitions). Default: a
+	// pool of this log's own, sized by FilePoolLimit.
+	Files *FilePool
 	// Strict re-reads and verifies every segment when it is sealed (slow; for tests and
 	// paranoid operators).
 	Strict bool
@@ -105,6 +129,12 @@ func (o *Options) EnsureDefaults() *Options {
 	if o.SyncBytes == 0 {
 		o.SyncBytes = 4 << 20
 	}
+	if o.RecoveryPointInterval == 0 {
+		o.RecoveryPointInterval = 30 * time.Second
+	}
+	if o.Files == nil {
+		o.Files = NewFilePool(FilePoolLimit())
+	}
 	if o.Clock == nil {
 		o.Clock = time.Now
 	}
@@ -122,9 +152,13 @@ func (o *Options) Validate() error {
 			errs = append(errs, fmt.Errorf(format, args...))
 		}
 	}
-	check(o.SegmentBytes >= 4<<10 && o.SegmentBytes <= 1<<40,
+	check(o.SegmentBytes >= MinSegmentBytes && o.SegmentBytes <= MaxSegmentBytes,
 		"segment bytes %d out of range [4KiB, 1TiB]", o.SegmentBytes)
-	check(o.SegmentAge > 0, "segment age %v must be positive", o.SegmentAge)
+	check(o.SegmentAge >= MinSegmentAge && o.SegmentAge <= MaxSegmentAge,
+		"segment age %v out of range [%v, %v] (a shorter age makes a segment, and files, per batch)",
+		o.SegmentAge, MinSegmentAge, MaxSegmentAge)
+	check(o.RecoveryPointInterval >= time.Second && o.RecoveryPointInterval <= time.Hour,
+		"recovery point interval %v out of range [1s, 1h]", o.RecoveryPointInterval)
 	check(o.IndexInterval >= 1 && o.IndexInterval <= o.SegmentBytes,
 		"index interval %d out of range [1, segment bytes]", o.IndexInterval)
 	check(o.RetentionBytes >= 0, "retention bytes %d must not be negative", o.RetentionBytes)
@@ -141,7 +175,11 @@ func (o *Options) Validate() error {
 
 // String renders the options for logs.
 func (o *Options) String() string {
-	return fmt.Sprintf("segment=%dB/%v index=%dB retention=%dB/%v fsync=%v(%v,%dB,external=%v) strict=%v",
+	files := 0
+	if o.Files != nil {
+		files = o.Files.Limit()
+	}
+	return fmt.Sprintf("segment=%dB/%v index=%dB retention=%dB/%v fsync=%v(%v,%dB,external=%v) recovery-point=%v files=%d strict=%v",
 		o.SegmentBytes, o.SegmentAge, o.IndexInterval, o.RetentionBytes, o.RetentionAge,
-		o.Sync, o.SyncInterval, o.SyncBytes, o.ExternalSync, o.Strict)
+		o.Sync, o.SyncInterval, o.SyncBytes, o.ExternalSync, o.RecoveryPointInterval, files, o.Strict)
 }

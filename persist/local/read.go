@@ -1,6 +1,7 @@
 package local
 
 import (
+	"errors"
 	"fmt"
 
 	"sluice/batch"
@@ -14,10 +15,16 @@ type Region = persist.Region
 // ReadRegion returns the whole batches starting with the one that holds offset, up to
 // maxBytes in all but always at least one batch, all from one segment. An offset equal
 // to Next returns an empty region; one outside [Start, Next] returns an
-// *OffsetOutOfRangeError. The caller must Release the region.
+// *OffsetOutOfRangeError. In a damaged log, an offset at or past the damage (which is
+// Next) returns the damage, a *CorruptionError. The caller must Release the region.
+//
+// Every batch header the region covers has been checked (verify.go), so bad data is a
+// *CorruptionError and never served: a region that reaches it stops before it.
 //
 // Cost: a binary search of the segment list and the sparse index under the lock, then
-// positional reads of batch headers, at most about IndexInterval bytes' worth, without it.
+// positional reads of batch headers, at most about IndexInterval bytes' worth, without
+// it; plus, the first time a region covers an index interval of a sealed segment loaded
+// from disk, one header read per batch of that interval.
 func (l *Log) ReadRegion(offset, maxBytes int64) (Region, error) {
 	l.mu.Lock()
 	if l.mu.closed {
@@ -25,6 +32,10 @@ func (l *Log) ReadRegion(offset, maxBytes int64) (Region, error) {
 		return Region{}, ErrClosed
 	}
 	start, next := l.start.Load(), l.next.Load()
+	if l.damage != nil && offset >= next {
+		l.mu.Unlock()
+		return Region{}, l.damage
+	}
 	if offset < start || offset > next {
 		l.mu.Unlock()
 		return Region{}, &OffsetOutOfRangeError{Offset: offset, Start: start, End: next}
@@ -38,45 +49,66 @@ func (l *Log) ReadRegion(offset, maxBytes int64) (Region, error) {
 		l.mu.Unlock()
 		return Region{}, err
 	}
-	seg.acquire()
-	size, segNext, offs := seg.size, seg.next, seg.idx.offs
+	if seg.bad != nil && offset >= seg.bad.Offset {
+		l.mu.Unlock()
+		return Region{}, seg.bad
+	}
+	v := seg.viewLocked()
+	h := seg.h.Load()
+	if h == nil || !h.tryAcquire() {
+		h = nil // closed by the pool: reopen it without the lock
+	}
 	l.mu.Unlock()
-
-	r, err := l.regionIn(seg, size, segNext, offs, offset, maxBytes)
+	if h == nil {
+		var err error
+		if h, err = seg.use(); err != nil {
+			if errors.Is(err, errSegmentGone) { // deleted by retention meanwhile
+				return Region{}, &OffsetOutOfRangeError{Offset: offset, Start: l.start.Load(), End: l.next.Load()}
+			}
+			return Region{}, err
+		}
+	}
+	r, err := l.regionIn(h, &v, offset, maxBytes)
 	if err != nil {
-		seg.release()
+		h.release()
 		return Region{}, err
 	}
 	return r, nil
 }
 
-// regionIn builds the region of a segment snapshot (size, next and index as of the lock).
-func (l *Log) regionIn(seg *segment, size, segNext int64, offs []offsetEntry, offset, maxBytes int64) (Region, error) {
+// regionIn builds the region of a segment view (as of the lock) through the handle h.
+func (l *Log) regionIn(h *handle, v *segView, offset, maxBytes int64) (Region, error) {
 	hb := l.hdrs.Get().(*[batch.HeaderSize]byte)
 	defer l.hdrs.Put(hb)
-	pos, rel := floor(offs, uint32(offset-seg.base))
-	h, pos, err := seekBatch(seg, hb, pos, seg.base+int64(rel), size, func(h batch.Header) bool {
+	base, size := v.seg.base, v.size
+	pos, rel := floor(v.offs, uint32(offset-base))
+	hd, pos, err := seekBatch(h, hb, pos, base+int64(rel), size, func(h batch.Header) bool {
 		return offset <= h.LastOffset()
 	})
 	if err != nil {
 		return Region{}, err
 	}
-	end, endOff := pos+int64(h.Size()), h.LastOffset()+1
+	end, endOff := pos+int64(hd.Size()), hd.LastOffset()+1
 	limit := pos + max(maxBytes, 0)
 	switch {
 	case size <= limit:
-		end, endOff = size, segNext
+		end, endOff = size, v.next
 	default:
 		// Index entries mark batch starts, so the last one within the budget ends a run of
 		// whole batches without reading their headers.
-		if e, ok := lastStartWithin(offs, end, limit); ok {
-			end, endOff = e.pos, seg.base+int64(e.rel)
+		if e, ok := lastStartWithin(v.offs, end, limit); ok {
+			end, endOff = e.pos, base+int64(e.rel)
 		}
-		// Fill the rest of the budget header by header: less than an index interval.
+		// Fill the rest of the budget header by header: less than an index interval. Bad
+		// data ends the fill; checkRegion below says whether and where to cut.
 		for end < size {
-			nh, err := readHeader(seg, hb, end, endOff)
+			nh, err := readHeader(h, hb, end, endOff, size)
 			if err != nil {
-				return Region{}, err
+				var ce *CorruptionError
+				if !errors.As(err, &ce) {
+					return Region{}, err
+				}
+				break
 			}
 			if end+int64(nh.Size()) > limit {
 				break
@@ -84,50 +116,10 @@ func (l *Log) regionIn(seg *segment, size, segNext int64, offs []offsetEntry, of
 			end, endOff = end+int64(nh.Size()), nh.LastOffset()+1
 		}
 	}
-	return persist.NewRegion(seg.file, pos, end-pos, h.BaseOffset, endOff, seg), nil
-}
-
-// seekBatch reads batch headers from pos (a batch start whose base offset is base) until
-// stop accepts one, and returns it with its position; not finding one before size is
-// corruption, since callers seek offsets or timestamps the segment is known to hold.
-func seekBatch(seg *segment, hb *[batch.HeaderSize]byte, pos, base, size int64, stop func(batch.Header) bool) (batch.Header, int64, error) {
-	h, pos, found, err := walkHeaders(seg, hb, pos, base, size, stop)
-	if err == nil && !found {
-		err = &CorruptionError{File: seg.path, Pos: pos, Offset: -1, Reason: "the segment ends before the batch sought"}
+	if end, endOff, err = checkRegion(h, hb, v, pos, end, endOff); err != nil {
+		return Region{}, err
 	}
-	return h, pos, err
-}
-
-// walkHeaders reads batch headers from pos (a batch start whose base offset is base) up to
-// size, until stop accepts one. Every header is checked, including that its base offset
-// continues the previous batch. found is false when stop accepted none.
-func walkHeaders(seg *segment, hb *[batch.HeaderSize]byte, pos, base, size int64, stop func(batch.Header) bool) (h batch.Header, at int64, found bool, err error) {
-	for pos < size {
-		if h, err = readHeader(seg, hb, pos, base); err != nil {
-			return h, pos, false, err
-		}
-		if stop(h) { // by value: a pointer would move h to the heap on every lookup
-			return h, pos, true, nil
-		}
-		pos, base = pos+int64(h.Size()), h.LastOffset()+1
-	}
-	return batch.Header{}, pos, false, nil
-}
-
-// readHeader reads and checks the batch header at pos, which must have base offset base.
-func readHeader(seg *segment, hb *[batch.HeaderSize]byte, pos, base int64) (batch.Header, error) {
-	if _, err := seg.file.ReadAt(hb[:], pos); err != nil {
-		return batch.Header{}, fmt.Errorf("cannot read batch header in %s at %d: %w", seg.path, pos, err)
-	}
-	h, err := batch.ParseHeader(hb[:])
-	if err != nil {
-		return h, &CorruptionError{File: seg.path, Pos: pos, Offset: base, Reason: err.Error()}
-	}
-	if h.BaseOffset != base {
-		return h, &CorruptionError{File: seg.path, Pos: pos, Offset: base,
-			Reason: fmt.Sprintf("batch base offset %d, want %d", h.BaseOffset, base)}
-	}
-	return h, nil
+	return persist.NewRegion(h.f, pos, end-pos, hd.BaseOffset, endOff, h), nil
 }
 
 // segmentForLocked returns the index of the segment holding offset (start <= offset < next).
@@ -191,7 +183,7 @@ func (l *Log) OffsetForTime(ts int64) (int64, error) {
 			l.mu.Unlock()
 			return 0, err
 		}
-		if segs[mid].size == 0 || segs[mid].idx.maxTs < ts {
+		if len(segs[mid].idx.times) == 0 || segs[mid].idx.maxTs < ts {
 			lo = mid + 1
 		} else {
 			hi = mid
@@ -203,27 +195,40 @@ func (l *Log) OffsetForTime(ts int64) (int64, error) {
 		return next, nil
 	}
 	seg := segs[lo]
-	seg.acquire()
-	defer seg.release()
-	size, offs := seg.size, seg.idx.offs
+	v := seg.viewLocked()
+	size, offs := v.size, v.offs
 	from := timeFloor(seg.idx.times, ts)
 	l.mu.Unlock()
+	h, err := seg.use()
+	if errors.Is(err, errSegmentGone) { // deleted by retention meanwhile: the answer is later
+		return l.OffsetForTime(ts)
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer h.release()
 
 	hb := l.hdrs.Get().(*[batch.HeaderSize]byte)
 	defer l.hdrs.Put(hb)
 	pos, rel := floor(offs, uint32(from-seg.base))
-	h, _, err := seekBatch(seg, hb, pos, seg.base+int64(rel), size, func(h batch.Header) bool {
+	hd, _, err := seekBatch(h, hb, pos, seg.base+int64(rel), size, func(h batch.Header) bool {
 		return h.MaxTimestamp >= ts
 	})
 	if err != nil {
 		return 0, err
 	}
-	return h.BaseOffset, nil
+	return hd.BaseOffset, nil
 }
 
 // WalkHeaders calls fn with the header of every batch from the one holding offset to the
 // end of the log, in order, reading headers only (for example to rebuild producer state
 // when a partition loads). It stops early when fn returns false.
+//
+// Bad data ends the walk with a *CorruptionError naming the first bad batch (in a damaged
+// log, the walk ends with the damage). fn never sees a header before the one after it
+// (or the segment's end) has confirmed where it ends, so a header whose record count is
+// corrupt is reported, not delivered. Headers are checked for structure, not CRC: a
+// corrupt field that leaves the offsets intact (a producer id, a timestamp) passes.
 func (l *Log) WalkHeaders(offset int64, fn func(h batch.Header) bool) error {
 	hb := l.hdrs.Get().(*[batch.HeaderSize]byte)
 	defer l.hdrs.Put(hb)
@@ -232,19 +237,44 @@ func (l *Log) WalkHeaders(offset int64, fn func(h batch.Header) bool) error {
 		if err != nil || r.Empty() {
 			return err
 		}
-		seg := r.Ref().(*segment) // this package's regions hold their segment
+		h := r.Ref().(*handle) // this package's regions hold their segment's handle
 		l.mu.Lock()
-		size := seg.size
+		v, bad := h.seg.viewLocked(), h.seg.bad
 		l.mu.Unlock()
-		stopped := false
-		_, end, _, err := walkHeaders(seg, hb, r.Pos, r.Offset, size, func(h batch.Header) bool {
-			offset = h.LastOffset() + 1
-			stopped = !fn(h)
-			return stopped
-		})
+		next, stopped, err := walkSegment(h, hb, r.Pos, r.Offset, v.size, v.next, fn)
 		r.Release()
-		if err != nil || stopped || end < size {
+		if err != nil || stopped {
 			return err
 		}
+		if bad != nil {
+			return bad
+		}
+		offset = next
 	}
+}
+
+// walkSegment calls fn for each header from pos to size, one header behind the walk, and
+// returns the offset the segment ends at.
+func walkSegment(h *handle, hb *[batch.HeaderSize]byte, pos, base, size, end int64, fn func(batch.Header) bool) (int64, bool, error) {
+	var w walker
+	w.start(h, hb, pos, base, size, end)
+	var pending batch.Header
+	have := false
+	for {
+		ok, err := w.step()
+		if err != nil {
+			return 0, false, err
+		}
+		if !ok {
+			break
+		}
+		if have && !fn(pending) {
+			return 0, true, nil
+		}
+		pending, have = w.cur, true
+	}
+	if have && !fn(pending) {
+		return 0, true, nil
+	}
+	return w.next, false, nil
 }

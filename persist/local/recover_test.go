@@ -1,10 +1,14 @@
 package local
 
 import (
+	"bytes"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"sluice/persist/vfs"
 )
 
 // buildLog writes n batches into a fresh log in dir and returns the offsets at which each
@@ -49,13 +53,24 @@ func copyDir(t *testing.T, src string) string {
 	return dst
 }
 
+// setRecoveryPoint replaces dir's recovery point with one at r, as if the log had
+// crashed after recording r: what lies above r is then a tail that recovery may cut.
+func setRecoveryPoint(t *testing.T, dir string, r int64) {
+	t.Helper()
+	if err := writeRecoveryPoint(vfs.Default(), dir, RecoveryPoint{Offset: r}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestTornTail cuts the last segment at every byte inside its final batch, and flips
-// every byte of that batch in turn; each time the reopened log must be exactly the
-// valid prefix: every batch but the last.
+// every byte of that batch in turn, with the recovery point below that batch (a crash
+// before it was recorded); each time the reopened log must be exactly the valid prefix:
+// every batch but the last.
 func TestTornTail(t *testing.T) {
 	src := t.TempDir()
 	opts := Options{SegmentBytes: 8 << 10, Sync: SyncNever}
 	bases := buildLog(t, src, opts, 120)
+	setRecoveryPoint(t, src, bases[len(bases)-2]-1)
 	seg := lastSegment(t, src)
 	data, _ := os.ReadFile(seg)
 	lastLen := len(makeBatch(bases[len(bases)-2]))
@@ -94,25 +109,52 @@ func TestTornTail(t *testing.T) {
 	check("garbage appended", func(b []byte) []byte { return append(b[:start], make([]byte, 100)...) })
 }
 
-// TestCorruptMiddleOfLastSegment: a bad batch in the middle of the last segment cuts the
-// log there (what follows cannot be trusted to be contiguous).
+// TestCorruptMiddleOfLastSegment: a bad batch in the middle of the last segment is a
+// torn tail, cut there (what follows cannot be trusted to be contiguous), only when it
+// lies above the recovery point or there is none; at or below it, it is damage and
+// nothing is cut.
 func TestCorruptMiddleOfLastSegment(t *testing.T) {
-	dir := t.TempDir()
+	src := t.TempDir()
 	opts := Options{Sync: SyncNever}
-	bases := buildLog(t, dir, opts, 50)
-	seg := lastSegment(t, dir)
-	data, _ := os.ReadFile(seg)
+	bases := buildLog(t, src, opts, 50)
 	pos := 0
 	for i := range 20 {
 		pos += len(makeBatch(bases[i]))
 	}
-	data[pos+30] ^= 0xff
-	os.WriteFile(seg, data, 0o644)
-	l := openLog(t, dir, opts)
-	if l.Next() != bases[20] {
-		t.Fatalf("next %d, want %d", l.Next(), bases[20])
+	for _, c := range []struct {
+		name   string
+		rp     int64 // -2: no recovery point
+		damage bool
+	}{
+		{"recovery point at the end", bases[50] - 1, true},
+		{"recovery point on the bad batch", bases[21] - 1, true},
+		{"recovery point just below the bad batch", bases[20] - 1, false},
+		{"recovery point far below", bases[3] - 1, false},
+		{"no recovery point", -2, false},
+	} {
+		dir := copyDir(t, src)
+		if c.rp == -2 {
+			os.Remove(filepath.Join(dir, recoveryPointName))
+		} else {
+			setRecoveryPoint(t, dir, c.rp)
+		}
+		seg := lastSegment(t, dir)
+		patchFile(t, seg, func(d []byte) []byte { d[pos+30] ^= 0xff; return d })
+		before, _ := os.ReadFile(seg)
+		l := openLog(t, dir, opts)
+		if l.Next() != bases[20] {
+			t.Fatalf("%s: next %d, want %d", c.name, l.Next(), bases[20])
+		}
+		var ce *CorruptionError
+		if damaged := errors.As(l.Damage(), &ce); damaged != c.damage || damaged && ce.Offset != bases[20] {
+			t.Fatalf("%s: damage %v, want damaged=%v", c.name, l.Damage(), c.damage)
+		}
+		if after, _ := os.ReadFile(seg); c.damage != bytes.Equal(after, before) || !c.damage && len(after) != pos {
+			t.Fatalf("%s: segment went from %d to %d bytes", c.name, len(before), len(after))
+		}
+		checkContents(t, l)
+		l.Close()
 	}
-	checkContents(t, l)
 }
 
 // TestCorruptOlderSegment: corruption in a sealed segment is not repaired or skipped; it is
@@ -200,5 +242,79 @@ func TestEmptyAndTinyFiles(t *testing.T) {
 		}
 		appendN(t, l, 3)
 		checkContents(t, l)
+	}
+}
+
+// TestFlippedBitAfterCleanStopIsDamage is the review's case: 20 batches of 500 persisted
+// records, a clean stop, one bit flipped at byte 20000 of the segment. The data is below
+// the recovery point written at Close, so the log opens damaged at the batch holding that
+// byte: nothing is cut, what is below is served, what is at or past it fails with the
+// corruption, writes fail with ErrDamaged, and the damage is reported once.
+func TestFlippedBitAfterCleanStopIsDamage(t *testing.T) {
+	dir := t.TempDir()
+	l := openLog(t, dir, Options{Sync: SyncEveryBatch})
+	var bases, sizes []int64
+	for i := range 20 {
+		b := makeRecords(int64(i*500), 500)
+		base, err := l.Append(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bases, sizes = append(bases, base), append(sizes, int64(len(b)))
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	seg := lastSegment(t, dir)
+	data, _ := os.ReadFile(seg)
+	data[20000] ^= 0x10
+	os.WriteFile(seg, data, 0o644)
+	hit, pos := 0, int64(0) // the batch holding byte 20000
+	for pos+sizes[hit] <= 20000 {
+		pos += sizes[hit]
+		hit++
+	}
+	want := bases[hit]
+
+	rec := &logRecorder{}
+	l = openLog(t, dir, Options{Sync: SyncEveryBatch, RetentionBytes: 1, Logger: rec.logger()})
+	var ce *CorruptionError
+	if err := l.Damage(); !errors.As(err, &ce) || ce.Offset != want || ce.Pos != pos || ce.File != seg {
+		t.Fatalf("damage %v, want a corruption at offset %d, position %d of %s", err, want, pos, seg)
+	}
+	if start, next := l.Bounds(); start != 0 || next != want || l.Next() != want {
+		t.Fatalf("bounds [%d, %d), want [0, %d)", start, next, want)
+	}
+	for i := range hit { // below the damage: served
+		var buf []byte
+		buf, _, err := l.Read(buf, bases[i], 1)
+		if err != nil || !bytes.Equal(buf[8:], makeRecords(bases[i], 500)[8:]) {
+			t.Fatalf("batch %d below the damage: %v", bases[i], err)
+		}
+	}
+	for _, o := range []int64{want, want + 1, want + 700, bases[19] + 499} { // at or past it: the corruption
+		if _, err := l.ReadRegion(o, 1<<20); !errors.Is(err, ErrCorrupt) || !errors.As(err, &ce) || ce.Offset != want {
+			t.Fatalf("read at %d: %v, want the damage", o, err)
+		}
+	}
+	if _, err := l.Append(makeRecords(want, 1)); !errors.Is(err, ErrDamaged) {
+		t.Fatalf("append to a damaged log: %v", err)
+	}
+	if err := l.Truncate(bases[1] - 1); !errors.Is(err, ErrDamaged) {
+		t.Fatalf("truncate of a damaged log: %v", err)
+	}
+	if _, err := l.ApplyRetention(want); !errors.Is(err, ErrDamaged) {
+		t.Fatalf("retention on a damaged log: %v", err)
+	}
+	if n := rec.count(slog.LevelError, "damaged"); n != 1 {
+		t.Fatalf("the damage was reported %d times, want once", n)
+	}
+	l.Close()
+	if after, _ := os.ReadFile(seg); !bytes.Equal(after, data) {
+		t.Fatal("a damaged log changed its segment")
+	}
+	l = openLog(t, dir, Options{})
+	if err := l.Damage(); !errors.As(err, &ce) || ce.Offset != want {
+		t.Fatalf("reopened: damage %v", err)
 	}
 }

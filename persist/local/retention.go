@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"sluice/batch"
+	"sluice/persist/vfs"
 )
 
 // ApplyRetention deletes the oldest whole segments that the retention settings let go:
@@ -14,14 +15,15 @@ import (
 // the number of segments deleted. Readers holding regions of a deleted segment keep
 // reading it until they release them.
 func (l *Log) ApplyRetention(limit int64) (int, error) {
-	if l.opts.RetentionBytes == 0 && l.opts.RetentionAge == 0 {
-		return 0, nil
-	}
 	cutoff := l.opts.Clock().UnixMilli() - l.opts.RetentionAge.Milliseconds()
 	l.mu.Lock()
 	if err := l.writableLocked(); err != nil {
 		l.mu.Unlock()
 		return 0, err
+	}
+	if l.opts.RetentionBytes == 0 && l.opts.RetentionAge == 0 {
+		l.mu.Unlock()
+		return 0, nil
 	}
 	total, err := l.totalLocked()
 	if err != nil {
@@ -67,15 +69,18 @@ func (l *Log) deleteSegments(segs []*segment) error {
 			}
 		}
 		l.opts.Logger.Info("deleted segment", "segment", s.path, "bytes", s.size)
-		s.release()
+		s.drop()
 	}
 	return firstErr
 }
 
 // Truncate removes every batch with an offset above last, so the next append gets
 // last+1. last must be the last offset of a batch (or Start()-1 to empty the log). The
-// durable checkpoint drops to last if it was above. For recovery: for example to cut the
-// log back to what a distributed store acknowledged.
+// durable checkpoint drops to last if it was above, and so does the recovery point,
+// before any data is cut (a crash in between leaves data above the recovery point,
+// which recovery treats as a tail; the other order would leave the record above the
+// data, which recovery would take for lost acknowledged data). For recovery: for
+// example to cut the log back to what a distributed store acknowledged.
 func (l *Log) Truncate(last int64) error {
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()
@@ -96,7 +101,17 @@ func (l *Log) Truncate(last int64) error {
 	if err := old.loadIndexLocked(l); err != nil {
 		return err
 	}
-	seg, err := l.truncatedCopyLocked(old, target)
+	pos, err := l.boundaryLocked(old, target)
+	if err != nil {
+		return err
+	}
+	if l.rp.valid && l.rp.offset > last {
+		if err := writeRecoveryPoint(l.fs, l.dir, RecoveryPoint{Offset: last}); err != nil {
+			return l.rpErrorLocked(err)
+		}
+		l.rp.offset, l.rp.clean = last, false
+	}
+	seg, err := l.truncatedCopyLocked(old, pos, target)
 	if err != nil {
 		return err
 	}
@@ -105,9 +120,9 @@ func (l *Log) Truncate(last int64) error {
 	if err := l.deleteSegments(dropped); err != nil {
 		return l.failLocked(err)
 	}
-	old.release()
+	old.drop()
 	if l.opts.Sync != SyncNever {
-		if err := seg.file.Sync(); err != nil {
+		if err := seg.writer().Sync(); err != nil {
 			return l.failLocked(fmt.Errorf("cannot fsync truncated %s: %w", seg.path, err))
 		}
 		if err := l.fs.SyncDir(l.dir); err != nil {
@@ -126,26 +141,49 @@ func (l *Log) Truncate(last int64) error {
 	return nil
 }
 
-// truncatedCopyLocked cuts old's file at the batch with base offset target and returns a
-// new active segment object for it, with its own read-write file and a trimmed index.
-// old is left to readers that still hold it.
-func (l *Log) truncatedCopyLocked(old *segment, target int64) (*segment, error) {
-	pos := int64(0)
-	hb := new([batch.HeaderSize]byte)
-	if target > old.base {
-		start, rel := floor(old.idx.offs, uint32(target-old.base))
-		h, p, err := seekBatch(old, hb, start, old.base+int64(rel), old.size, func(h batch.Header) bool {
-			return target <= h.LastOffset()
-		})
-		if err != nil {
-			return nil, err
-		}
-		if h.BaseOffset != target {
-			return nil, fmt.Errorf("cannot truncate after offset %d: %w (batch %d..%d)",
-				target-1, ErrNotBatchBoundary, h.BaseOffset, h.LastOffset())
-		}
-		pos = p
+// rpErrorLocked classifies a failed write of the recovery point, which changed nothing
+// the log relies on (the old record, or the new one, is true either way): a full disk
+// is ErrNoSpace, anything else is returned as it is. The log stays usable.
+func (l *Log) rpErrorLocked(err error) error {
+	if vfs.IsNoSpace(err) {
+		return fmt.Errorf("%w: %w", ErrNoSpace, err)
 	}
+	return err
+}
+
+// boundaryLocked returns the position in s of the batch whose base offset is target, or
+// an error wrapping ErrNotBatchBoundary when target falls inside a batch.
+func (l *Log) boundaryLocked(s *segment, target int64) (int64, error) {
+	switch {
+	case target == s.base:
+		return 0, nil
+	case s.bad != nil && target == s.bad.Offset: // cutting the bad data off
+		return s.bad.Pos, nil
+	}
+	h, err := s.use()
+	if err != nil {
+		return 0, err
+	}
+	defer h.release()
+	hb := new([batch.HeaderSize]byte)
+	start, rel := floor(s.idx.offs, uint32(target-s.base))
+	hd, p, err := seekBatch(h, hb, start, s.base+int64(rel), s.size, func(h batch.Header) bool {
+		return target <= h.LastOffset()
+	})
+	if err != nil {
+		return 0, err
+	}
+	if hd.BaseOffset != target {
+		return 0, fmt.Errorf("cannot truncate after offset %d: %w (batch %d..%d)",
+			target-1, ErrNotBatchBoundary, hd.BaseOffset, hd.LastOffset())
+	}
+	return p, nil
+}
+
+// truncatedCopyLocked cuts old's file at pos, where the batch with base offset target
+// starts, and returns a new active segment object for it, with its own read-write file
+// and a trimmed index. old is left to readers that still hold it.
+func (l *Log) truncatedCopyLocked(old *segment, pos, target int64) (*segment, error) {
 	f, err := l.fs.OpenReadWrite(old.path)
 	if err != nil {
 		return nil, fmt.Errorf("cannot open segment %s: %w", old.path, err)
@@ -154,13 +192,20 @@ func (l *Log) truncatedCopyLocked(old *segment, target int64) (*segment, error) 
 		f.Close()
 		return nil, l.failLocked(fmt.Errorf("cannot truncate segment %s at %d: %w", old.path, pos, err))
 	}
-	seg := newSegment(l.dir, old.base)
-	seg.file, seg.size, seg.next, seg.created = f, pos, target, l.opts.Clock()
-	if seg.idx, err = trimIndex(seg, old.idx, hb, l.opts.IndexInterval); err != nil {
+	seg := l.newSegment(old.base)
+	seg.install(f)
+	seg.size, seg.next, seg.created = pos, target, l.opts.Clock()
+	seg.needSync = l.opts.Sync == SyncNever
+	if seg.idx, err = trimIndex(seg, old.idx, l.opts.IndexInterval); err != nil {
+		seg.drop()
 		return nil, err
+	}
+	if old.verified != nil { // a sealed segment loaded from disk: what is unchecked stays so
+		seg.verified = old.verified.prefix(len(seg.idx.offs))
 	}
 	for _, suffix := range []string{indexSuffix, timeIndexSuffix} {
 		if err := removeIfExists(l.fs, segmentName(l.dir, seg.base, suffix)); err != nil {
+			seg.drop()
 			return nil, err
 		}
 	}
@@ -169,7 +214,7 @@ func (l *Log) truncatedCopyLocked(old *segment, target int64) (*segment, error) 
 
 // trimIndex returns old's entries that lie below seg's new end, and recomputes the
 // maximum timestamp by reading the headers after the last kept time entry.
-func trimIndex(seg *segment, old *index, hb *[batch.HeaderSize]byte, interval int64) (*index, error) {
+func trimIndex(seg *segment, old *index, interval int64) (*index, error) {
 	idx := newIndex()
 	for _, e := range old.offs {
 		if e.pos < seg.size {
@@ -187,12 +232,17 @@ func trimIndex(seg *segment, old *index, hb *[batch.HeaderSize]byte, interval in
 	last := idx.times[len(idx.times)-1]
 	idx.maxTs = last.ts
 	pos, rel := floor(idx.offs, uint32(last.offset-seg.base))
-	_, _, _, err := walkHeaders(seg, hb, pos, seg.base+int64(rel), seg.size, func(h batch.Header) bool {
-		idx.maxTs = max(idx.maxTs, h.MaxTimestamp)
-		return false
-	})
-	if err != nil {
-		return nil, err
+	var w walker
+	w.start(seg.h.Load(), new([batch.HeaderSize]byte), pos, seg.base+int64(rel), seg.size, seg.next)
+	for {
+		ok, err := w.step()
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			break
+		}
+		idx.maxTs = max(idx.maxTs, w.cur.MaxTimestamp)
 	}
 	idx.sinceOff = seg.size - idx.offs[len(idx.offs)-1].pos
 	idx.sinceTime = interval // let the next raise of the max timestamp be indexed

@@ -1,6 +1,7 @@
 package local
 
 import (
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -11,61 +12,121 @@ import (
 
 // segment is one .log file with its sparse indexes.
 //
-// Lifetime: the Log holds one reference from creation until the segment is deleted or the
-// log closed; every Region holds one more. The file is closed when the count reaches zero,
-// never earlier: a reader may be in the middle of a sendfile on its descriptor. Nothing
-// relies on finalizers.
+// Its descriptor lives in a handle (see FilePool): the active segment's handle is
+// installed at creation and stays until the segment is dropped; a sealed segment's is
+// opened when a read needs it and may be evicted by the pool whenever nobody uses it.
+// Users take a reference on the handle (use), so the descriptor outlives the segment's
+// place in the log: retention may delete a file while a Region still sends from it.
 type segment struct {
 	base int64
 	path string
-	refs atomic.Int32
+	fs   vfs.FS
+	pool *FilePool
+
+	h    atomic.Pointer[handle] // the open descriptor; nil while closed (evicted or dropped)
+	dead atomic.Bool            // dropped from the log: never reopened
 
 	// Guarded by Log.mu. The writer changes them with the lock held; readers copy what
 	// they need under the lock and then work on the copies.
-	file    vfs.File // nil until first used (sealed segments open lazily)
-	size    int64    // bytes of whole batches; valid once sized
-	sized   bool     // sealed segments are sized lazily, so Open need not stat them all
-	next    int64    // offset after the segment's last batch
-	idx     *index   // nil until loaded (sealed segments load lazily)
+	size    int64 // bytes of whole batches; valid once sized
+	sized   bool  // sealed segments are sized lazily, so Open need not stat them all
+	next    int64 // offset after the segment's last batch
+	idx     *index
 	sealed  bool
 	created time.Time // when the first batch was appended (rolling by age)
+	// verified marks the index intervals whose batch headers have been checked since the
+	// segment was loaded from disk (see verify.go); nil when every header is known good
+	// (written or scanned by this process). Set before idx is published, then fixed.
+	verified *bitmap
+	// needSync: the file may hold data no fsync has covered, so no recovery point may
+	// cover it until one does (sealed under SyncNever, or loaded above the recovery
+	// point).
+	needSync bool
+	// bad is the corruption that the scan rebuilding a trusted segment's index stopped
+	// at, or nil. The segment is then served up to it (see viewLocked) and reads at or
+	// past it return it, so the segment is scanned once, not on every read.
+	bad *CorruptionError
 }
 
-func newSegment(dir string, base int64) *segment {
-	s := &segment{base: base, path: segmentName(dir, base, logSuffix), next: base, sized: true}
-	s.refs.Store(1)
-	return s
+func newSegment(dir string, fs vfs.FS, pool *FilePool, base int64) *segment {
+	return &segment{base: base, path: segmentName(dir, base, logSuffix), fs: fs, pool: pool, next: base, sized: true}
 }
 
-// acquire adds a reference; the caller must hold Log.mu (so the segment cannot be deleted
-// concurrently) and later call release.
-func (s *segment) acquire() { s.refs.Add(1) }
+// newSegment returns a segment of l at base, not yet installed or published.
+func (l *Log) newSegment(base int64) *segment { return newSegment(l.dir, l.fs, l.opts.Files, base) }
 
-// release drops a reference and closes the file with the last one.
-func (s *segment) release() {
-	n := s.refs.Add(-1)
-	if n < 0 {
-		panic(fmt.Sprintf("BUG: segment %s released more often than acquired", s.path))
-	}
-	if n == 0 && s.file != nil {
-		s.file.Close()
+// install makes f the segment's descriptor, held by the segment alone (an active
+// segment's, or a scanned one's).
+func (s *segment) install(f vfs.File) {
+	if !s.h.CompareAndSwap(nil, newHandle(f, s, 1)) {
+		panic(fmt.Sprintf("BUG: segment %s installed twice", s.path))
 	}
 }
 
-// Release drops a reference (persist.Releaser: a Region holds one).
-func (s *segment) Release() { s.release() }
+// writer returns the active segment's descriptor. Owner only: the owner is the only one
+// who drops the active segment, so its handle cannot go away under it.
+func (s *segment) writer() vfs.File { return s.h.Load().f }
 
-// openLocked opens the segment's file if it is not open yet. Requires Log.mu.
-func (s *segment) openLocked(fs vfs.FS) error {
-	if s.file != nil {
-		return nil
+// errSegmentGone is returned by use for a segment the log dropped.
+var errSegmentGone = errors.New("segment dropped from the log")
+
+// use returns the segment's handle with a reference for the caller to release, opening
+// the file read-only when it is closed. Safe from any goroutine, with or without Log.mu.
+func (s *segment) use() (*handle, error) {
+	for {
+		if h := s.h.Load(); h != nil {
+			if h.tryAcquire() {
+				return h, nil
+			}
+			continue // being evicted: the pointer is about to be cleared
+		}
+		if s.dead.Load() {
+			return nil, errSegmentGone
+		}
+		f, err := s.fs.Open(s.path)
+		if err != nil {
+			if s.dead.Load() {
+				return nil, errSegmentGone
+			}
+			return nil, fmt.Errorf("cannot open segment %s: %w", s.path, err)
+		}
+		h := newHandle(f, s, 2) // the segment's reference and the caller's
+		h.used.Store(true)
+		s.pool.opened(h)
+		if !s.h.CompareAndSwap(nil, h) { // another reader opened it first
+			h.refs.Store(1)
+			h.release()
+			continue
+		}
+		if s.dead.Load() { // dropped while we opened it: give the segment's reference back
+			if s.h.CompareAndSwap(h, nil) {
+				h.release()
+			}
+			return h, nil
+		}
+		s.pool.insert(h)
+		return h, nil
 	}
-	f, err := fs.Open(s.path)
-	if err != nil {
-		return fmt.Errorf("cannot open segment %s: %w", s.path, err)
+}
+
+// drop detaches the segment from the log (deleted, truncated away, or the log closed):
+// it is never reopened, and its descriptor closes once no Region uses it.
+func (s *segment) drop() {
+	s.dead.Store(true)
+	if h := s.h.Swap(nil); h != nil {
+		if p := h.pool.Load(); p != nil {
+			p.remove(h)
+		}
+		h.release()
 	}
-	s.file = f
-	return nil
+}
+
+// seal hands the segment's descriptor to the pool: from now on it may be closed while
+// idle and reopened read-only on demand.
+func (s *segment) seal() {
+	if h := s.h.Load(); h != nil && h.pool.Load() == nil {
+		s.pool.adopt(h)
+	}
 }
 
 // loadIndexLocked makes s.idx available for a sealed segment: from its index files when
@@ -78,27 +139,34 @@ func (s *segment) loadIndexLocked(l *Log) error {
 	if err := l.sizeLocked(s); err != nil {
 		return err
 	}
-	if err := s.openLocked(l.fs); err != nil {
+	h, err := s.use()
+	if err != nil {
 		return err
 	}
-	idx, reason := s.readIndexFiles(l.fs)
+	defer h.release()
+	idx, reason := s.readIndexFiles(h)
 	if idx == nil {
 		l.opts.Logger.Info("rebuilding segment index", "segment", s.path, "reason", reason)
-		var err error
-		if idx, err = s.rebuildIndex(l.opts.IndexInterval); err != nil {
+		var bad *CorruptionError
+		if idx, bad, err = s.rebuildIndex(h, l.opts.IndexInterval); err != nil {
 			return err
 		}
-		if err := s.writeIndexFiles(l, idx); err != nil {
+		if bad != nil { // served up to the damage; the index files stay as they are
+			l.opts.Logger.Error("corrupt data in a sealed segment: serving the batches before it", "segment", s.path, "err", bad)
+			s.bad = bad
+		} else if err := s.writeIndexFiles(l, idx); err != nil {
 			return err
 		}
+	} else {
+		s.verified = newBitmap(len(idx.offs)) // trusted, not checked: verified on first read
 	}
 	s.idx = idx
 	return nil
 }
 
 // readIndexFiles reads and checks both index files; on any problem it returns nil and why.
-func (s *segment) readIndexFiles(fs vfs.FS) (*index, string) {
-	ob, err := readAll(fs, segmentName(dirOf(s.path), s.base, indexSuffix))
+func (s *segment) readIndexFiles(h *handle) (*index, string) {
+	ob, err := readAll(s.fs, segmentName(dirOf(s.path), s.base, indexSuffix))
 	if err != nil {
 		return nil, err.Error()
 	}
@@ -106,7 +174,7 @@ func (s *segment) readIndexFiles(fs vfs.FS) (*index, string) {
 	if err != nil {
 		return nil, err.Error()
 	}
-	tb, err := readAll(fs, segmentName(dirOf(s.path), s.base, timeIndexSuffix))
+	tb, err := readAll(s.fs, segmentName(dirOf(s.path), s.base, timeIndexSuffix))
 	if err != nil {
 		return nil, err.Error()
 	}
@@ -117,43 +185,44 @@ func (s *segment) readIndexFiles(fs vfs.FS) (*index, string) {
 	// The last entry must point at a real batch of the right offset: one header read
 	// catches an index left over from a different .log.
 	end := offs[len(offs)-1]
-	var hdr [8]byte
-	if _, err := s.file.ReadAt(hdr[:], end.pos); err != nil {
-		return nil, fmt.Sprintf("cannot read batch at %d: %v", end.pos, err)
-	}
-	if got := batch.BaseOffset(hdr[:]); got != s.base+int64(end.rel) {
-		return nil, fmt.Sprintf("index entry points at offset %d, want %d", got, s.base+int64(end.rel))
+	hb := new([batch.HeaderSize]byte)
+	if _, err := readHeader(h, hb, end.pos, s.base+int64(end.rel), s.size); err != nil {
+		return nil, fmt.Sprintf("last index entry: %v", err)
 	}
 	// The last time entry states the segment's maximum timestamp: the batch it names
 	// must carry it.
 	last := times[len(times)-1]
-	hb := new([batch.HeaderSize]byte)
 	pos, rel := floor(offs, uint32(last.offset-s.base))
-	h, _, err := seekBatch(s, hb, pos, s.base+int64(rel), s.size, func(h batch.Header) bool {
+	hd, _, err := seekBatch(h, hb, pos, s.base+int64(rel), s.size, func(h batch.Header) bool {
 		return h.BaseOffset >= last.offset
 	})
-	if err != nil || h.BaseOffset != last.offset || h.MaxTimestamp != last.ts {
+	if err != nil || hd.BaseOffset != last.offset || hd.MaxTimestamp != last.ts {
 		return nil, fmt.Sprintf("last time index entry (%d, %d) does not match its batch", last.ts, last.offset)
 	}
 	return &index{offs: offs, times: times, maxTs: last.ts, maxTsOffset: last.offset}, ""
 }
 
-// rebuildIndex scans the whole segment, verifying every batch, and returns its index.
-func (s *segment) rebuildIndex(interval int64) (*index, error) {
-	idx := newIndex()
-	sc := newScanner(s.file, s.path, s.size, s.base)
+// rebuildIndex scans the whole segment, verifying every batch, and returns its index:
+// of every batch, or of those before bad, the corruption that stopped the scan (or the
+// segment ending short of the next one). err is for I/O.
+func (s *segment) rebuildIndex(h *handle, interval int64) (idx *index, bad *CorruptionError, err error) {
+	idx = newIndex()
+	sc := newScanner(h.f, s.path, s.size, s.base)
 	for sc.Next() {
 		idx.add(s.base, sc.h.BaseOffset, sc.h.MaxTimestamp, sc.pos, int64(len(sc.batch)), interval)
 	}
-	if err := sc.Err(); err != nil {
-		return nil, err
+	if err := sc.Err(); err != nil && !errors.As(err, &bad) {
+		return nil, nil, err
 	}
 	idx.seal()
-	if sc.next != s.next {
-		return nil, &CorruptionError{File: s.path, Pos: s.size, Offset: sc.next,
+	if bad == nil && sc.next != s.next {
+		bad = &CorruptionError{File: s.path, Pos: sc.pos, Offset: sc.next,
 			Reason: fmt.Sprintf("segment ends at offset %d but the next segment starts at %d", sc.next, s.next)}
 	}
-	return idx, nil
+	if bad != nil && len(idx.offs) == 0 { // nothing valid: an index entry for the empty prefix
+		idx.offs = []offsetEntry{{rel: 0, pos: 0}}
+	}
+	return idx, bad, nil
 }
 
 // writeIndexFiles writes both index files of a sealed segment atomically (temporary file

@@ -1,8 +1,12 @@
-// Package segment implements the read-only partition tools behind `sluice segment dump`
-// and `sluice segment verify`, and the demo log behind `sluice segment demo`.
+// Package segment implements the partition tools behind `sluice segment dump`, `sluice
+// segment verify` and `sluice segment repair`, and the demo log behind `sluice segment
+// demo`.
 //
 // Dump and Verify never change the directory (they do not run recovery); they report what
-// they find. Functions are safe to call concurrently on different directories.
+// they find, telling a torn tail (above the recovery point: opening the log cuts it off)
+// from damage (acknowledged data at or below it: only a repair removes it). Repair is
+// the one tool that writes: the operator's cut of a damaged partition, with the broker
+// stopped. Functions are safe to call concurrently on different directories.
 package segment
 
 import (
@@ -59,11 +63,65 @@ func Verify(w io.Writer, dir string) error {
 		return report(w, problems)
 	}
 	if batches == 0 {
-		fmt.Fprintf(w, "ok: %s holds no batches\n", dir)
+		fmt.Fprintf(w, "ok: %s holds no batches; %s\n", dir, recoveryPoint(dir))
 		return nil
 	}
-	fmt.Fprintf(w, "ok: %s: %d segments, %d batches, %d records, offsets [%d, %d), %d bytes\n",
-		dir, len(segments), batches, records, first, next, bytes)
+	fmt.Fprintf(w, "ok: %s: %d segments, %d batches, %d records, offsets [%d, %d), %d bytes; %s\n",
+		dir, len(segments), batches, records, first, next, bytes, recoveryPoint(dir))
+	return nil
+}
+
+// recoveryPoint describes the directory's recovery point for a report.
+func recoveryPoint(dir string) string {
+	rp, err := local.ReadRecoveryPoint(nil, dir)
+	switch {
+	case errors.Is(err, local.ErrNoRecoveryPoint):
+		return "no recovery point (the last segment is treated as a tail)"
+	case err != nil:
+		return fmt.Sprintf("unreadable recovery point: %v", err)
+	case rp.Clean:
+		return fmt.Sprintf("recovery point %d (clean shutdown)", rp.Offset)
+	}
+	return fmt.Sprintf("recovery point %d", rp.Offset)
+}
+
+// Repair cuts the partition in dir at offset at: every batch from at on is removed (at
+// must be a batch boundary; otherwise the error names the nearest ones), later segments
+// are deleted and the recovery point rewritten. It prints what it removes, including how
+// many acknowledged records (at or below the old recovery point) are given up. With
+// dryRun it prints the same and changes nothing. The broker must be stopped.
+func Repair(w io.Writer, dir string, at int64, dryRun bool) error {
+	p, err := local.PlanRepair(nil, dir, at)
+	if err != nil {
+		return fmt.Errorf("cannot repair %s at offset %d: %w", dir, at, err)
+	}
+	verb := "removing"
+	if dryRun {
+		verb = "would remove"
+	}
+	fmt.Fprintf(w, "repair %s: cut at offset %d\n", dir, at)
+	if p.CutBytes > 0 || p.Pos == 0 {
+		fmt.Fprintf(w, "  %s: truncate at position %d, %s %d bytes\n", filepath.Base(p.Segment), p.Pos, verb, p.CutBytes)
+	}
+	for _, d := range p.Deleted {
+		fmt.Fprintf(w, "  %s: delete (with its index files)\n", filepath.Base(d))
+	}
+	fmt.Fprintf(w, "  %s offsets [%d, %d) and any bad data after them: %d bytes in %d segment file(s) cut or deleted\n",
+		verb, p.At, p.End, p.CutBytes+p.DeletedBytes, len(p.Deleted)+min(1, int(p.CutBytes)))
+	switch {
+	case !p.HasOld:
+		fmt.Fprintf(w, "  no readable recovery point: how much of this was acknowledged is unknown; new recovery point %d\n", p.New)
+	default:
+		fmt.Fprintf(w, "  recovery point %d -> %d: %d acknowledged record(s) at or below it given up\n", p.Old.Offset, p.New, p.Acknowledged)
+	}
+	if dryRun {
+		fmt.Fprintln(w, "dry run: nothing changed")
+		return nil
+	}
+	if err := p.Apply(); err != nil {
+		return fmt.Errorf("cannot repair %s at offset %d: %w", dir, at, err)
+	}
+	fmt.Fprintln(w, "done")
 	return nil
 }
 

@@ -4,10 +4,13 @@
 // storage error paths use this wrapper around the real filesystem (the one fake the
 // project allows, and only for faults). An Injector decides, for every operation, whether
 // it fails. Writes that fail with ENOSPC may first write part of their bytes, as a real
-// full disk does. Safe for concurrent use if the Injector is.
+// full disk does; a *Torn error says exactly how many bytes reach the file and how many
+// the write reports. Safe for concurrent use if the Injector is.
 package errorfs
 
 import (
+	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -40,6 +43,24 @@ func (o Op) String() string { return opNames[o] }
 type Injector interface {
 	MaybeError(op Op, path string) error
 }
+
+// Torn is an injected write error that first writes Keep bytes of the write (half of
+// them when Keep is negative) and then reports Reported bytes written (the count really
+// written when Reported is negative) with Err. Reported 0 after a partial write is what
+// os.File.WriteAt returns when a short pwrite is followed by ENOSPC: bytes reached the
+// file, yet the count says none did.
+type Torn struct {
+	Err      error
+	Keep     int
+	Reported int
+}
+
+func (t *Torn) Error() string {
+	return "torn write (keep " + strconv.Itoa(t.Keep) + ", report " + strconv.Itoa(t.Reported) + "): " + t.Err.Error()
+}
+
+// Unwrap makes errors.Is(err, t.Err) true.
+func (t *Torn) Unwrap() error { return t.Err }
 
 // Rule fails operations that match Op and whose path ends with Suffix, after skipping the
 // first Skip matches, at most Times times (0 means forever once started).
@@ -175,16 +196,29 @@ func (f *file) ReadAt(p []byte, off int64) (int, error) {
 	return f.File.ReadAt(p, off)
 }
 
-// WriteAt writes half of p before failing with ENOSPC, like a disk that fills mid-write.
+// WriteAt writes half of p before failing with ENOSPC, like a disk that fills mid-write,
+// and does what a *Torn error says.
 func (f *file) WriteAt(p []byte, off int64) (int, error) {
-	if err := f.fs.check(OpWrite, f.Name()); err != nil {
-		n := 0
-		if err == syscall.ENOSPC && len(p) > 1 {
-			n, _ = f.File.WriteAt(p[:len(p)/2], off)
-		}
-		return n, &pathError{"write", f.Name(), err}
+	err := f.fs.check(OpWrite, f.Name())
+	if err == nil {
+		return f.File.WriteAt(p, off)
 	}
-	return f.File.WriteAt(p, off)
+	var torn *Torn
+	n := 0
+	switch {
+	case errors.As(err, &torn):
+		keep := torn.Keep
+		if keep < 0 || keep > len(p) {
+			keep = len(p) / 2
+		}
+		n, _ = f.File.WriteAt(p[:keep], off)
+		if torn.Reported >= 0 {
+			n = torn.Reported
+		}
+	case err == syscall.ENOSPC && len(p) > 1:
+		n, _ = f.File.WriteAt(p[:len(p)/2], off)
+	}
+	return n, &pathError{"write", f.Name(), err}
 }
 
 func (f *file) Sync() error {

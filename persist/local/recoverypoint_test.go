@@ -1,0 +1,342 @@
+package local
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"sluice/batch"
+	"sluice/persist/vfs/errorfs"
+)
+
+func TestRecoveryPointEncoding(t *testing.T) {
+	for _, rp := range []RecoveryPoint{{Offset: -1}, {Offset: 0, Clean: true}, {Offset: 1<<63 - 1}} {
+		b := appendRecoveryPoint(nil, rp)
+		if got, reason := decodeRecoveryPoint(b); reason != "" || got != rp {
+			t.Fatalf("%+v: round trip gave %+v (%s)", rp, got, reason)
+		}
+		for i := range b { // every single-byte change is refused
+			c := append([]byte(nil), b...)
+			c[i] ^= 0x04
+			if _, reason := decodeRecoveryPoint(c); reason == "" {
+				t.Fatalf("%+v: byte %d changed and accepted", rp, i)
+			}
+		}
+		if _, reason := decodeRecoveryPoint(b[:len(b)-1]); reason == "" {
+			t.Fatal("short file accepted")
+		}
+	}
+	if _, err := ReadRecoveryPoint(nil, t.TempDir()); !errors.Is(err, ErrNoRecoveryPoint) {
+		t.Fatalf("missing file: %v", err)
+	}
+}
+
+// TestCloseWritesRecoveryPointWithSyncNever: with SyncNever nothing is fsynced while the
+// log runs, and Close fsyncs every segment written and the directory before it records
+// the clean end, so that the record holds after a host crash too.
+func TestCloseWritesRecoveryPointWithSyncNever(t *testing.T) {
+	rec := &opRecorder{}
+	dir := t.TempDir()
+	l := openLog(t, dir, Options{SegmentBytes: 4 << 10, Sync: SyncNever, FS: recordingFS(rec)})
+	next := appendN(t, l, 300)
+	if n := rec.count(errorfs.OpSync, ".log"); n != 0 {
+		t.Fatalf("%d fsyncs before Close with SyncNever", n)
+	}
+	if _, err := ReadRecoveryPoint(nil, dir); !errors.Is(err, ErrNoRecoveryPoint) {
+		t.Fatalf("a recovery point before Close with SyncNever: %v", err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	synced := rec.paths(errorfs.OpSync)
+	files, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+	if len(files) < 5 {
+		t.Fatalf("only %d segments", len(files))
+	}
+	for _, f := range files {
+		if !synced[f] {
+			t.Errorf("Close did not fsync %s", f)
+		}
+	}
+	if rec.count(errorfs.OpSyncDir, "") == 0 {
+		t.Error("Close did not sync the directory")
+	}
+	if rp := readRP(t, dir); rp.Offset != next-1 || !rp.Clean {
+		t.Fatalf("recovery point %+v, want a clean one at %d", rp, next-1)
+	}
+	// Closing again, or opening and closing without appends, writes nothing new.
+	rec.reset()
+	l = openLog(t, dir, Options{SegmentBytes: 4 << 10, Sync: SyncNever, FS: recordingFS(rec)})
+	l.Close()
+	if n := rec.count(errorfs.OpCreate, recoveryPointName+".tmp"); n != 0 {
+		t.Fatalf("an unchanged log rewrote its recovery point %d times", n)
+	}
+}
+
+// TestSyncWritesRecoveryPointAtABoundedRate: Sync records its checkpoint at most every
+// RecoveryPointInterval, never per append.
+func TestSyncWritesRecoveryPointAtABoundedRate(t *testing.T) {
+	clk := &fakeClock{now: time.Unix(1000, 0)}
+	rec := &opRecorder{}
+	dir := t.TempDir()
+	l := openLog(t, dir, Options{Sync: SyncEveryBatch, RecoveryPointInterval: time.Minute, Clock: clk.Now, FS: recordingFS(rec)})
+	writes := func() int { return rec.count(errorfs.OpRename, recoveryPointName) }
+	appendN(t, l, 1)
+	if writes() != 0 {
+		t.Fatalf("%d recovery point writes right after open", writes())
+	}
+	clk.Advance(time.Minute)
+	first := appendN(t, l, 1) // an interval after open
+	if writes() != 1 || readRP(t, dir).Offset != first-1 {
+		t.Fatalf("%d writes, recovery point %+v, want 1 at %d", writes(), readRP(t, dir), first-1)
+	}
+	for range 50 {
+		appendN(t, l, 1)
+		clk.Advance(time.Second)
+	}
+	if writes() != 1 {
+		t.Fatalf("%d recovery point writes for 50 appends within the interval", writes())
+	}
+	clk.Advance(10 * time.Second)
+	next := appendN(t, l, 1)
+	if writes() != 2 || readRP(t, dir).Offset != next-1 || readRP(t, dir).Clean {
+		t.Fatalf("after the interval: %d writes, %+v, want 2 and %d", writes(), readRP(t, dir), next-1)
+	}
+	if rec.count(errorfs.OpSync, ".log") < 53 {
+		t.Fatal("the test did not fsync every batch")
+	}
+}
+
+// TestMissingRecoveryPointFallsBack: without a recovery point, or with an unreadable
+// one, recovery cuts the last segment at its first bad batch (as before recovery points)
+// and says so; with an fsync policy it then records the recovered end, so the same
+// corruption found again is damage.
+func TestMissingRecoveryPointFallsBack(t *testing.T) {
+	src := t.TempDir()
+	opts := Options{SegmentBytes: 8 << 10}
+	bases := buildLog(t, src, opts, 100)
+	for name, spoil := range map[string]func(path string){
+		"missing":  func(p string) { os.Remove(p) },
+		"corrupt":  func(p string) { patchFile(t, p, func(d []byte) []byte { d[9] ^= 1; return d }) },
+		"short":    func(p string) { patchFile(t, p, func(d []byte) []byte { return d[:7] }) },
+		"too long": func(p string) { patchFile(t, p, func(d []byte) []byte { return append(d, 0) }) },
+	} {
+		dir := copyDir(t, src)
+		spoil(filepath.Join(dir, recoveryPointName))
+		seg := lastSegment(t, dir)
+		patchFile(t, seg, func(d []byte) []byte { d[len(d)-10] ^= 1; return d }) // the last batch
+		rec := &logRecorder{}
+		l := openLog(t, dir, Options{SegmentBytes: 8 << 10, Logger: rec.logger()})
+		if l.Damage() != nil || l.Next() != bases[99] {
+			t.Fatalf("%s: damage %v, next %d, want the last batch cut (%d)", name, l.Damage(), l.Next(), bases[99])
+		}
+		if rec.count(slog.LevelWarn, "no valid recovery point") != 1 {
+			t.Fatalf("%s: the fallback was not reported", name)
+		}
+		checkContents(t, l)
+		l.Close()
+		if rp := readRP(t, dir); rp.Offset != bases[99]-1 {
+			t.Fatalf("%s: recovery point %+v after the fallback, want %d", name, rp, bases[99]-1)
+		}
+	}
+}
+
+// TestLogEndsBelowRecoveryPoint: acknowledged data missing from the end (a segment cut
+// short or gone) is damage, not a shorter log.
+func TestLogEndsBelowRecoveryPoint(t *testing.T) {
+	src := t.TempDir()
+	opts := Options{SegmentBytes: 8 << 10, Sync: SyncNever}
+	buildLog(t, src, opts, 200)
+	all := layout(t, src)
+	files, _ := filepath.Glob(filepath.Join(src, "*.log"))
+
+	dir := copyDir(t, src) // the last batch cut off
+	lastB := all[len(all)-1]
+	patchFile(t, filepath.Join(dir, filepath.Base(lastB.file)), func(d []byte) []byte { return d[:lastB.pos] })
+	l := openLog(t, dir, opts)
+	var ce *CorruptionError
+	if !errors.As(l.Damage(), &ce) || ce.Offset != lastB.base || l.Next() != lastB.base {
+		t.Fatalf("last batch gone: damage %v, next %d", l.Damage(), l.Next())
+	}
+	checkContents(t, l)
+
+	dir = copyDir(t, src) // the last segment gone
+	os.Remove(filepath.Join(dir, filepath.Base(files[len(files)-1])))
+	l = openLog(t, dir, opts)
+	if !errors.As(l.Damage(), &ce) || ce.Offset != segmentBase(t, files[len(files)-1]) {
+		t.Fatalf("last segment gone: damage %v", l.Damage())
+	}
+	checkContents(t, l)
+
+	dir = copyDir(t, src) // every segment gone
+	for _, f := range files {
+		os.Remove(filepath.Join(dir, filepath.Base(f)))
+	}
+	if _, err := Open(dir, opts); !errors.Is(err, ErrDamaged) {
+		t.Fatalf("open of a directory that lost every segment: %v", err)
+	}
+}
+
+func segmentBase(t *testing.T, path string) int64 {
+	t.Helper()
+	kind, base := parseName(filepath.Base(path))
+	if kind != kindLog {
+		t.Fatalf("%s is not a segment", path)
+	}
+	return base
+}
+
+// TestRecoveryScansEverySegmentAboveTheRecoveryPoint: with the recovery point in an
+// older segment (a crash after several rolls), recovery checks every segment from the
+// one holding the point. Bad data above the point cuts the log there and deletes the
+// later segments; bad data at or below it in a scanned segment opens the log damaged;
+// bad data in a segment below the scan is not read at open, and fails its reads.
+func TestRecoveryScansEverySegmentAboveTheRecoveryPoint(t *testing.T) {
+	src := t.TempDir()
+	opts := Options{SegmentBytes: 8 << 10, Sync: SyncNever}
+	buildLog(t, src, opts, 600)
+	all := layout(t, src)
+	files, _ := filepath.Glob(filepath.Join(src, "*.log"))
+	if len(files) < 8 {
+		t.Fatalf("%d segments", len(files))
+	}
+	in := func(f string) []batchAt {
+		var out []batchAt
+		for _, b := range all {
+			if b.file == f {
+				out = append(out, b)
+			}
+		}
+		return out
+	}
+	rpSeg := in(files[2])
+	r := rpSeg[len(rpSeg)/2].last // in the middle of the third segment
+
+	flip := func(dir string, b batchAt) {
+		patchFile(t, filepath.Join(dir, filepath.Base(b.file)), func(d []byte) []byte { d[b.pos+40] ^= 1; return d })
+	}
+	t.Run("torn above", func(t *testing.T) {
+		dir := copyDir(t, src)
+		setRecoveryPoint(t, dir, r)
+		bad := in(files[5])[3]
+		flip(dir, bad)
+		l := openLog(t, dir, opts)
+		if l.Damage() != nil || l.Next() != bad.base {
+			t.Fatalf("damage %v, next %d, want %d", l.Damage(), l.Next(), bad.base)
+		}
+		left, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+		if len(left) != 6 {
+			t.Fatalf("%d segments left, want 6", len(left))
+		}
+		checkContents(t, l)
+		appendN(t, l, 30) // and the log goes on, rolling past the cut
+		checkContents(t, l)
+	})
+	t.Run("damage in the scan", func(t *testing.T) {
+		dir := copyDir(t, src)
+		setRecoveryPoint(t, dir, r)
+		bad := rpSeg[2] // below the point, in the segment holding it
+		flip(dir, bad)
+		l := openLog(t, dir, opts)
+		var ce *CorruptionError
+		if !errors.As(l.Damage(), &ce) || ce.Offset != bad.base || l.Next() != bad.base {
+			t.Fatalf("damage %v, next %d, want %d", l.Damage(), l.Next(), bad.base)
+		}
+		left, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+		if len(left) != len(files) {
+			t.Fatalf("a damaged open deleted segments: %d of %d left", len(left), len(files))
+		}
+		checkContents(t, l)
+	})
+	t.Run("below the scan", func(t *testing.T) {
+		dir := copyDir(t, src)
+		setRecoveryPoint(t, dir, r)
+		bad := in(files[1])[4]
+		patchFile(t, filepath.Join(dir, filepath.Base(bad.file)), func(d []byte) []byte { d[bad.pos+2] ^= 1; return d })
+		l := openLog(t, dir, opts)
+		if l.Damage() != nil || l.Next() != all[len(all)-1].last+1 {
+			t.Fatalf("damage %v, next %d", l.Damage(), l.Next())
+		}
+		var ce *CorruptionError
+		if _, err := l.ReadRegion(bad.base, 1); !errors.As(err, &ce) || ce.Offset != bad.base {
+			t.Fatalf("read of the bad batch: %v", err)
+		}
+	})
+}
+
+// TestTruncateLowersRecoveryPoint: Truncate below the recovery point lowers it before it
+// cuts, so the next open finds no acknowledged data missing.
+func TestTruncateLowersRecoveryPoint(t *testing.T) {
+	dir := t.TempDir()
+	opts := Options{SegmentBytes: 4 << 10, Sync: SyncEveryBatch}
+	l := openLog(t, dir, opts)
+	appendN(t, l, 200)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l = openLog(t, dir, opts)
+	var last int64
+	if err := l.WalkHeaders(0, func(h batch.Header) bool { last = h.LastOffset(); return h.LastOffset() < 300 }); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Truncate(last); err != nil {
+		t.Fatal(err)
+	}
+	if rp := readRP(t, dir); rp.Offset != last {
+		t.Fatalf("recovery point %+v after truncating to %d", rp, last)
+	}
+	l.Close()
+	l = openLog(t, dir, opts)
+	if l.Damage() != nil || l.Next() != last+1 {
+		t.Fatalf("reopened: damage %v, next %d, want %d", l.Damage(), l.Next(), last+1)
+	}
+	checkContents(t, l)
+}
+
+// TestDamagedLogReaders: in a damaged log, WalkHeaders delivers every header below the
+// damage and then returns it; OffsetForTime answers within the readable range; Stats,
+// Tick and Pending work; Sync refuses.
+func TestDamagedLogReaders(t *testing.T) {
+	dir := t.TempDir()
+	opts := Options{SegmentBytes: 8 << 10, Sync: SyncNever}
+	buildLog(t, dir, opts, 300)
+	all := layout(t, dir)
+	bad := all[len(all)-5]
+	patchFile(t, bad.file, func(d []byte) []byte { d[bad.pos+50] ^= 1; return d })
+	rpBefore, _ := os.ReadFile(filepath.Join(dir, recoveryPointName))
+	l := openLog(t, dir, opts)
+	var ce *CorruptionError
+	if !errors.As(l.Damage(), &ce) || ce.Offset != bad.base {
+		t.Fatalf("damage %v", l.Damage())
+	}
+	var got []int64
+	err := l.WalkHeaders(0, func(h batch.Header) bool { got = append(got, h.BaseOffset); return true })
+	if !errors.As(err, &ce) || ce.Offset != bad.base || len(got) != len(all)-5 {
+		t.Fatalf("walk: %d headers, %v", len(got), err)
+	}
+	if o, err := l.OffsetForTime(tsAt(all[10].base)); err != nil || o != all[10].base {
+		t.Fatalf("offset for time: %d %v", o, err)
+	}
+	if o, err := l.OffsetForTime(tsAt(bad.base + 1000)); err != nil || o != bad.base {
+		t.Fatalf("offset for a time past the damage: %d %v", o, err)
+	}
+	if s := stats(t, l); s.Next != bad.base || s.Durable != bad.base-1 {
+		t.Fatalf("stats %+v", s)
+	}
+	if err := l.Tick(); err != nil || l.Pending() != 0 {
+		t.Fatalf("tick %v, pending %d", err, l.Pending())
+	}
+	if err := l.Sync(); !errors.Is(err, ErrDamaged) {
+		t.Fatalf("sync of a damaged log: %v", err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if rpAfter, _ := os.ReadFile(filepath.Join(dir, recoveryPointName)); !bytes.Equal(rpAfter, rpBefore) {
+		t.Fatal("a damaged log rewrote its recovery point")
+	}
+}
