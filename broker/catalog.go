@@ -73,9 +73,10 @@ func (b *Broker) logOptions(o wire.TopicOptions) (local.Options, error) {
 	}
 	opts := b.cfg.Log
 	opts.SegmentBytes = o.SegmentBytes
-	opts.SegmentAge = time.Duration(o.SegmentMs) * time.Millisecond
+	// Past a century a segment never rolls by age: -1 ("never") and larger ages map there.
+	opts.SegmentAge = min(time.Duration(o.SegmentMs)*time.Millisecond, local.MaxSegmentAge)
 	if o.SegmentMs < 0 {
-		opts.SegmentAge = wire.MaxTopicMs * time.Millisecond
+		opts.SegmentAge = local.MaxSegmentAge
 	}
 	opts.RetentionBytes, opts.RetentionAge = max(o.RetentionBytes, 0), 0
 	if o.RetentionMs > 0 {

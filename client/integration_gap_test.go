@@ -41,17 +41,17 @@ func shiftBaseOffset(t *testing.T, path string, n int, delta int64) batch.Header
 
 // TestConsumerStopsAtDamagedBaseOffset: the base offset of the third batch of a sealed
 // segment is raised by 1000 on disk while the broker is down. A consumer reading from the
-// oldest offset gets the records before that batch, then a *GapError naming the partition
-// and both offsets, never a record past it, and every later Poll fails the same way.
-// (Before the check it skipped 1000 records silently.)
+// oldest offset gets the records before that batch, then a clear error, never a record
+// past it, and every later Poll fails the same way. (Before the checks it skipped 1000
+// records silently.) Two checks guard this, end to end: the broker checks every header it
+// serves (it answers corrupt_data, naming the file and the offset) and the consumer checks
+// offsets are dense (a *GapError, for damage the broker cannot see, such as in flight;
+// TestRecordIterOffsetsDense covers that check alone). Whichever fires first, the
+// consumer stops at the damaged batch.
 //
-// The broker checks offset continuity wherever it reads batch headers, so the test keeps
-// the damaged batch out of its way, for the consumer alone to see: the broker reads the
-// headers of the last 64 MiB of a partition when it loads it (to rebuild producer
-// sequences), so 72 MiB follow; it checks a sealed segment's index files against the
-// segment's last batches, so 64 KiB batches with increasing timestamps follow the damaged
-// one in its segment; and it sends a whole segment that fits the fetch size without
-// reading its headers.
+// 72 MiB follow the damaged batch so that it lies beyond the last 64 MiB whose headers
+// the broker reads when it loads the partition (there, it would load the partition
+// damaged instead: TestDamagedPartitionServesTheOthers in test/).
 func TestConsumerStopsAtDamagedBaseOffset(t *testing.T) {
 	b := startBroker(t)
 	a, err := client.NewAdmin(client.Brokers(b.Addr))
@@ -93,9 +93,10 @@ func TestConsumerStopsAtDamagedBaseOffset(t *testing.T) {
 	}
 	defer c.Close()
 	var got int64
+	var failed error // the first error: from Poll (the broker's) or the iteration (the client's)
 	for got < small*per+bulk {
-		if err := c.Poll(ctx); err != nil {
-			t.Fatalf("poll after %d records: %v", got, err)
+		if failed = c.Poll(ctx); failed != nil {
+			break // the damage: checked below
 		}
 		for c.Next() {
 			if id := int64(binary.LittleEndian.Uint64(c.Record().Value)); id != got || c.Record().Offset != got {
@@ -103,16 +104,24 @@ func TestConsumerStopsAtDamagedBaseOffset(t *testing.T) {
 			}
 			got++
 		}
-		if c.Err() != nil {
+		if failed = c.Err(); failed != nil {
 			break
 		}
 	}
 	var ge *client.GapError
-	if !errors.As(c.Err(), &ge) || ge.Topic != "t" || ge.Partition != 0 || ge.Expected != third.BaseOffset ||
-		ge.Base != third.BaseOffset+1000 || got != third.BaseOffset {
-		t.Fatalf("read %d records, then %v; want %d records and a gap at %d", got, c.Err(), third.BaseOffset, third.BaseOffset)
+	var we *wire.ProtocolError
+	switch err := failed; {
+	case got != third.BaseOffset:
+		t.Fatalf("read %d records, then %v; want %d records", got, err, third.BaseOffset)
+	case errors.As(err, &ge):
+		if ge.Topic != "t" || ge.Partition != 0 || ge.Expected != third.BaseOffset || ge.Base != third.BaseOffset+1000 {
+			t.Fatalf("gap %+v, want one at %d", ge, third.BaseOffset)
+		}
+	case errors.As(err, &we) && we.Code == wire.CodeCorruptData:
+	default:
+		t.Fatalf("after %d records: %v, want a gap or corrupt_data", got, err)
 	}
-	if err := c.Poll(ctx); !errors.Is(err, client.ErrOffsetGap) {
-		t.Fatalf("poll after the gap: %v", err)
+	if err := c.Poll(ctx); err == nil || err.Error() != failed.Error() {
+		t.Fatalf("poll after the damage: %v, want %v again", err, failed)
 	}
 }
