@@ -95,10 +95,12 @@ func (b *Broker) settle(pt *part) {
 
 // arm sets the partition's timer for its earliest parked deadline, unless it is armed
 // for one at least as early already (a timer that fires for a request answered meanwhile
-// just re-arms). Shard only.
+// just re-arms). Not while the shard closes: it fires every pending timer at once then,
+// so a timer armed from one would fire again and again; what is parked then is answered
+// by shutdownPart, after the last sync. Shard only.
 func (b *Broker) arm(pt *part) {
 	d, ok := pt.p.NextDeadline()
-	if !ok || (pt.armed >= 0 && pt.armed <= d) {
+	if !ok || (pt.armed >= 0 && pt.armed <= d) || pt.shard.Closing() {
 		return
 	}
 	pt.timer.Stop()

@@ -87,3 +87,35 @@ func TestPanicAnswered(t *testing.T) {
 		t.Fatalf("the panics were not logged with their stacks:\n%s", log)
 	}
 }
+
+// TestShutdownWithParkedRequests: SIGTERM while a long poll and a produce waiting for
+// durability are parked. The broker stops promptly (a closing shard fires its pending
+// timers at once, and a partition timer re-armed from one would fire forever), and what
+// was accepted is durable: after a restart the records are there and C covers them. (The
+// connections close first, so the parked produce learns C from its next request: the
+// window protocol's empty produce.)
+func TestShutdownWithParkedRequests(t *testing.T) {
+	b := testbroker.Start(t, t.TempDir(), "-metrics", "127.0.0.1:0", "-log.fsync_interval", "1h")
+	w := dial(t, b.Addr)
+	createTopic(t, w, "sd", 1)
+	poll := dial(t, b.Addr)
+	poll.send(&wire.FetchRequest{Topic: []byte("sd"), Offset: 0, MaxBytes: 1 << 20, MaxWaitMs: 60_000})
+	waitMetric(t, b.MetricsAddr, `sluice_parked_requests{kind="fetch"}`, 1)
+	// The group fsync runs hourly here: the produce stays parked until the shutdown.
+	durable := dial(t, b.Addr)
+	durable.send(&wire.ProduceRequest{Topic: []byte("sd"), Version: 1, WaitDurableMs: 60_000, Batches: records(0, -1, "d", 3)})
+	waitMetric(t, b.MetricsAddr, `sluice_parked_requests{kind="durable"}`, 1)
+	if err := b.Stop(); err != nil { // fails if SIGTERM had to be followed by SIGKILL
+		t.Fatal(err)
+	}
+	b.Restart()
+	w = dial(t, b.Addr)
+	if got := fetchValues(t, w, "sd", 0, 0); strings.Join(got, ",") != "d-0,d-1,d-2" {
+		t.Fatalf("after a clean stop: %v", got)
+	}
+	r := w.call(&wire.DescribeTopicRequest{Name: "sd"})
+	mustOK(t, r)
+	if p := r.Body.(*wire.DescribeTopicResponse).Partitions[0]; p.Checkpoint != 2 {
+		t.Fatalf("checkpoint %d after a clean stop, want 2", p.Checkpoint)
+	}
+}
