@@ -38,10 +38,11 @@ func (p *Partition) ApplyRetention() (int, error) {
 
 // ParkFetch parks a long poll for offset until data exists there, deadline passes (on the
 // driver's clock) or the driver releases it. It parks nothing and returns false when the
-// fetch should be answered now: data exists at offset (or it is out of range), or the
-// partition is shutting down. Owner only.
+// fetch should be answered now: data exists at offset (or it is out of range), the
+// partition is damaged (no data will come: the read answers the damage), or it is
+// shutting down. Owner only.
 func (p *Partition) ParkFetch(w Waiter, offset, deadline int64) bool {
-	if _, next := p.store.Bounds(); offset != next || p.closing {
+	if _, next := p.store.Bounds(); offset != next || p.closing || p.Damage() != nil {
 		return false
 	}
 	p.waits.park(w, WaitFetch, offset, deadline)

@@ -249,3 +249,65 @@ func TestDamagedPartitionServesTheOthers(t *testing.T) {
 		t.Fatalf("the log does not say how to repair:\n%s", b.Log())
 	}
 }
+
+// TestDamagedTailAnswersAtOnce: one flipped bit in the last segment after a clean stop is
+// damage (the recovery point covers it), not a torn tail: nothing is cut, the records
+// before it are served, and a long poll at the damage is answered corrupt_data at once
+// instead of waiting for data that cannot come.
+func TestDamagedTailAnswersAtOnce(t *testing.T) {
+	b := testbroker.Start(t, t.TempDir())
+	w := dial(t, b.Addr)
+	createTopic(t, w, "tail", 1)
+	for i := range 20 {
+		mustOK(t, w.call(&wire.ProduceRequest{Topic: []byte("tail"), Version: 1, Batches: records(0, -1, fmt.Sprint(i), 25)}))
+	}
+	b.Stop()
+	seg := filepath.Join(b.Dir, "tail", "0", "00000000000000000000.log")
+	raw, err := os.ReadFile(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw[len(raw)/2] ^= 0x10
+	if err := os.WriteFile(seg, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b.Restart()
+	w = dial(t, b.Addr)
+	d := w.call(&wire.DescribeTopicRequest{Name: "tail"})
+	mustOK(t, d)
+	damage := d.Body.(*wire.DescribeTopicResponse).Partitions[0].NextOffset
+	if damage <= 0 || damage >= 500 {
+		t.Fatalf("partition ends at %d after a bit flip in the middle of 500 records", damage)
+	}
+	if got := fetchValuesUpTo(t, w, "tail", damage); len(got) != int(damage) {
+		t.Fatalf("read %d records before the damage at %d", len(got), damage)
+	}
+	r := w.call(&wire.FetchRequest{Topic: []byte("tail"), Offset: damage, MaxBytes: 1 << 20, MaxWaitMs: 60_000})
+	if r.Header.Code != wire.CodeCorruptData {
+		t.Fatalf("long poll at the damage answered %v %q", r.Header.Code, r.Text)
+	}
+	b.Stop()
+	if after, err := os.ReadFile(seg); err != nil || !bytes.Equal(after, raw) {
+		t.Fatalf("the damaged segment was changed (%v): nothing may be cut without the operator", err)
+	}
+}
+
+// fetchValuesUpTo reads a partition from 0 to end (exclusive) and returns the values.
+func fetchValuesUpTo(t testing.TB, w *wireConn, topic string, end int64) []string {
+	t.Helper()
+	var vals []string
+	for off := int64(0); off < end; {
+		resp := w.call(&wire.FetchRequest{Topic: []byte(topic), Offset: off, MaxBytes: 1 << 20})
+		mustOK(t, resp)
+		recs := resp.Body.(*wire.FetchResponse).Records
+		if len(recs) == 0 {
+			t.Fatalf("empty fetch at %d below %d", off, end)
+		}
+		last := lastOffset(t, recs)
+		for i := off; i <= last; i++ {
+			vals = append(vals, fmt.Sprint(i))
+		}
+		off = last + 1
+	}
+	return vals
+}
