@@ -36,12 +36,6 @@ func newScanner(f vfs.File, path string, end, base int64) *scanner {
 	return &scanner{f: f, path: path, end: end, next: base, buf: make([]byte, 0, scanBufSize)}
 }
 
-// startAt positions the scanner at a batch start pos whose base offset is base.
-func (s *scanner) startAt(pos, base int64) {
-	s.pos, s.next, s.batch, s.buf = pos, base, nil, s.buf[:0]
-	s.bufPos = pos
-}
-
 // Next advances to the next batch. It returns false at the end of the scanned range or on
 // an error (see Err).
 func (s *scanner) Next() bool {
