@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"sluice/internal/dirlock"
 	"sluice/memarena"
 	"sluice/netio"
 	"sluice/persist/local"
@@ -36,6 +37,7 @@ type Broker struct {
 	createMu    sync.Mutex
 	lastSession atomic.Uint64
 	fdLimit     int       // RLIMIT_NOFILE at start
+	lock        *dirlock.Lock
 	payloads    sync.Pool // *[]byte buffers for produce payloads; see getPayload
 
 	stopReclaim chan struct{}
@@ -60,17 +62,24 @@ func Start(cfg Config) (*Broker, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("cannot create data directory: %w", err)
 	}
+	// Before anything is read or recovered: a second broker on the same directory would
+	// remove the first one's temporary files and fail its partitions.
+	lock, err := dirlock.Acquire(cfg.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("cannot start on %s: %w", cfg.DataDir, err)
+	}
 	// Group fsync runs on persister goroutines, never on a shard: a shard that waited for
 	// the disk would hold up every partition it owns.
 	cfg.Log.ExternalSync = cfg.Log.Sync == local.SyncGroup
-	b := &Broker{cfg: cfg, epoch: time.Now(), fdLimit: fdLimit()}
+	b := &Broker{cfg: cfg, epoch: time.Now(), fdLimit: fdLimit(), lock: lock}
 	b.mu.topics = map[string]*topic{}
-	var err error
 	if b.arena, err = memarena.New(cfg.Arena); err != nil {
+		lock.Release()
 		return nil, err
 	}
 	if b.sched, err = sched.New(cfg.Sched); err != nil {
 		b.arena.Close()
+		lock.Release()
 		return nil, err
 	}
 	b.mu.byShard = make([][]*part, b.sched.NumShards())
@@ -98,6 +107,7 @@ func Start(cfg Config) (*Broker, error) {
 		b.persisters.Wait()
 		b.sched.Close()
 		b.arena.Close()
+		b.lock.Release()
 		return nil, err
 	}
 	b.stopReclaim, b.reclaimDone = make(chan struct{}), make(chan struct{})
@@ -167,6 +177,7 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	b.persisters.Wait()
 	b.sched.Close() // runs queued requests, then the OnClose hooks (shutdownPart)
 	b.arena.Close()
+	b.lock.Release()
 	return err
 }
 
@@ -176,6 +187,7 @@ func (b *Broker) closeAll() {
 		closeTopic(t)
 	}
 	b.arena.Close()
+	b.lock.Release()
 }
 
 // Stats returns the network and arena figures.

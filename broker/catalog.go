@@ -2,6 +2,7 @@ package broker
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	"sluice/engine"
+	"sluice/internal/dirlock"
+	"sluice/persist"
 	"sluice/persist/local"
 	"sluice/persist/vfs"
 	"sluice/wire"
@@ -22,9 +25,10 @@ import (
 const metaFile = "topic.json"
 
 // creatingPrefix names a topic directory under construction: a creation builds
-// DATA/.creating.NAME.NONCE and renames it to DATA/NAME last, so a topic directory either
-// is whole or does not exist. Start removes what an interrupted creation left.
-const creatingPrefix = ".creating."
+// DATA/+creating.NAME.NONCE and renames it to DATA/NAME last, so a topic directory either
+// is whole or does not exist. Start removes what an interrupted creation left. '+' is
+// not allowed in topic names, so no topic can be taken for a leftover.
+const creatingPrefix = "+creating."
 
 // topicMeta is what is stored about a topic.
 type topicMeta struct {
@@ -103,7 +107,7 @@ func (b *Broker) loadTopics() error {
 		return fmt.Errorf("cannot list data directory %s: %w", b.cfg.DataDir, err)
 	}
 	for _, e := range ents {
-		if !e.IsDir() {
+		if !e.IsDir() || e.Name() == dirlock.Name {
 			continue
 		}
 		if strings.HasPrefix(e.Name(), creatingPrefix) {
@@ -159,9 +163,13 @@ func (b *Broker) openTopic(m topicMeta) *topic {
 		if pt.offline != nil {
 			b.cfg.Logger.Error("partition offline: it could not be opened", "topic", m.Name, "partition", i, "err", pt.offline)
 		} else if derr := pt.p.Damage(); derr != nil {
+			at := "OFFSET"
+			if ce := (*persist.CorruptionError)(nil); errors.As(derr, &ce) && ce.Offset >= 0 {
+				at = fmt.Sprint(ce.Offset)
+			}
 			b.cfg.Logger.Error("partition damaged: it serves what it can read and takes no writes until repaired",
 				"topic", m.Name, "partition", i, "err", derr,
-				"repair", "sluice segment repair "+filepath.Join(b.topicDir(m.Name), fmt.Sprint(i))+" --truncate-at OFFSET --dry-run")
+				"repair", "sluice segment repair "+filepath.Join(b.topicDir(m.Name), fmt.Sprint(i))+" --truncate-at "+at+" --dry-run")
 		}
 		t.parts = append(t.parts, pt)
 	}
@@ -244,6 +252,10 @@ func (b *Broker) createTopic(r *wire.CreateTopicRequest) error {
 			return nil
 		}
 		return wire.NewError(wire.CodeTopicExists, fmt.Sprintf("topic %s exists with %d partitions", r.Name, existing.meta.Partitions))
+	}
+	if _, err := os.Stat(b.topicDir(r.Name)); err == nil {
+		return wire.NewError(wire.CodeTopicExists, fmt.Sprintf(
+			"the data directory holds a directory %s that is not a readable topic (skipped at start; see the log): move it away to create the topic", r.Name))
 	}
 	if limit := b.partitionLimit(); nparts+int(r.Partitions) > limit {
 		return wire.NewError(wire.CodeInvalidConfig, fmt.Sprintf(

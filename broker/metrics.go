@@ -136,9 +136,6 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		for _, pt := range t.parts {
 			id := strconv.Itoa(pt.id)
 			gauge(descState, 1, name, id, pt.state())
-			if pt.noSpace.Load() {
-				gauge(descState, 1, name, id, "no_space")
-			}
 			if pt.p == nil {
 				continue
 			}

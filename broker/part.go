@@ -63,6 +63,8 @@ func (pt *part) state() string {
 		return "damaged"
 	case pt.failed.Load():
 		return "failed"
+	case pt.noSpace.Load():
+		return "no_space"
 	}
 	return "serving"
 }

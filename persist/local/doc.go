@@ -12,8 +12,9 @@
 // # Recovery and damage
 //
 // Open scans every segment that holds offsets above the recovery point R. A bad batch
-// above R is a torn tail and is cut off; one at or below R (or a log that ends below R)
-// is damage of acknowledged data: the log opens damaged (Damage), serves what lies
+// above R in the last segment is a torn tail and is cut off; one at or below R, or in a
+// segment followed by another (a roll makes a segment whole before the next begins), or
+// a log that ends below R, is damage of acknowledged data: the log opens damaged (Damage), serves what lies
 // below, and refuses writes until an operator cuts it (Repair, `sluice segment repair`).
 // Without a readable recovery point, Open cuts the last segment at its first bad batch,
 // as for a torn tail. Segments wholly at or below R are not read at open; their batch

@@ -240,6 +240,7 @@ func (p *fuzzPartition) expect(firstBad map[string]int64, rpData []byte) (next i
 	if reason == "" {
 		first = max(0, segmentIndex(p.bases, rp.Offset+1))
 	}
+	last := p.bases[len(p.bases)-1]
 	for _, base := range p.bases[first:] {
 		name := filepath.Base(segmentName(p.src, base, logSuffix))
 		pos, ok := firstBad[name]
@@ -250,7 +251,9 @@ func (p *fuzzPartition) expect(firstBad map[string]int64, rpData []byte) (next i
 		if !found {
 			continue // cut at the very end: nothing lost
 		}
-		return b.base, reason == "" && b.base <= rp.Offset
+		// Only the last segment can have a torn tail; below the recovery point, or in a
+		// segment with a successor, bad data is damage.
+		return b.base, (reason == "" && b.base <= rp.Offset) || base != last
 	}
 	if reason == "" && p.end-1 < rp.Offset {
 		return p.end, true

@@ -25,8 +25,8 @@ type IndexError struct {
 
 func (e *IndexError) Error() string { return fmt.Sprintf("index %s: %s", e.File, e.Reason) }
 
-// TornTailError is bad data that Open cuts off by itself: above the recovery point, or
-// in the last segment of a directory without one. A crash leaves such a tail.
+// TornTailError is bad data that Open cuts off by itself: in the last segment, above the
+// recovery point (or anywhere in it, without one). A crash leaves such a tail.
 type TornTailError struct {
 	Err              *CorruptionError
 	RecoveryPoint    int64
@@ -102,8 +102,9 @@ func Inspect(fs vfs.FS, dir string, visit func(BatchInfo)) (problems []error, er
 		return problems, rpErr
 	}
 	classify := func(ce *CorruptionError, last bool) error {
-		switch {
-		case rpErr == nil && ce.Offset > rp.Offset, rpErr != nil && last:
+		// As Open: only the last segment can have a torn tail (a roll makes the sealed
+		// one whole first), and only above the recovery point when there is one.
+		if last && (rpErr != nil || ce.Offset > rp.Offset) {
 			return &TornTailError{Err: ce, RecoveryPoint: rp.Offset, HasRecoveryPoint: rpErr == nil}
 		}
 		return &DamageError{Err: ce, RecoveryPoint: rp.Offset, HasRecoveryPoint: rpErr == nil}

@@ -18,9 +18,11 @@ import (
 // continuity, and that each segment ends where the next begins. At the first batch that
 // fails:
 //
-//   - above R, it is a torn tail (a crash cut the log short): the segment is truncated
-//     there and every later segment deleted;
-//   - at or below R, acknowledged data is corrupt: the log opens damaged. Nothing is
+//   - above R in the last segment, it is a torn tail (a crash cut the log short): the
+//     segment is truncated there;
+//   - at or below R, or in a segment that has a successor (a roll made it whole, fsynced
+//     under a sync policy, before the next began: no crash tears it), acknowledged data
+//     is corrupt: the log opens damaged. Nothing is
 //     truncated or deleted; Damage returns the *CorruptionError, the log ends at it
 //     (reads below are served, reads at or past it fail with it) and writes fail with
 //     ErrDamaged until an operator repairs the directory (`sluice segment repair`).
@@ -48,7 +50,7 @@ func Open(dir string, opts Options) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := l.readRecoveryPoint(); err != nil {
+	if err := l.readRecoveryPoint(len(bases) > 0); err != nil {
 		return nil, err
 	}
 	l.mu.lastSync = opts.Clock()
@@ -71,13 +73,15 @@ func Open(dir string, opts Options) (*Log, error) {
 	return l, nil
 }
 
-// readRecoveryPoint loads the recovery point into l.rp, or logs why there is none usable.
-func (l *Log) readRecoveryPoint() error {
+// readRecoveryPoint loads the recovery point into l.rp, or, when the directory holds
+// segments (a new partition has neither), logs why there is none usable.
+func (l *Log) readRecoveryPoint(hasSegments bool) error {
 	rp, err := ReadRecoveryPoint(l.fs, l.dir)
 	var ce *CorruptionError
 	switch {
 	case err == nil:
 		l.rp.valid, l.rp.offset, l.rp.clean = true, rp.Offset, rp.Clean
+	case errors.Is(err, ErrNoRecoveryPoint) && !hasSegments:
 	case errors.Is(err, ErrNoRecoveryPoint) || errors.As(err, &ce):
 		l.opts.Logger.Warn("no valid recovery point: recovery cuts the last segment at its first bad batch, as for a torn tail",
 			"dir", l.dir, "reason", err)

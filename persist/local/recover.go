@@ -38,7 +38,12 @@ func (l *Log) loadSegmentsLocked(bases []int64) error {
 			}
 			continue
 		}
-		if l.rp.valid && brk.Offset <= l.rp.offset {
+		// Only the last segment can have a torn tail: a roll makes the sealed segment
+		// whole (fsynced, under a sync policy) before the next one starts, so bad data
+		// in a segment that has a successor is damage whatever the recovery point says.
+		// (The recovery point is written at most every RecoveryPointInterval, so it may
+		// lag well behind acknowledged data.)
+		if (l.rp.valid && brk.Offset <= l.rp.offset) || i+1 < len(bases) {
 			l.damageLocked(i, brk)
 			return nil
 		}
@@ -119,8 +124,9 @@ func (l *Log) damageLocked(i int, brk *CorruptionError) {
 		"dir", l.dir, "offset", brk.Offset, "recovery_point", l.rp.offset, "err", brk)
 }
 
-// cutTornTailLocked truncates segment i at brk (above the recovery point, or with none)
-// and deletes every later segment: the newest first, so that a crash leaves a prefix.
+// cutTornTailLocked truncates segment i, the last one, at brk (above the recovery point,
+// or with none). (It still deletes any later segment, newest first, so that a crash
+// leaves a prefix, but the recovery rule only cuts the last.)
 func (l *Log) cutTornTailLocked(i int, brk *CorruptionError) error {
 	seg := l.mu.segs[i]
 	later := l.mu.segs[i+1:]

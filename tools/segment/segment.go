@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"sluice/batch"
+	"sluice/internal/dirlock"
 	"sluice/persist/local"
 )
 
@@ -91,6 +92,10 @@ func recoveryPoint(dir string) string {
 // many acknowledged records (at or below the old recovery point) are given up. With
 // dryRun it prints the same and changes nothing. The broker must be stopped.
 func Repair(w io.Writer, dir string, at int64, dryRun bool) error {
+	// DIR is DATA/TOPIC/PARTITION: refuse while a broker holds DATA.
+	if err := dirlock.CheckFree(filepath.Dir(filepath.Dir(filepath.Clean(dir)))); err != nil && !dryRun {
+		return fmt.Errorf("cannot repair %s: stop the broker first: %w", dir, err)
+	}
 	p, err := local.PlanRepair(nil, dir, at)
 	if err != nil {
 		return fmt.Errorf("cannot repair %s at offset %d: %w", dir, at, err)
