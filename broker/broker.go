@@ -36,7 +36,7 @@ type Broker struct {
 	}
 	createMu    sync.Mutex
 	lastSession atomic.Uint64
-	fdLimit     int       // RLIMIT_NOFILE at start
+	fdLimit     int // RLIMIT_NOFILE at start
 	lock        *dirlock.Lock
 	payloads    sync.Pool // *[]byte buffers for produce payloads; see getPayload
 
