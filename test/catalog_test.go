@@ -15,7 +15,7 @@ import (
 	"sluice/wire"
 )
 
-// dataEntries lists the names in a data directory.
+// dataEntries lists the names in a data directory, but the broker's lock file.
 func dataEntries(t testing.TB, dir string) []string {
 	t.Helper()
 	ents, err := os.ReadDir(dir)
@@ -24,7 +24,9 @@ func dataEntries(t testing.TB, dir string) []string {
 	}
 	var names []string
 	for _, e := range ents {
-		names = append(names, e.Name())
+		if e.Name() != "+lock" {
+			names = append(names, e.Name())
+		}
 	}
 	return names
 }
