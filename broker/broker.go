@@ -46,6 +46,8 @@ type Broker struct {
 	stopPersist chan struct{}
 
 	panics      atomic.Uint64 // recovered on shards (netio counts the loops')
+	produced    atomic.Uint64 // batch bytes accepted by produce requests
+	copied      atomic.Uint64 // bytes the produce path copied in user space
 	parkedFetch atomic.Int64  // long polls parked on partitions
 	parkedAck   atomic.Int64  // produces waiting for their checkpoint
 	skippedDirs atomic.Int64  // data directory entries that are not topics

@@ -71,6 +71,10 @@ var (
 		"Parked long polls answered early because a later answer on their connection was ready (answers keep request order).", nil, nil)
 	descParked = prometheus.NewDesc("sluice_parked_requests",
 		"Requests waiting on a partition, by kind: fetch (long polls) or durable (produces waiting for the checkpoint).", []string{"kind"}, nil)
+	descProduced = prometheus.NewDesc("sluice_produce_bytes_total",
+		"Batch bytes accepted by produce requests (appended to partitions; resends of duplicates not counted).", nil, nil)
+	descCopied = prometheus.NewDesc("sluice_produce_copied_bytes_total",
+		"Bytes the produce path copied in user space (each copy counted): divided by sluice_produce_bytes_total, the copies per produced byte.", nil, nil)
 	descSkipped = prometheus.NewDesc("sluice_data_dir_skipped", "Directories in the data directory that are not readable topics (skipped at start; see the log).", nil, nil)
 	descInbound = prometheus.NewDesc("sluice_net_inbound_bytes",
 		"Memory for requests read and not yet handled, by kind: buffered (charged to net.max_inbound_total: partial frames, and requests waiting while their connection takes no more) or idle (buffers kept for reuse).", []string{"kind"}, nil)
@@ -88,7 +92,7 @@ var (
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descSent, descConns, descRequests, descProtoErr, descArena, descReclaimed,
-		descFull, descLag, descHits, descState, descPanics, descReleased, descSkipped, descParked,
+		descFull, descLag, descHits, descState, descPanics, descReleased, descSkipped, descParked, descProduced, descCopied,
 		descInbound, descOutbound, descRefused, descTimedOut, descPaused, descClamped} {
 		ch <- d
 	}
@@ -118,6 +122,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descPanics, float64(c.b.panics.Load()), "shard")
 	counter(descReleased, float64(ns.Released))
 	gauge(descSkipped, float64(c.b.skippedDirs.Load()))
+	counter(descProduced, float64(c.b.produced.Load()))
+	counter(descCopied, float64(c.b.copied.Load()))
 	gauge(descParked, float64(c.b.parkedFetch.Load()), "fetch")
 	gauge(descParked, float64(c.b.parkedAck.Load()), "durable")
 	gauge(descInbound, float64(ns.InboundBuffered), "buffered")

@@ -39,6 +39,7 @@ func (b *Broker) handleProduce(c *netio.Conn, slot netio.Slot, hdr wire.Response
 	// copy to the kernel with pwrite.
 	t.payload = b.getPayload(len(r.Batches))
 	t.req.Batches = append((*t.payload)[:0], r.Batches...)
+	b.copied.Add(uint64(len(r.Batches)))
 	if err := pt.shard.Submit(t); err != nil {
 		b.putPayload(t.payload)
 		t.answerBusy()
@@ -77,6 +78,10 @@ func (t *produceTask) Run(sh *sched.Shard) {
 	}
 	failpoint.Panic("produce", pt.topic.meta.Name)
 	res, err := pt.p.Produce(t.req.Version, t.req.Session, t.req.Batches)
+	if n := uint64(res.AppendedBytes); n > 0 {
+		t.b.produced.Add(n)
+		t.b.copied.Add(n) // into the arena's write buffer
+	}
 	// The partition copied the batches into the arena and wrote them to the store: the
 	// payload buffer is free again.
 	t.b.putPayload(t.payload)

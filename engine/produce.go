@@ -16,8 +16,9 @@ type ProduceResult struct {
 	// Duplicates counts batches that were already in the log and were not appended again.
 	Duplicates int
 	// Appended counts batches appended by this request (a failed request may have
-	// appended a prefix).
-	Appended int
+	// appended a prefix), and AppendedBytes their bytes.
+	Appended      int
+	AppendedBytes int
 }
 
 // Target returns the offset C must cover before the request is durable: its last offset,
@@ -73,6 +74,7 @@ func (p *Partition) produce(v uint32, s uint64, batches []byte, res *ProduceResu
 			res.Duplicates++
 		} else if base >= 0 {
 			res.Appended++
+			res.AppendedBytes += len(b)
 		}
 		if base >= 0 && res.Base < 0 {
 			res.Base = base
