@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"sluice/engine"
-	"sluice/internal/failpoint"
 	"sluice/memarena"
 	"sluice/netio"
 	"sluice/persist"
@@ -23,7 +22,6 @@ func (b *Broker) Handle(c *netio.Conn, slot netio.Slot, req *wire.Request) {
 	hdr := wire.ResponseHeader{RequestID: req.Header.RequestID, APIKey: req.Header.APIKey}
 	switch body := req.Body.(type) {
 	case *wire.ProduceRequest:
-		failpoint.Panic("handle-produce", string(body.Topic))
 		b.handleProduce(c, slot, hdr, body)
 	case *wire.FetchRequest:
 		b.handleFetch(c, slot, hdr, body)

@@ -38,12 +38,12 @@ type Broker struct {
 	lastSession atomic.Uint64
 	fdLimit     int // RLIMIT_NOFILE at start
 	lock        *dirlock.Lock
-	payloads    sync.Pool // *[]byte buffers for produce payloads; see getPayload
 
 	stopReclaim chan struct{}
 	reclaimDone chan struct{}
 	persisters  sync.WaitGroup
 	stopPersist chan struct{}
+	kicks       []chan struct{} // per shard: wake its persister before its next tick
 
 	panics      atomic.Uint64 // recovered on shards (netio counts the loops')
 	produced    atomic.Uint64 // batch bytes accepted by produce requests
@@ -70,9 +70,6 @@ func Start(cfg Config) (*Broker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot start on %s: %w", cfg.DataDir, err)
 	}
-	// Group fsync runs on persister goroutines, never on a shard: a shard that waited for
-	// the disk would hold up every partition it owns.
-	cfg.Log.ExternalSync = cfg.Log.Sync == local.SyncGroup
 	b := &Broker{cfg: cfg, epoch: time.Now(), fdLimit: fdLimit(), lock: lock}
 	b.mu.topics = map[string]*topic{}
 	if b.arena, err = memarena.New(cfg.Arena); err != nil {
@@ -85,6 +82,10 @@ func Start(cfg Config) (*Broker, error) {
 		return nil, err
 	}
 	b.mu.byShard = make([][]*part, b.sched.NumShards())
+	b.kicks = make([]chan struct{}, b.sched.NumShards())
+	for i := range b.kicks {
+		b.kicks[i] = make(chan struct{}, 1)
+	}
 	if err := b.loadTopics(); err != nil {
 		b.closeAll()
 		return nil, err
@@ -98,11 +99,9 @@ func Start(cfg Config) (*Broker, error) {
 	ntopics, nparts := len(b.mu.topics), b.mu.partitions
 	b.mu.RUnlock()
 	b.stopPersist = make(chan struct{})
-	if cfg.Log.ExternalSync {
-		for i := range b.sched.NumShards() {
-			b.persisters.Add(1)
-			go b.persistLoop(b.sched.Shard(i))
-		}
+	for i := range b.sched.NumShards() {
+		b.persisters.Add(1)
+		go b.persistLoop(b.sched.Shard(i), b.kicks[i])
 	}
 	if b.net, err = netio.Start(cfg.Net, b); err != nil {
 		close(b.stopPersist)

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"sluice/engine"
+	"sluice/internal/failpoint"
 	"sluice/memarena"
 	"sluice/netio"
 	"sluice/sched"
@@ -48,6 +49,7 @@ func (t *fetchTask) Run(*sched.Shard) {
 		return
 	}
 	t.started = true
+	failpoint.Panic("fetch", pt.topic.meta.Name)
 	if pt.p == nil {
 		t.b.respond(t.c, t.slot, t.hdr, wire.NewError(wire.CodeNotServing, pt.errOffline().Error()), nil)
 		return

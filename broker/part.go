@@ -9,6 +9,7 @@ import (
 
 	"sluice/engine"
 	"sluice/persist"
+	"sluice/persist/local"
 	"sluice/sched"
 )
 
@@ -22,6 +23,9 @@ type part struct {
 	// p is the partition; nil when it could not be opened, with offline saying why.
 	p       *engine.Partition
 	offline error
+
+	// Made once, so that handing them to the shard allocates nothing.
+	dataArrived func(*sched.Shard)
 
 	// Shard-owned.
 	timer   sched.Timer
@@ -42,6 +46,11 @@ type part struct {
 func (b *Broker) newPart(t *topic, id int) *part {
 	pt := &part{topic: t, id: id, shard: b.sched.ShardFor(partitionKey(t.meta.Name, id)), armed: -1}
 	pt.onTimer = func(time.Time) { b.expire(pt) } // made once: arming allocates nothing
+	pt.dataArrived = func(*sched.Shard) {
+		defer b.recoverShard("data arrived", pt)
+		pt.p.DataArrived()
+		b.settle(pt)
+	}
 	return pt
 }
 
@@ -139,12 +148,31 @@ func (b *Broker) forServing(sh *sched.Shard, fn func(*part)) {
 	}
 }
 
-// persistLoop is a shard's persister, on a goroutine of its own: every fsync interval it
-// syncs the shard's partitions that have pending data (concurrently with their appends),
-// then has the shard pass the new checkpoints on and answer the produces waiting for
-// them. A partition whose sync failed is never synced again (a failed fsync is not
-// retried; the partition refuses writes until it is reopened).
-func (b *Broker) persistLoop(sh *sched.Shard) {
+// persistBytes is how much a partition may have waiting before an appender wakes its
+// persister ahead of the next tick: large writes, and the arena's pending memory
+// recycled long before it fills.
+const persistBytes = 4 << 20
+
+// kickPersister wakes pt's shard's persister when pt has much waiting or its policy
+// syncs every batch. Any goroutine; never blocks.
+func (b *Broker) kickPersister(pt *part) {
+	if b.cfg.Log.Sync == local.SyncEveryBatch || pt.p.Pending() >= persistBytes {
+		select {
+		case b.kicks[pt.shard.ID()] <- struct{}{}:
+		default: // already woken
+		}
+	}
+}
+
+// persistLoop is a shard's persister, on a goroutine of its own: every fsync interval,
+// and when an appender wakes it, it has each of the shard's partitions with data waiting
+// write it from the arena and make it durable by the policy (Partition.Persist,
+// concurrently with appends), then has the shard pass the new checkpoints on and answer
+// the produces waiting for them. A partition whose write or sync failed is never
+// persisted again (a failed write is not retried over the same data; the partition
+// refuses writes until it is reloaded); one whose disk had no room for its next segment
+// is tried again at the next pass.
+func (b *Broker) persistLoop(sh *sched.Shard, kick <-chan struct{}) {
 	defer b.persisters.Done()
 	t := time.NewTicker(b.cfg.Log.SyncInterval)
 	defer t.Stop()
@@ -152,25 +180,29 @@ func (b *Broker) persistLoop(sh *sched.Shard) {
 	for {
 		select {
 		case <-t.C:
+		case <-kick:
 		case <-b.stopPersist:
 			return
 		}
-		synced := false
+		persisted := false
 		for _, pt := range b.partsOf(sh) {
 			if pt.p == nil || pt.persistFailed {
 				continue
 			}
 			ok, err := pt.p.Persist()
-			if err != nil {
+			switch {
+			case errors.Is(err, persist.ErrNoSpace):
+				pt.noSpace.Store(true)
+				pt.persistLog.error(b.cfg.Logger, "disk full: no room for the next segment file; the data waits in memory", pt, err)
+			case err != nil:
 				pt.persistFailed = true
 				pt.failed.Store(true)
-				b.cfg.Logger.Error("fsync failed: the partition takes no more writes until the broker restarts",
+				b.cfg.Logger.Error("write or fsync failed: the partition takes no more writes until the broker restarts",
 					"topic", pt.topic.meta.Name, "partition", pt.id, "err", err)
-				continue
 			}
-			synced = synced || ok
+			persisted = persisted || ok
 		}
-		if synced {
+		if persisted {
 			sh.SubmitFunc(checkpointed) // a busy shard takes the checkpoint on the next pass
 		}
 	}

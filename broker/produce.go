@@ -12,91 +12,71 @@ import (
 	"sluice/wire"
 )
 
-// produceTask carries a produce request to its partition's shard, and waits there (as an
-// engine.Waiter) when it asks to be answered once durable.
+// produceTask is a produce request's answer: made on the event loop that appended it, and
+// carried to the partition's shard to wait there (as an engine.Waiter) when the request
+// asks to be answered once durable.
 type produceTask struct {
 	engine.Wait
-	b       *Broker
-	pt      *part
-	c       *netio.Conn
-	slot    netio.Slot
-	hdr     wire.ResponseHeader
-	req     wire.ProduceRequest // Batches is the broker's own copy, in payload
-	payload *[]byte
-	res     engine.ProduceResult
+	b    *Broker
+	pt   *part
+	c    *netio.Conn
+	slot netio.Slot
+	hdr  wire.ResponseHeader
+	wait uint32 // the request's wait for durability, ms
+	res  engine.ProduceResult
 }
 
+// handleProduce appends on the event loop that read the request, straight out of its
+// socket buffer: the partition validates the batches in place and copies each once, to
+// its place in the arena (the one user-space copy of a produced byte; the persister
+// writes it to disk from there). The partition's append lock is held for that memory
+// work only, so the loop never waits for the disk. Acks=accepted is answered here; a
+// request that waits for durability goes to the partition's shard to park.
 func (b *Broker) handleProduce(c *netio.Conn, slot netio.Slot, hdr wire.ResponseHeader, r *wire.ProduceRequest) {
 	pt, err := b.lookup(r.Topic, r.Partition)
 	if err != nil {
 		b.respond(c, slot, hdr, err, nil)
 		return
 	}
-	t := &produceTask{b: b, pt: pt, c: c, slot: slot, hdr: hdr, req: *r}
-	t.req.Topic = nil
-	// The one copy of the payload: out of gnet's buffer, which is reused after Handle
-	// returns. The partition copies it into the arena (its write buffer) and hands this
-	// copy to the kernel with pwrite.
-	t.payload = b.getPayload(len(r.Batches))
-	t.req.Batches = append((*t.payload)[:0], r.Batches...)
-	b.copied.Add(uint64(len(r.Batches)))
-	if err := pt.shard.Submit(t); err != nil {
-		b.putPayload(t.payload)
-		t.answerBusy()
-	}
-}
-
-// getPayload takes a buffer for a produce payload from b.payloads, which recycles them so
-// that a steady stream of 64 KiB requests does not allocate (and collect) 64 KiB each.
-func (b *Broker) getPayload(n int) *[]byte {
-	p, _ := b.payloads.Get().(*[]byte)
-	if p == nil {
-		p = new([]byte)
-	}
-	if cap(*p) < n {
-		*p = make([]byte, 0, max(n, 64<<10))
-	}
-	return p
-}
-
-// putPayload returns a buffer; oversized ones (a rare 64 MiB batch) are left to the GC.
-func (b *Broker) putPayload(p *[]byte) {
-	if cap(*p) <= 4<<20 {
-		b.payloads.Put(p)
-	}
-}
-
-// Run appends on the shard goroutine, then answers now or parks until C covers the
-// request.
-func (t *produceTask) Run(sh *sched.Shard) {
-	defer t.b.recoverRequest("produce", t.pt, t.c, t.slot, t.hdr)
-	pt := t.pt
 	if pt.p == nil {
-		t.b.putPayload(t.payload)
-		t.b.respond(t.c, t.slot, t.hdr, wire.NewError(wire.CodeNotServing, pt.errOffline().Error()), nil)
+		b.respond(c, slot, hdr, wire.NewError(wire.CodeNotServing, pt.errOffline().Error()), nil)
 		return
 	}
 	failpoint.Panic("produce", pt.topic.meta.Name)
-	res, err := pt.p.Produce(t.req.Version, t.req.Session, t.req.Batches)
-	if n := uint64(res.AppendedBytes); n > 0 {
-		t.b.produced.Add(n)
-		t.b.copied.Add(n) // into the arena's write buffer
-	}
-	// The partition copied the batches into the arena and wrote them to the store: the
-	// payload buffer is free again.
-	t.b.putPayload(t.payload)
-	t.payload, t.req.Batches = nil, nil
+	t := &produceTask{b: b, pt: pt, c: c, slot: slot, hdr: hdr, wait: r.WaitDurableMs}
+	res, err := pt.p.Produce(r.Version, r.Session, r.Batches)
 	t.res = res
-	t.b.noteAppend(pt, err)
+	if n := uint64(res.AppendedBytes); n > 0 {
+		b.produced.Add(n)
+		b.copied.Add(n) // the one copy, into the arena's write buffer
+		if pt.p.FetchesParked() {
+			_ = pt.shard.SubmitFunc(pt.dataArrived) // a full queue: the polls answer at their deadline
+		}
+		b.kickPersister(pt)
+	}
+	b.noteAppend(pt, err)
 	switch {
 	case err != nil:
 		t.fail(err)
-	case t.req.WaitDurableMs > 0 && pt.p.ParkDurable(t, res.Target(), t.b.deadline(t.req.WaitDurableMs)):
-		t.b.parkedAck.Add(1) // answered by settle once C covers it, or at its deadline
+	case t.wait > 0:
+		if pt.shard.Submit(t) != nil {
+			t.answer(wire.CodeNone, "") // the shard is swamped: the client polls for C
+		}
 	default:
 		t.answer(wire.CodeNone, "")
 	}
-	t.b.settle(pt) // the fetches this produce woke, the produces its checkpoint covers
+}
+
+// Run parks a produce that waits for durability on its partition's shard, or answers at
+// once when C covers it already.
+func (t *produceTask) Run(*sched.Shard) {
+	defer t.b.recoverRequest("produce", t.pt, t.c, t.slot, t.hdr)
+	if t.pt.p.ParkDurable(t, t.res.Target(), t.b.deadline(t.wait)) {
+		t.b.parkedAck.Add(1) // answered by settle once C covers it, or at its deadline
+		t.b.arm(t.pt)
+		return
+	}
+	t.answerWindow()
 }
 
 // deadline returns the driver-clock deadline of a wait of ms milliseconds, capped by

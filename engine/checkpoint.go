@@ -3,21 +3,26 @@ package engine
 // The checkpoint C and the requests parked on the partition. Persist is the one method
 // the driver runs off the owner (it waits for the disk); the rest are the owner's.
 
-// Persist makes what was appended durable by syncing the store, when anything is pending,
-// and reports whether it synced. It may block on the disk, so the driver runs it on a
-// persister goroutine, never on the owner; it touches only the store (whose Sync is safe
-// concurrently with the owner's appends). The driver then calls Checkpointed on the owner
-// to pass the new C on. A failed sync fails the store for good (persist.ErrFailed); later
-// calls return that error without syncing.
+// Persist has the store write what was appended and make it durable by its policy,
+// reading the bytes from the write buffer (the partition is the store's
+// persist.Source), and reports whether anything was written. It may block on the disk,
+// so the driver runs it on a persister goroutine, never on the owner or an event loop;
+// it is safe concurrently with appends. The driver then calls Checkpointed on the owner
+// to pass the new C on. A failed write fails the store for good (persist.ErrFailed);
+// no space for the next segment file (persist.ErrNoSpace) leaves it usable.
 func (p *Partition) Persist() (bool, error) {
 	if p.store.Pending() == 0 {
 		return false, nil
 	}
-	if err := p.store.Sync(); err != nil {
-		return false, err
-	}
-	return true, nil
+	return p.store.Persist(p)
 }
+
+// Pending returns the bytes appended and not yet durable. Safe from any goroutine.
+func (p *Partition) Pending() int64 { return p.store.Pending() }
+
+// DataArrived wakes the long polls parked here: an appender appended (the driver calls
+// it when Produce appended and FetchesParked said polls wait). Owner only.
+func (p *Partition) DataArrived() { p.waits.wakeAll(&p.waits.fetches, WokeData) }
 
 // Checkpointed takes the store's checkpoint C: what it covers becomes reclaimable in the
 // write buffer, and the produces waiting for it wake. Owner only.
@@ -42,7 +47,9 @@ func (p *Partition) ApplyRetention() (int, error) {
 // partition is damaged (no data will come: the read answers the damage), or it is
 // shutting down. Owner only.
 func (p *Partition) ParkFetch(w Waiter, offset, deadline int64) bool {
+	p.fetchParked.Add(1) // before reading the end: see fetchParked
 	if _, next := p.store.Bounds(); offset != next || p.closing || p.Damage() != nil {
+		p.fetchParked.Add(-1)
 		return false
 	}
 	p.waits.park(w, WaitFetch, offset, deadline)

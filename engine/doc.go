@@ -7,13 +7,21 @@
 // goroutines, sockets, timers or clock reads. Deadlines and "now" come in as arguments on
 // the driver's clock; results say what to answer, and Ready lists the parked requests to
 // answer now. The driver (package broker) owns the goroutines, the timers and the
-// sockets: it calls a partition from one goroutine, the partition's owner (its shard),
-// and turns results into answers. wait.go draws the life of a parked request.
+// sockets and turns results into answers. wait.go draws the life of a parked request.
 //
-// Concurrency. Owner only: Produce, Fetch, OffsetForTime, the parking methods (ParkFetch,
-// ParkDurable, Release, Expire, NextDeadline, Ready, Parked), Checkpointed,
-// ApplyRetention, Shutdown, Close. From the persister goroutine (one at a time,
-// concurrently with the owner): Persist, which waits for the disk and so never runs on
-// the owner. From any goroutine, without a lock: Window, CheckWindow, Damage, Counters.
-// The arena's reclaimer runs on its own goroutines; the write buffer guards itself.
+// Concurrency: three domains.
+//   - The append domain: Produce, from any goroutine. The driver calls it on the event
+//     loop that read the request, so that a produced byte is copied once, from the socket
+//     buffer to its place in the arena (docs/writepath.md). The partition's append lock
+//     serializes appenders; it guards the producers' sequences and the placement of
+//     batches in the store and the buffer, and is held for memory work only.
+//   - The owner (the partition's shard): Fetch, OffsetForTime, the parking methods
+//     (ParkFetch, ParkDurable, DataArrived, Release, Expire, NextDeadline, Ready, Parked),
+//     Checkpointed, ApplyRetention, Shutdown, Close.
+//   - The persister (one goroutine at a time): Persist, which writes to the disk and so
+//     never runs on the owner or an event loop, concurrently with both.
+//
+// From any goroutine, without a lock: Window, CheckWindow, Damage, Counters, Pending,
+// FetchesParked. The arena's reclaimer runs on its own goroutines; the write buffer
+// guards itself. Lock order: the append lock, then the write buffer's (then the store's).
 package engine

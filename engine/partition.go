@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 
 	"sluice/batch"
@@ -21,12 +22,31 @@ type Partition struct {
 
 	store persist.Store
 	arena *memarena.Arena
-	buf   *memarena.WriteBuffer
+	buf   *memarena.WriteBuffer // set at Open, never replaced; guards itself
 
-	producers map[int64]*producerState
-	durable   int64 // checkpoint last passed to the write buffer and the waits
-	waits     waits
-	closing   bool
+	// app is the append domain: Produce runs here, on whichever event loop read the
+	// request, so that a produced byte is copied once, from the socket buffer to its
+	// place in the arena. Its lock is held for memory work only (validation, placement,
+	// the copy), never for I/O.
+	app struct {
+		sync.Mutex
+		producers map[int64]*producerState
+		segs      []segStart // where each segment still in the buffer starts in its stream
+	}
+	// fetchParked counts the long polls parked here. The owner raises it before it
+	// checks the end and parks; an appender reads it after it moved the end: with
+	// sequentially consistent atomics, either the appender sees the poll and has the
+	// owner wake it (DataArrived), or the poll sees the new end and does not park.
+	fetchParked atomic.Int64
+
+	// Owner (shard) only.
+	durable int64 // checkpoint last passed to the write buffer and the waits
+	waits   waits
+	closing bool
+
+	// Persister only: the spans a Persist holds while the store writes them.
+	held    []memarena.Span
+	release func()
 
 	// damage is set once, when the partition opens damaged, and read by any goroutine.
 	damage atomic.Pointer[damageError]
@@ -57,7 +77,10 @@ type PartitionConfig struct {
 // arena refuses the write buffer.
 func Open(cfg PartitionConfig, store persist.Store, arena *memarena.Arena) (*Partition, error) {
 	p := &Partition{topic: cfg.Topic, id: cfg.ID, version: cfg.Version, session: cfg.Session,
-		store: store, arena: arena, producers: map[int64]*producerState{}}
+		store: store, arena: arena}
+	p.app.producers = map[int64]*producerState{}
+	p.waits.fetchesParked = &p.fetchParked
+	p.release = p.releaseHeld // made once: each Persist reuses it
 	if err := store.Damage(); err != nil {
 		p.setDamage(err)
 	} else if err := p.rebuildProducers(cfg.DedupHorizon); err != nil {
@@ -65,11 +88,15 @@ func Open(cfg PartitionConfig, store persist.Store, arena *memarena.Arena) (*Par
 		// refuse writes rather than risk a duplicate.
 		p.setDamage(fmt.Errorf("cannot rebuild producer sequences: %w", err))
 	}
+	// The buffer's stream follows the active segment's file: it starts where the next
+	// batch goes, with the segment's byte 0 at stream position 0 (docs/writepath.md §1).
 	_, next := store.Bounds()
-	buf, err := arena.NewWriteBuffer(next)
+	seg, pos := store.Tail()
+	buf, err := arena.NewWriteBufferAt(next, pos)
 	if err != nil {
 		return nil, fmt.Errorf("cannot load partition %s/%d: %w", cfg.Topic, cfg.ID, err)
 	}
+	p.app.segs = []segStart{{seg: seg, start: 0}}
 	p.buf = buf
 	p.durable = store.Durable()
 	buf.SetDurable(p.durable)
@@ -94,14 +121,16 @@ func (p *Partition) rebuildProducers(horizon int64) error {
 	})
 }
 
+// remember records an idempotent batch in the producers' sequences. Requires p.app (or
+// Open, before anyone else has the partition).
 func (p *Partition) remember(h *batch.Header, base, last int64) {
 	if !idempotent(h) {
 		return
 	}
-	s := p.producers[h.ProducerID]
+	s := p.app.producers[h.ProducerID]
 	if s == nil {
 		s = &producerState{}
-		p.producers[h.ProducerID] = s
+		p.app.producers[h.ProducerID] = s
 	}
 	s.add(appended{firstSeq: h.BaseSequence, lastSeq: h.BaseSequence + int32(h.Count) - 1, base: base, last: last})
 }
@@ -168,12 +197,12 @@ func (p *Partition) CheckWindow(v uint32, s uint64) error {
 // from any goroutine.
 func (p *Partition) Counters() (hits, misses uint64) { return p.hits.Load(), p.misses.Load() }
 
-// Shutdown makes everything appended durable (a last sync of the store, on the owner:
-// the persister has stopped) and wakes every parked request, so that the driver answers
-// them before Close: fetches with what they can read, produces with the final C. Later
-// fetches are not parked. Owner only.
+// Shutdown makes everything appended durable (a last Persist, on the owner: the
+// persister has stopped and no appender runs any more) and wakes every parked request,
+// so that the driver answers them before Close: fetches with what they can read,
+// produces with the final C. Later fetches are not parked. Owner only.
 func (p *Partition) Shutdown() error {
-	err := p.store.Sync()
+	_, err := p.Persist()
 	p.Checkpointed()
 	p.closing = true
 	p.waits.wakeAll(&p.waits.fetches, WokeShutdown)
@@ -182,9 +211,11 @@ func (p *Partition) Shutdown() error {
 }
 
 // Close frees the write buffer and closes the store. Requests still parked are dropped:
-// call Shutdown and answer Ready first. Owner only.
+// call Shutdown and answer Ready first. Owner only, once no appender runs.
 func (p *Partition) Close() error {
 	p.closing = true
+	p.app.Lock()
+	defer p.app.Unlock()
 	p.buf.Close()
 	return p.store.Close()
 }

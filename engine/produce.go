@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"sluice/batch"
+	"sluice/persist"
 )
 
 // ProduceResult answers a produce request.
@@ -30,27 +31,40 @@ func (r *ProduceResult) Target() int64 {
 	return r.Last
 }
 
-// Produce checks the window and appends the request's batches (whole batches back to back,
-// as they arrived; their base offsets are overwritten). An empty request only reports the
-// window. Every batch is validated (header, CRC, producer sequence) before any is
-// appended, so a request is appended whole or not at all, except that a storage failure
-// midway leaves a prefix appended (reported in the result with the error). Whenever
-// anything was appended, every parked fetch wakes. Owner only.
+// Produce checks the window and appends the request's batches, copying each from batches
+// to its place in the arena's write buffer (the one copy of a produced byte; its base
+// offset is stamped into batches first). An empty request only reports the window. Every
+// batch is validated (header, CRC, producer sequence) before any is appended, so a
+// request is appended whole or not at all, except that a refusal midway (the arena or
+// the disk full) leaves a prefix appended (reported in the result with the error).
+//
+// Produce is the append domain's: safe from any goroutine (event loops call it with the
+// request still in their socket buffer), serialized by the partition's append lock,
+// which it holds for memory work only. It wakes nothing: when anything was appended and
+// FetchesParked says long polls wait, the driver calls DataArrived on the owner.
 //
 // Errors: *WindowError, ErrDamaged, ErrInvalidBatch, ErrOutOfOrderSequence,
-// memarena.ErrFull (the throttle: nothing was appended; retry after the checkpoint
-// advances), or a storage error (persist.ErrNoSpace: nothing more was appended, the
-// partition stays usable).
+// memarena.ErrFull (the throttle: nothing more was appended; retry after the checkpoint
+// advances), persist.ErrNoSpace (the disk has no room for the next segment file),
+// persist.ErrFailed (a write failed: the partition takes no more until it is reloaded).
 func (p *Partition) Produce(v uint32, s uint64, batches []byte) (ProduceResult, error) {
 	res := ProduceResult{Base: -1, Last: -1}
-	err := p.produce(v, s, batches, &res)
-	if res.Appended > 0 {
-		p.waits.wakeAll(&p.waits.fetches, WokeData)
-	}
-	p.Checkpointed() // policies that sync on append (or never) moved C already
+	err := p.produceLocking(v, s, batches, &res)
 	res.Window = p.Window()
 	return res, err
 }
+
+// produceLocking runs produce under the append lock, released even if produce panics
+// (the driver recovers panics per request: the partition must stay usable).
+func (p *Partition) produceLocking(v uint32, s uint64, batches []byte, res *ProduceResult) error {
+	p.app.Lock()
+	defer p.app.Unlock()
+	return p.produce(v, s, batches, res)
+}
+
+// FetchesParked reports whether long polls are parked: an appender that appended asks
+// the owner to wake them (DataArrived). Safe from any goroutine; see fetchParked.
+func (p *Partition) FetchesParked() bool { return p.fetchParked.Load() > 0 }
 
 func (p *Partition) produce(v uint32, s uint64, batches []byte, res *ProduceResult) error {
 	if err := p.CheckWindow(v, s); err != nil {
@@ -101,9 +115,9 @@ func (p *Partition) validate(batches []byte) error {
 				if h.BaseSequence != last+1 {
 					return fmt.Errorf("%w: producer %d sent %d after %d in one request", ErrOutOfOrderSequence, h.ProducerID, h.BaseSequence, last)
 				}
-			} else if verdict, _ := p.producers[h.ProducerID].check(&h); verdict == seqGap {
+			} else if verdict, _ := p.app.producers[h.ProducerID].check(&h); verdict == seqGap {
 				return fmt.Errorf("%w: producer %d sent sequence %d, expected %d", ErrOutOfOrderSequence,
-					h.ProducerID, h.BaseSequence, p.producers[h.ProducerID].lastSeq()+1)
+					h.ProducerID, h.BaseSequence, p.app.producers[h.ProducerID].lastSeq()+1)
 			}
 			if pending == nil {
 				pending = map[int64]int32{}
@@ -115,44 +129,57 @@ func (p *Partition) validate(batches []byte) error {
 	return nil
 }
 
-// appendOne appends one validated batch, unless it is a duplicate. It copies the batch
-// into the write buffer first: when the arena is full that is the throttle, and nothing
-// has reached the store.
+// appendOne appends one validated batch, unless it is a duplicate: the store places it
+// (its offset, its segment and its position in that segment's file: no I/O), and the
+// write buffer takes a copy at the same position of its stream. The store writes it
+// later, from the buffer (Persist). Requires p.app.
 func (p *Partition) appendOne(h *batch.Header, b []byte) (base, last int64, dup bool, err error) {
 	if idempotent(h) {
-		switch verdict, prev := p.producers[h.ProducerID].check(h); verdict {
+		switch verdict, prev := p.app.producers[h.ProducerID].check(h); verdict {
 		case seqDuplicate:
 			return prev.base, prev.last, true, nil
 		case seqOld:
 			return -1, -1, true, nil
 		}
 	}
-	_, base = p.store.Bounds()
-	last = base + int64(h.Count) - 1
-	batch.SetBaseOffset(b, base)
-	if err := p.buf.Append(b, base, last); err != nil {
+	pl, err := p.store.Place(*h, int64(len(b)))
+	if err != nil {
 		return -1, -1, false, err
 	}
-	if got, err := p.store.Append(b); err != nil || got != base {
-		if err == nil {
-			err = fmt.Errorf("BUG: the store put it at offset %d", got)
-		}
-		return -1, -1, false, p.resetBuffer(fmt.Errorf("cannot append to %s/%d at offset %d: %w", p.topic, p.id, base, err))
+	base, last = pl.Base, pl.Base+int64(h.Count)-1
+	batch.SetBaseOffset(b, base)
+	if err := p.copyIn(b, pl, last); err != nil {
+		p.store.Unplace(pl) // the buffer did not take it: nothing placed may lack its bytes
+		return -1, -1, false, err
 	}
 	p.remember(h, base, last)
 	return base, last, false, nil
 }
 
-// resetBuffer replaces the write buffer with an empty one at the store's end after the
-// store refused an append the buffer had taken, and returns cause.
-func (p *Partition) resetBuffer(cause error) error {
-	p.buf.Close()
-	_, next := p.store.Bounds()
-	buf, err := p.arena.NewWriteBuffer(next)
-	if err != nil {
-		return fmt.Errorf("%w; and cannot restart the write buffer: %w", cause, err)
+// copyIn copies batch b to the place pl in the write buffer: a new segment starts at the
+// next multiple of the block size in the stream, so that its file's blocks are aligned
+// arena memory (docs/writepath.md §1). Requires p.app.
+//
+// A roll stands even when the copy then fails (the store keeps a roll it placed and
+// unplaces only the batch), so the segment's start is recorded first and the padding up
+// to it made on the way to its first batch, whenever that comes.
+func (p *Partition) copyIn(b []byte, pl persist.Placement, last int64) error {
+	if pl.Rolled {
+		p.app.segs = append(p.app.segs, segStart{seg: pl.Segment, start: alignUp(p.buf.Tail(), persist.BlockSize)})
 	}
-	p.buf = buf
-	buf.SetDurable(p.store.Durable())
-	return cause
+	cur := p.app.segs[len(p.app.segs)-1]
+	want := cur.start + pl.Pos
+	if pl.Pos == 0 && p.buf.Tail() < want {
+		if err := p.buf.Skip(want); err != nil {
+			return err
+		}
+	}
+	if pl.Segment != cur.seg || want != p.buf.Tail() {
+		panic(fmt.Sprintf("BUG: engine: %s/%d placed at segment %d position %d, buffer at stream %d (segment %d starts at %d)",
+			p.topic, p.id, pl.Segment, pl.Pos, p.buf.Tail(), cur.seg, cur.start))
+	}
+	return p.buf.Append(b, pl.Base, last)
 }
+
+// alignUp rounds n up to a multiple of the power of two a.
+func alignUp(n, a int64) int64 { return (n + a - 1) &^ (a - 1) }

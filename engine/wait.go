@@ -1,5 +1,7 @@
 package engine
 
+import "sync/atomic"
+
 // Requests that wait on a partition: long-poll fetches (until data exists at their offset)
 // and produces with acks=persisted (until the checkpoint C covers their last offset). The
 // partition keeps them as plain data, with deadlines on the driver's clock, and says
@@ -10,7 +12,7 @@ package engine
 //	ParkFetch(w, offset, deadline) ───────► fetches   ┐
 //	ParkDurable(w, target, deadline) ─────► durables  ├─ deadline heap
 //	                                                  ┘
-//	Produce (anything appended) ──────────► every fetch → ready
+//	DataArrived (an appender appended) ───► every fetch → ready
 //	Checkpointed (C advanced) ────────────► durables with target <= C → ready
 //	Expire(now) ──────────────────────────► every deadline <= now → ready
 //	Release(w) (a later answer is ready) ─► w → ready
@@ -68,10 +70,13 @@ func (w *Wait) Wake() WakeReason { return w.woke }
 
 // waits holds a partition's parked requests.
 type waits struct {
-	fetches  []Waiter // long polls; all wake together when data arrives
-	durables []Waiter // produces waiting for C
-	heap     []Waiter // every parked request, a min-heap by deadline
-	ready    []Waiter // woken, waiting for the driver to take them
+	// fetchesParked mirrors len(fetches) for readers on other goroutines: park's caller
+	// raises it (before checking whether to park), wake lowers it.
+	fetchesParked *atomic.Int64
+	fetches       []Waiter // long polls; all wake together when data arrives
+	durables      []Waiter // produces waiting for C
+	heap          []Waiter // every parked request, a min-heap by deadline
+	ready         []Waiter // woken, waiting for the driver to take them
 }
 
 // park records w; it must not be parked already.
@@ -100,6 +105,9 @@ func (ws *waits) wake(w Waiter, why WakeReason) {
 		list = &ws.durables
 	}
 	removeAt(list, st.listIdx)
+	if st.kind == WaitFetch && ws.fetchesParked != nil {
+		ws.fetchesParked.Add(-1)
+	}
 	ws.removeHeap(st.heapIdx)
 	st.on, st.kind, st.woke = nil, WaitNone, why
 	ws.ready = append(ws.ready, w)

@@ -61,24 +61,28 @@ func TestLongPollWokenByResendAndNew(t *testing.T) {
 // broker and the connection go on serving. The panics come from failpoints (the one fake
 // here: a real request cannot be made to hit a bug on cue).
 func TestPanicAnswered(t *testing.T) {
-	b := testbroker.StartEnv(t, t.TempDir(), []string{"SLUICE_FAILPOINTS=produce=boom,handle-produce=loop"},
+	// produce=loop panics where a produce is appended, on the event loop; fetch=shard
+	// where a fetch runs, on the partition's shard.
+	b := testbroker.StartEnv(t, t.TempDir(), []string{"SLUICE_FAILPOINTS=produce=loop,fetch=shard"},
 		"-metrics", "127.0.0.1:0")
 	w := dial(t, b.Addr)
-	for _, name := range []string{"boom", "loop", "fine"} {
+	for _, name := range []string{"loop", "shard", "fine"} {
 		createTopic(t, w, name, 1)
 	}
-	for _, name := range []string{"boom", "loop"} {
-		resp := w.call(&wire.ProduceRequest{Topic: []byte(name), Version: 1, Batches: records(0, -1, name, 1)})
-		if resp.Header.Code != wire.CodeInternal || !strings.Contains(resp.Text, "failpoint") {
-			t.Fatalf("produce to %s answered %v %q, want internal", name, resp.Header.Code, resp.Text)
-		}
+	resp := w.call(&wire.ProduceRequest{Topic: []byte("loop"), Version: 1, Batches: records(0, -1, "loop", 1)})
+	if resp.Header.Code != wire.CodeInternal || !strings.Contains(resp.Text, "failpoint") {
+		t.Fatalf("produce answered %v %q, want internal", resp.Header.Code, resp.Text)
+	}
+	resp = w.call(&wire.FetchRequest{Topic: []byte("shard"), MaxBytes: 1 << 20})
+	if resp.Header.Code != wire.CodeInternal || !strings.Contains(resp.Text, "failpoint") {
+		t.Fatalf("fetch answered %v %q, want internal", resp.Header.Code, resp.Text)
 	}
 	// The same connection, and the broker, still serve.
 	mustOK(t, w.call(&wire.ProduceRequest{Topic: []byte("fine"), Version: 1, Batches: records(0, -1, "ok", 1)}))
 	if got := fetchValues(t, w, "fine", 0, 0); len(got) != 1 || got[0] != "ok-0" {
 		t.Fatalf("after the panics: %v", got)
 	}
-	if got := fetchValues(t, w, "boom", 0, 0); len(got) != 0 {
+	if got := fetchValues(t, w, "loop", 0, 0); len(got) != 0 {
 		t.Fatalf("the panicking produce appended %v", got)
 	}
 	waitMetric(t, b.MetricsAddr, `sluice_internal_errors_total{where="shard"}`, 1)
