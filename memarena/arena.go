@@ -243,6 +243,10 @@ func (a *Arena) chunkData(id uint32) []byte {
 	return a.slabs[id>>a.slabShift].mem[off : off+a.chunkSize : off+a.chunkSize]
 }
 
+// chunkFloor rounds stream position pos down to a multiple of the chunk
+// size: where the chunk holding it starts.
+func (a *Arena) chunkFloor(pos int64) int64 { return pos &^ (a.chunkSize - 1) }
+
 // clock is the logical time used to order reads: the allocation count.
 func (a *Arena) clock() uint64 { return a.allocs.Load() }
 
