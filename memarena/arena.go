@@ -31,6 +31,7 @@ type Arena struct {
 
 	rc          reclaimer
 	incoming    incoming
+	pf          prefaulter
 	indexGroups sync.Pool // *indexGroup of full size, for write buffer indexes
 	holds       holdSet   // live spans, under invariants only
 	ownerIDs    atomic.Uint32
@@ -51,7 +52,8 @@ type counters struct {
 }
 
 // New validates cfg (after filling defaults) and returns an arena that has
-// mapped nothing yet.
+// mapped nothing yet. With Config.Prefault it starts mapping and faulting in
+// every slab in the background (see prefault.go).
 func New(cfg Config) (*Arena, error) {
 	cfg.EnsureDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -68,6 +70,9 @@ func New(cfg Config) (*Arena, error) {
 	a.highFree = int64(cfg.HighWatermark * float64(cfg.Size))
 	a.syncMax = max(16*a.chunkSize, min(a.highFree-a.lowFree, 256*a.chunkSize))
 	a.slabs = make([]slab, (cfg.Size+cfg.SlabSize-1)/cfg.SlabSize)
+	if cfg.Prefault {
+		a.startPrefault()
+	}
 	return a, nil
 }
 
@@ -101,6 +106,7 @@ func (a *Arena) Close() error {
 	if a.closed.Swap(true) {
 		return nil
 	}
+	a.stopPrefault()
 	a.unmapAll()
 	return nil
 }
@@ -137,19 +143,44 @@ func (a *Arena) allocSlow(self owner) (uint32, error) {
 }
 
 // pop takes a free chunk from the lowest mapped slab that has one, starting
-// at the hint, so that high slabs drain and can be given back.
+// at the hint, so that high slabs drain and can be given back. Slabs given
+// back to the OS (cold) come last: their pages fault in again when written,
+// while a warm slab's free chunks cost nothing, and each slab's stack hands
+// out its most recently freed chunk first. So a cold slab stays unused, and
+// off the host's memory, until no warm chunk is free.
 func (a *Arena) pop() (uint32, bool) {
 	n, h := a.mapped.Load(), a.hint.Load()
 	for i := h; i < n; i++ {
-		if j, ok := a.slabs[i].pop(); ok {
-			if i != h {
-				a.hint.Store(i)
+		if s := &a.slabs[i]; !s.cold.Load() {
+			if j, ok := s.pop(); ok {
+				if i != h {
+					a.hint.Store(i)
+				}
+				return uint32(i)<<a.slabShift | j, true
 			}
-			return uint32(i)<<a.slabShift | j, true
 		}
 	}
 	for i := range min(h, n) {
-		if j, ok := a.slabs[i].pop(); ok {
+		if s := &a.slabs[i]; !s.cold.Load() {
+			if j, ok := s.pop(); ok {
+				a.hint.Store(i)
+				return uint32(i)<<a.slabShift | j, true
+			}
+		}
+	}
+	return a.popCold(n)
+}
+
+// popCold takes a chunk from the lowest slab that has one, cold or not (a
+// slab may have turned warm since the caller looked), and marks its slab
+// warm.
+func (a *Arena) popCold(n int32) (uint32, bool) {
+	for i := range n {
+		s := &a.slabs[i]
+		if j, ok := s.pop(); ok {
+			if s.cold.Load() && s.cold.CompareAndSwap(true, false) {
+				a.c.advisedBytes.Add(-int64(len(s.mem)))
+			}
 			a.hint.Store(i)
 			return uint32(i)<<a.slabShift | j, true
 		}
@@ -242,6 +273,10 @@ func (a *Arena) chunkData(id uint32) []byte {
 	off := int64(id&(1<<a.slabShift-1)) << a.chunkShift
 	return a.slabs[id>>a.slabShift].mem[off : off+a.chunkSize : off+a.chunkSize]
 }
+
+// chunkFloor rounds stream position pos down to a multiple of the chunk
+// size: where the chunk holding it starts.
+func (a *Arena) chunkFloor(pos int64) int64 { return pos &^ (a.chunkSize - 1) }
 
 // clock is the logical time used to order reads: the allocation count.
 func (a *Arena) clock() uint64 { return a.allocs.Load() }

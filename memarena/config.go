@@ -60,6 +60,11 @@ type Config struct {
 	// of ChunkSize; past it the buffer gives up its own durable chunks, then
 	// refuses appends with ErrPartitionFull. Zero means Size.
 	PartitionMax int64
+	// Prefault maps and faults in the whole arena in the background after
+	// New (arena.prefault), so that appends never fault on fresh memory, and
+	// keeps it resident: idle slabs are not given back. Off by default; the
+	// cost at start is in docs/memarena.md.
+	Prefault bool
 }
 
 // EnsureDefaults fills zero fields with the defaults and returns c.
@@ -174,6 +179,7 @@ func (c Config) String() string {
 	kv("high_watermark", strconv.FormatFloat(c.HighWatermark, 'g', -1, 64))
 	kv("partition_min", FormatSize(c.PartitionMin))
 	kv("partition_max", FormatSize(c.PartitionMax))
+	kv("prefault", strconv.FormatBool(c.Prefault))
 	return b.String()
 }
 

@@ -12,7 +12,7 @@ func TestConfigDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := "arena.size=1GiB arena.chunk_size=64KiB arena.slab_size=64MiB arena.low_watermark=0.05 " +
-		"arena.high_watermark=0.1 arena.partition_min=0B arena.partition_max=1GiB"
+		"arena.high_watermark=0.1 arena.partition_min=0B arena.partition_max=1GiB arena.prefault=false"
 	if got := c.String(); got != want {
 		t.Errorf("String() = %q\nwant %q", got, want)
 	}

@@ -26,10 +26,15 @@
 // # Owners
 //
 // A WriteBuffer (one per partition) is an append-only chain of chunks holding
-// whole batches back to back, indexed by offset (8 bytes a batch, see
-// wbindex.go). SetDurable moves its checkpoint; chunks leave from the oldest
-// end only, once every batch in them is durable. A BlockCache holds blocks of
-// files, always durable, so always reclaimable.
+// whole batches at the stream positions they have in the partition's segment
+// files (docs/writepath.md §1): batches back to back within a segment,
+// padding (Skip) between segments, chunks starting at multiples of
+// ChunkSize, so that a block-aligned range of the stream is block-aligned
+// memory. It is indexed by offset (8 bytes a batch, see wbindex.go). The
+// persister holds ranges of it (Range) to write them to a file; SetDurable
+// moves its checkpoint; chunks leave from the oldest end only, once every
+// batch in them is durable. A BlockCache holds blocks of files, always
+// durable, so always reclaimable.
 //
 // # Reclaim
 //
@@ -71,7 +76,8 @@
 //
 // Reading the source: config.go and size.go (configuration), slab.go and
 // arena.go (memory, free stacks), span.go (holds), writebuffer.go,
-// wbindex.go and wbreclaim.go (write buffers), blockcache.go and bclru.go,
+// wbindex.go, wbpersist.go and wbreclaim.go (write buffers), blockcache.go
+// and bclru.go,
 // reclaim.go (the victim heap), stats.go, errors.go, invariants.go. The
 // tests: model_test.go (randomized, against a model), race_test.go
 // (concurrency); benchmarks are in *_timing_test.go. Operators' notes are in

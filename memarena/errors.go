@@ -1,6 +1,9 @@
 package memarena
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // FullError is the type of ErrFull and ErrPartitionFull: memory is full of
 // data that is not yet durable (or is held by readers), so nothing could be
@@ -37,3 +40,22 @@ var (
 	// ErrBusy: Arena.Close found chunks still held by spans.
 	ErrBusy = errors.New("memarena: chunks still held")
 )
+
+// RangeError is WriteBuffer.Range's answer for stream bytes it does not hold
+// as data: older than the first batch in memory, past the last, or padding
+// between segments. errors.Is(err, ErrMiss) matches it. The persister only
+// asks for batches past the checkpoint, which are never reclaimed, so for it
+// this error is a bug in the caller's positions.
+type RangeError struct {
+	From, To   int64 // the range asked for
+	First, End int64 // the buffer's batch data lies within [First, End)
+}
+
+// Error implements error.
+func (e *RangeError) Error() string {
+	return fmt.Sprintf("memarena: stream bytes [%d, %d) are not all held as batch data (held within [%d, %d), less padding)",
+		e.From, e.To, e.First, e.End)
+}
+
+// Is makes every RangeError match ErrMiss.
+func (e *RangeError) Is(target error) bool { return target == ErrMiss }

@@ -8,15 +8,18 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 var modelSeed = flag.Uint64("memarena.seed", 0, "seed of TestModel (0: from the clock)")
 
-// TestModel runs random appends, reads, checkpoint advances, block cache
-// operations, holds and releases against a simple model, over thousands of
-// owners in an arena far smaller than the data, and checks after every step
-// that no pending batch was reclaimed, that accounting adds up exactly, and
-// that every read from memory returns the right bytes.
+// TestModel runs random appends, reads, checkpoint advances, segment-roll
+// padding (Skip), persister ranges (Range), block cache operations, holds and
+// releases against a simple model, over thousands of owners in an arena far
+// smaller than the data, and checks after every step that no pending batch
+// was reclaimed, that accounting adds up exactly, that every read from
+// memory returns the right bytes, and that a range is refused exactly when
+// one of its bytes is not batch data in memory.
 func TestModel(t *testing.T) {
 	seed := *modelSeed
 	if seed == 0 {
@@ -44,6 +47,7 @@ func TestModel(t *testing.T) {
 
 type modelBatch struct {
 	base, last int64
+	pos        int64 // stream position
 	n          int
 }
 
@@ -52,6 +56,7 @@ type modelWB struct {
 	id      int // distinguishes the data of successive buffers in one slot
 	batches []modelBatch
 	next    int64
+	tail    int64 // stream position of the next batch
 	durable int64
 	pending int64 // bytes of batches past durable
 }
@@ -78,6 +83,7 @@ type model struct {
 	blocks  map[blockRef]bool // put since the file was last invalidated
 	holds   []modelHold
 	pending int64
+	counts  struct{ skips, ranges, rangeMisses, gapReads int }
 }
 
 func newModel(t *testing.T, seed uint64, owners int, partitionMin int64) *model {
@@ -97,14 +103,19 @@ func newModel(t *testing.T, seed uint64, owners int, partitionMin int64) *model 
 	return m
 }
 
+// newWB starts a buffer at a random offset and a random stream position:
+// the active segment's file position, which is any number.
 func (m *model) newWB() *modelWB {
-	next := m.rng.Int64N(1 << 40)
-	w, err := m.a.NewWriteBuffer(next)
+	next, pos := m.rng.Int64N(1<<40), m.rng.Int64N(1<<30)
+	if m.rng.IntN(4) == 0 {
+		pos = 0
+	}
+	w, err := m.a.NewWriteBufferAt(next, pos)
 	if err != nil {
 		m.t.Fatal(err)
 	}
 	m.nextID++
-	return &modelWB{w: w, id: m.nextID, next: next, durable: next - 1}
+	return &modelWB{w: w, id: m.nextID, next: next, tail: pos, durable: next - 1}
 }
 
 func (m *model) fatalf(format string, args ...any) {
@@ -131,8 +142,12 @@ func (m *model) randomOp() {
 	switch p := m.rng.IntN(100); {
 	case p < 40:
 		m.appendOp()
-	case p < 65:
+	case p < 60:
 		m.readOp()
+	case p < 63:
+		m.skipOp()
+	case p < 67:
+		m.rangeOp()
 	case p < 80:
 		m.durableOp()
 	case p < 85:
@@ -162,13 +177,14 @@ func (m *model) pickWB() *modelWB {
 
 func (m *model) appendOp() {
 	o := m.pickWB()
-	b := modelBatch{base: o.next, n: 1 + m.rng.IntN(12*1024)}
+	b := modelBatch{base: o.next, pos: o.tail, n: 1 + m.rng.IntN(12*1024)}
 	b.last = b.base + m.rng.Int64N(10)
 	err := o.w.Append(m.batchData(o, b), b.base, b.last)
 	switch {
 	case err == nil:
 		o.batches = append(o.batches, b)
 		o.next = b.last + 1
+		o.tail += int64(b.n)
 		o.pending += int64(b.n)
 		m.pending += int64(b.n)
 	case errors.Is(err, ErrPartitionFull):
@@ -224,6 +240,9 @@ func (m *model) readOp() {
 		m.fatalf("Read(%d): %v", off, err)
 	}
 	want := m.wantRead(o, off, maxBytes)
+	if len(joinSpans(spans)) > 0 && len(spans) > 1 && m.readCrossesPadding(o, off, len(want)) {
+		m.counts.gapReads++
+	}
 	if got := joinSpans(spans); !bytes.Equal(got, want) {
 		m.fatalf("Read(%d, %d) = %d bytes; want %d", off, maxBytes, len(got), len(want))
 	}
@@ -232,6 +251,26 @@ func (m *model) readOp() {
 		return
 	}
 	ReleaseAll(spans)
+}
+
+// readCrossesPadding reports whether a read of n bytes of batches from offset
+// off passes padding.
+func (m *model) readCrossesPadding(o *modelWB, off int64, n int) bool {
+	var prev *modelBatch
+	for i := range o.batches {
+		b := &o.batches[i]
+		if b.last < off {
+			continue
+		}
+		if n <= 0 {
+			return false
+		}
+		if prev != nil && prev.pos+int64(prev.n) != b.pos {
+			return true
+		}
+		prev, n = b, n-b.n
+	}
+	return false
 }
 
 func (m *model) wantRead(o *modelWB, off int64, maxBytes int) []byte {
@@ -246,6 +285,151 @@ func (m *model) wantRead(o *modelWB, off int64, maxBytes int) []byte {
 		out = append(out, m.batchData(o, b)...)
 	}
 	return out
+}
+
+// skipOp pads the stream as a segment roll does: up to the next multiple of
+// 4096 mostly, by any amount up to a chunk sometimes, and now and then by a
+// forbidden amount.
+func (m *model) skipOp() {
+	o := m.pickWB()
+	cs := m.a.chunkSize
+	to := (o.tail + 4095) &^ 4095
+	switch p := m.rng.IntN(10); {
+	case p < 3:
+		to = o.tail + m.rng.Int64N(cs+1)
+	case p == 3:
+		to = o.tail + cs + 1 + m.rng.Int64N(cs)
+	case p == 4 && o.tail > 0:
+		to = o.tail - 1 - m.rng.Int64N(o.tail)
+	}
+	err := o.w.Skip(to)
+	if to < o.tail || to > o.tail+cs {
+		if !errors.Is(err, ErrInvalid) {
+			m.fatalf("Skip(%d) with the tail at %d: %v; want ErrInvalid", to, o.tail, err)
+		}
+		return
+	}
+	if err != nil {
+		m.fatalf("Skip(%d): %v", to, err)
+	}
+	m.counts.skips++
+	o.tail = to
+}
+
+// rangeOp holds a range of the stream as the persister does: mostly within
+// the batches past the checkpoint, sometimes anywhere near the data held.
+// The model says which batches are in memory (those from FirstOffset on), so
+// it knows whether the range must succeed and with which bytes.
+func (m *model) rangeOp() {
+	o := m.pickWB()
+	if len(o.batches) == 0 {
+		return
+	}
+	lo := o.batches[0].pos
+	if m.rng.IntN(2) == 0 {
+		lo = o.tail
+		for i := len(o.batches) - 1; i >= 0 && o.batches[i].last > o.durable; i-- {
+			lo = o.batches[i].pos
+		}
+	} else if first := o.w.Stats().FirstOffset; first >= 0 && m.rng.IntN(2) == 0 {
+		lo = o.batches[m.firstHeld(o, first)].pos - m.rng.Int64N(3)
+	}
+	from := lo + m.rng.Int64N(o.tail-lo+1)
+	to := from + m.rng.Int64N(o.tail+2-from)
+	if m.rng.IntN(3) == 0 { // the persister's usual ask: whole batches
+		from, to = m.snapToBatches(o, from, to)
+	}
+	spans, err := o.w.Range(from, to, nil)
+	want, ok := m.wantRange(o, from, to)
+	switch {
+	case !ok && !errors.Is(err, ErrMiss):
+		m.fatalf("Range(%d, %d) = %v; want ErrMiss (tail %d)", from, to, err, o.tail)
+	case !ok:
+		m.counts.rangeMisses++
+		return
+	case err != nil:
+		m.fatalf("Range(%d, %d): %v", from, to, err)
+	}
+	m.counts.ranges++
+	m.checkRangeSpans(from, to, spans)
+	if got := joinSpans(spans); !bytes.Equal(got, want) {
+		m.fatalf("Range(%d, %d) = %d bytes, not the batch bytes (%d)", from, to, len(got), len(want))
+	}
+	m.holdOrRelease(spans, want)
+}
+
+// firstHeld returns the index of the batch with base offset first.
+func (m *model) firstHeld(o *modelWB, first int64) int {
+	for i, b := range o.batches {
+		if b.base == first {
+			return i
+		}
+	}
+	m.fatalf("FirstOffset %d is no batch's base", first)
+	return 0
+}
+
+// snapToBatches moves from to the start of the batch holding it and to to
+// the end of the batch holding it (when they hold one).
+func (m *model) snapToBatches(o *modelWB, from, to int64) (int64, int64) {
+	for _, b := range o.batches {
+		end := b.pos + int64(b.n)
+		if b.pos <= from && from < end {
+			from = b.pos
+		}
+		if b.pos < to && to < end {
+			to = end
+		}
+	}
+	return from, max(from, to)
+}
+
+// wantRange returns the bytes [from, to) of the stream and whether the
+// buffer holds them all as data: every byte in a batch still in memory.
+func (m *model) wantRange(o *modelWB, from, to int64) ([]byte, bool) {
+	if from == to {
+		return nil, true
+	}
+	first := o.w.Stats().FirstOffset
+	if first < 0 {
+		return nil, false
+	}
+	var out []byte
+	pos := from
+	for _, b := range o.batches[m.firstHeld(o, first):] {
+		end := b.pos + int64(b.n)
+		if end <= pos {
+			continue
+		}
+		if b.pos > pos {
+			return nil, false // padding, or older than the first batch held
+		}
+		data := m.batchData(o, b)[pos-b.pos : min(end, to)-b.pos]
+		out = append(out, data...)
+		if pos = min(end, to); pos == to {
+			return out, true
+		}
+	}
+	return nil, false // past the last batch
+}
+
+// checkRangeSpans checks the pieces' layout: each starts at a chunk boundary
+// (or at from), and one at a multiple of 4096 starts at an aligned address.
+func (m *model) checkRangeSpans(from, to int64, spans []Span) {
+	pos := from
+	for i := range spans {
+		s := &spans[i]
+		if i > 0 && pos%m.a.chunkSize != 0 {
+			m.fatalf("Range(%d, %d): piece %d starts at %d, inside a chunk", from, to, i, pos)
+		}
+		if addr := uintptr(unsafe.Pointer(unsafe.SliceData(s.Bytes()))); uintptr(pos)%4096 != addr%4096 {
+			m.fatalf("Range(%d, %d): piece %d at position %d lies at address %#x", from, to, i, pos, addr)
+		}
+		pos += int64(s.Len())
+	}
+	if pos != to {
+		m.fatalf("Range(%d, %d): pieces end at %d", from, to, pos)
+	}
 }
 
 func (m *model) durableOp() {
@@ -383,8 +567,8 @@ func (m *model) check() {
 
 func (m *model) checkWB(o *modelWB, refs []int32) int64 {
 	w := &o.w.mu
-	if w.tailPos-w.durablePos != o.pending {
-		m.fatalf("buffer holds %d pending bytes; want %d", w.tailPos-w.durablePos, o.pending)
+	if w.dataEnd-w.dataDur != o.pending || w.tailPos != o.tail {
+		m.fatalf("buffer holds %d pending bytes, tail at %d; want %d, %d", w.dataEnd-w.dataDur, w.tailPos, o.pending, o.tail)
 	}
 	if o.durable < o.next-1 { // the first pending batch must still be in memory
 		g, j := w.idx.first()
@@ -435,6 +619,11 @@ func (m *model) finish() {
 	st := m.a.Stats()
 	m.t.Logf("reclaimed %s, read hit ratio %.3f, cache hit ratio %.3f, %d ErrFull, %d passes",
 		FormatSize(st.ReclaimedBytes), st.ReadHitRatio(), st.CacheHitRatio(), st.FullErrors, st.ReclaimPasses)
+	c := m.counts
+	m.t.Logf("%d skips, %d reads across padding, %d ranges held, %d refused", c.skips, c.gapReads, c.ranges, c.rangeMisses)
+	if !testing.Short() && (c.skips == 0 || c.gapReads == 0 || c.ranges == 0 || c.rangeMisses == 0) {
+		m.fatalf("the run did not exercise padding and ranges: %+v", c)
+	}
 	if st.UsedBytes != 0 || st.PendingBytes != 0 {
 		m.fatalf("after closing everything: %+v", st)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -189,4 +190,149 @@ func raceCacheUser(t *testing.T, c *BlockCache, stop chan struct{}) {
 			t.Error(err)
 		}
 	}
+}
+
+// placed is one appended batch, as a writer tells the persister of it.
+type placed struct {
+	buf             int
+	pos, base, last int64
+	n               int
+}
+
+// TestConcurrentPersister runs the memory-first write path at once: writers
+// append and pad at segment rolls (Skip), a persister holds each run of
+// batches with Range (as it would to write it to a file), checks the bytes,
+// and only then advances the checkpoint; readers hold spans and a reclaimer
+// runs throughout. Nothing past the checkpoint may be lost, and the arena
+// must end with nothing pending.
+func TestConcurrentPersister(t *testing.T) {
+	a := newTestArena(t, Config{Size: 256 * KiB, ChunkSize: 4 * KiB, SlabSize: 16 * KiB})
+	const buffers = 4
+	var ws [buffers]*WriteBuffer
+	var next [buffers]atomic.Int64
+	for i := range ws {
+		var err error
+		if ws[i], err = a.NewWriteBufferAt(0, int64(i)*1000); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(ws[i].Close)
+	}
+	appends := 3000
+	if testing.Short() {
+		appends = 500
+	}
+	ch := make(chan placed, 64)
+	var writers, others sync.WaitGroup
+	stop := make(chan struct{})
+	for g := range 2 {
+		writers.Go(func() { rollingWriter(t, ws[2*g:2*g+2], next[2*g:2*g+2], 2*g, appends, ch) })
+	}
+	persisted := make(chan int)
+	go func() { persisted <- racePersister(t, ws[:], ch) }()
+	for g := range 2 {
+		others.Go(func() { raceReader(t, ws[:], next[:], uint64(g), stop) })
+	}
+	others.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				a.Reclaim()
+			}
+		}
+	})
+	writers.Wait()
+	close(ch)
+	ranges := <-persisted
+	close(stop)
+	others.Wait()
+	st := a.Stats()
+	t.Logf("%d ranges persisted, reclaimed %s, %d ErrFull", ranges, FormatSize(st.ReclaimedBytes), st.FullErrors)
+	if st.PendingBytes != 0 || st.ReclaimedBytes == 0 {
+		t.Fatalf("after the persister caught up: %+v", st)
+	}
+}
+
+// rollingWriter appends like raceWriter, pads the stream to a multiple of
+// 4096 every 40 batches or so (a segment roll), and leaves the checkpoint
+// to the persister: on ErrFull it waits for it.
+func rollingWriter(t *testing.T, ws []*WriteBuffer, next []atomic.Int64, firstBuf, appends int, ch chan<- placed) {
+	rng := rand.New(rand.NewPCG(uint64(firstBuf), 4))
+	tails := make([]int64, len(ws))
+	for k := range ws {
+		tails[k] = ws[k].Stats().TailPos
+	}
+	for i := 0; i < appends; {
+		k := rng.IntN(len(ws))
+		if rng.IntN(40) == 0 {
+			tails[k] = (tails[k] + 4095) &^ 4095
+			if err := ws[k].Skip(tails[k]); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+		base := next[k].Load()
+		last := base + rng.Int64N(100)
+		n := 16 + int(last-base)*64
+		err := ws[k].Append(raceBatch(firstBuf+k, base, last, n), base, last)
+		if errors.Is(err, ErrFull) {
+			runtime.Gosched() // the persister catches up
+			continue
+		}
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		ch <- placed{buf: firstBuf + k, pos: tails[k], base: base, last: last, n: n}
+		tails[k] += int64(n)
+		next[k].Store(last + 1)
+		i++
+	}
+}
+
+// racePersister holds each run of back-to-back batches it was told of,
+// checks the bytes, releases them and advances the checkpoint. It persists
+// everything whenever no news is waiting, so a writer waiting on ErrFull
+// always gets room. It returns the number of ranges.
+func racePersister(t *testing.T, ws []*WriteBuffer, ch <-chan placed) int {
+	pending := make([][]placed, len(ws))
+	var spans []Span
+	ranges := 0
+	persist := func(k int) {
+		for len(pending[k]) > 0 {
+			p := pending[k]
+			i := 1
+			for i < len(p) && p[i].pos == p[i-1].pos+int64(p[i-1].n) {
+				i++
+			}
+			var err error
+			end := p[i-1].pos + int64(p[i-1].n)
+			if spans, err = ws[k].Range(p[0].pos, end, spans[:0]); err == nil {
+				err = checkRaceBatches(k, p[0].base, joinSpans(spans))
+			}
+			if err != nil {
+				t.Errorf("Range(%d, %d) of buffer %d: %v", p[0].pos, end, k, err)
+			}
+			spans = ReleaseAll(spans)
+			ws[k].SetDurable(p[i-1].last)
+			pending[k] = p[i:]
+			ranges++
+		}
+	}
+	for p := range ch {
+		pending[p.buf] = append(pending[p.buf], p)
+		if len(pending[p.buf]) >= 8 {
+			persist(p.buf)
+		}
+		if len(ch) == 0 {
+			for k := range ws {
+				persist(k)
+			}
+		}
+	}
+	for k := range ws {
+		persist(k)
+	}
+	return ranges
 }

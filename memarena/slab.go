@@ -31,9 +31,13 @@ type slab struct {
 	mem  []byte
 	meta []chunkMeta
 
+	// cold: given back with MADV_DONTNEED and no chunk handed out since. Set
+	// by the sweeper while it holds every chunk; cleared by the allocation
+	// that takes the first chunk.
+	cold atomic.Bool
+
 	// Sweeper state, under Arena.slabMu.
-	idleSweeps int  // consecutive sweeps that found every chunk free
-	advised    bool // given back with MADV_DONTNEED and not seen in use since
+	idleSweeps int // consecutive sweeps that found every chunk free
 }
 
 // pop takes a free chunk, returning its local index. Lock-free (a Treiber
@@ -125,7 +129,9 @@ func (a *Arena) mapSlab(i int) error {
 	// fresh arena memory then faults once per 2 MiB instead of once per 4 KiB, which
 	// measured as the largest cost of appends into a new arena (memmove into faulting
 	// pages ran at a fifth of the speed of a warm copy).
-	_ = unix.Madvise(mem, unix.MADV_HUGEPAGE)
+	if adviseHugePages {
+		_ = unix.Madvise(mem, unix.MADV_HUGEPAGE)
+	}
 	s.mem = mem
 	s.meta = make([]chunkMeta, n)
 	for j := n - 1; j >= 0; j-- {
@@ -133,6 +139,9 @@ func (a *Arena) mapSlab(i int) error {
 	}
 	return nil
 }
+
+// adviseHugePages: tests turn it off to measure appends into 4 KiB pages.
+var adviseHugePages = true
 
 // slabChunks is the number of chunks in slab i (the last may be short).
 func (a *Arena) slabChunks(i int) int64 {
@@ -143,8 +152,13 @@ func (a *Arena) slabChunks(i int) int64 {
 // sweepIdleSlabs gives back, with MADV_DONTNEED, the pages of every slab
 // whose chunks were all free at two sweeps in a row. The slab stays mapped
 // (a slice may still point into it; DESIGN §7): its pages read as zeros and
-// fault back in when used. Returns the bytes given back.
+// fault back in when used; allocation prefers warm slabs to it meanwhile.
+// Nothing is given back while Config.Prefault is on. Returns the bytes given
+// back.
 func (a *Arena) sweepIdleSlabs() int64 {
+	if a.cfg.Prefault {
+		return 0
+	}
 	a.slabMu.Lock()
 	defer a.slabMu.Unlock()
 	var given int64
@@ -156,14 +170,10 @@ func (a *Arena) sweepIdleSlabs() int64 {
 
 func (a *Arena) sweepSlabLocked(s *slab) int64 {
 	if s.freeCount() != len(s.meta) {
-		if s.advised {
-			s.advised = false
-			a.c.advisedBytes.Add(-int64(len(s.mem)))
-		}
 		s.idleSweeps = 0
 		return 0
 	}
-	if s.advised {
+	if s.cold.Load() {
 		return 0
 	}
 	if s.idleSweeps++; s.idleSweeps < 2 {
@@ -180,7 +190,7 @@ func (a *Arena) sweepSlabLocked(s *slab) int64 {
 	if err := unix.Madvise(s.mem, unix.MADV_DONTNEED); err != nil {
 		return 0 // the pages stay resident; nothing is lost
 	}
-	s.advised = true
+	s.cold.Store(true)
 	a.c.advisedBytes.Add(int64(len(s.mem)))
 	a.c.slabsAdvised.Add(1)
 	return int64(len(s.mem))

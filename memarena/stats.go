@@ -6,10 +6,11 @@ type Stats struct {
 	Size      int64 // the budget
 	ChunkSize int64
 
-	MappedBytes  int64 // slabs mapped so far (mmap is lazy)
-	AdvisedBytes int64 // of those, given back with MADV_DONTNEED and unused since
-	UsedBytes    int64 // chunks referenced by an owner or a span
-	FreeBytes    int64 // Size - UsedBytes, mapped or not
+	MappedBytes     int64 // slabs mapped so far (mmap is lazy)
+	AdvisedBytes    int64 // of those, given back with MADV_DONTNEED and unused since
+	PrefaultedBytes int64 // faulted in by Config.Prefault so far
+	UsedBytes       int64 // chunks referenced by an owner or a span
+	FreeBytes       int64 // Size - UsedBytes, mapped or not
 
 	WriteBufferBytes int64 // chunks held by write buffers
 	BlockCacheBytes  int64 // chunks held by block caches
@@ -37,6 +38,7 @@ func (a *Arena) Stats() Stats {
 		Size:             a.cfg.Size,
 		ChunkSize:        a.chunkSize,
 		AdvisedBytes:     c.advisedBytes.Load(),
+		PrefaultedBytes:  a.pf.bytes.Load(),
 		UsedBytes:        a.usedChunks() * a.chunkSize,
 		WriteBufferBytes: c.writeBufferBytes.Load(),
 		BlockCacheBytes:  c.blockCacheBytes.Load(),

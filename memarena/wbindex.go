@@ -5,14 +5,22 @@ import (
 	"sync"
 )
 
-// A write buffer is one byte stream cut into chunks. Stream positions are
-// int64s that only grow; the chain's first chunk starts at the buffer's
-// headPos and chunk k covers [headPos + k*ChunkSize, headPos + (k+1)*ChunkSize).
-// Batches are packed back to back, so batch i ends where batch i+1 starts,
-// and their offsets are dense, so batch i+1's base is batch i's last + 1.
-// The index therefore keeps, per batch, only its last offset and its end
-// position, as uint32 deltas from a group header: 8 bytes a batch, with no
-// pointers for the GC to scan (a 4 GiB arena of 1 KiB batches: 32 MiB).
+// A write buffer is one byte stream cut into chunks, laid out as the
+// partition's segment files are (docs/writepath.md §1): a batch at file
+// position pos of a segment lies at stream position segStart+pos. Stream
+// positions are int64s that only grow; chunks start at multiples of
+// ChunkSize, the chain's first chunk at the buffer's headPos, and chunk k
+// covers [headPos + k*ChunkSize, headPos + (k+1)*ChunkSize).
+//
+// Within a segment batches are back to back; between segments lies padding
+// (WriteBuffer.Skip), which is not data. Offsets are dense, so batch i+1's
+// base is batch i's last + 1. The index is cut into groups of consecutive
+// batches with no padding between them, so within a group batch i+1 starts
+// where batch i ends, and padding can only lie between two groups (where the
+// next group's start is past the previous group's end). Per batch the index
+// keeps only its last offset and its end position, as uint32 deltas from the
+// group header: 8 bytes a batch, with no pointers for the GC to scan (a 4 GiB
+// arena of 1 KiB batches: 32 MiB).
 
 // chain is a deque of chunk ids, oldest first.
 type chain struct {
@@ -43,13 +51,17 @@ func (c *chain) popFront() uint32 {
 // groupCap is the number of batches in one index group.
 const groupCap = 256
 
-// indexGroup indexes up to groupCap consecutive batches.
+// indexGroup indexes up to groupCap consecutive batches, back to back.
 type indexGroup struct {
 	base  int64    // offset of the group's first batch
 	start int64    // stream position of the group's first batch
+	data  int64    // batch bytes the buffer took before the group's first batch
 	last  []uint32 // per batch: last offset - base
 	end   []uint32 // per batch: end position - start
 }
+
+// endPos is the stream position where the group's last batch ends.
+func (g *indexGroup) endPos() int64 { return g.start + int64(g.end[len(g.end)-1]) }
 
 // batchIndex maps offsets to stream positions for the batches in memory.
 // A batch is named by (g, j): groups[g], entry j.
@@ -62,14 +74,17 @@ type batchIndex struct {
 
 func (x *batchIndex) empty() bool { return x.g0 == len(x.groups) }
 
-// add indexes a batch appended at the end of the stream.
-func (x *batchIndex) add(base, last, start, end int64) {
+// add indexes a batch appended at the end of the stream; data is the batch
+// bytes the buffer took before it. A batch that does not start where the
+// previous one ended (padding lies between them) starts a new group.
+func (x *batchIndex) add(base, last, start, end, data int64) {
 	var g *indexGroup
 	if !x.empty() {
 		g = x.groups[len(x.groups)-1]
 	}
-	if g == nil || len(g.last) == groupCap || last-g.base > math.MaxUint32 || end-g.start > math.MaxUint32 {
-		g = x.newGroup(base, start, g == nil)
+	if g == nil || len(g.last) == groupCap || last-g.base > math.MaxUint32 || end-g.start > math.MaxUint32 ||
+		start != g.endPos() {
+		g = x.newGroup(base, start, data, g == nil)
 	}
 	g.last = append(g.last, uint32(last-g.base))
 	g.end = append(g.end, uint32(end-g.start))
@@ -78,7 +93,7 @@ func (x *batchIndex) add(base, last, start, end int64) {
 // newGroup starts a group. The first group of an empty index starts small
 // and grows, so a quiet buffer costs little; a busy one reuses full-size
 // groups that other buffers dropped, so steady appends do not allocate.
-func (x *batchIndex) newGroup(base, start int64, first bool) *indexGroup {
+func (x *batchIndex) newGroup(base, start, data int64, first bool) *indexGroup {
 	var g *indexGroup
 	if !first {
 		g, _ = x.pool.Get().(*indexGroup)
@@ -89,7 +104,7 @@ func (x *batchIndex) newGroup(base, start int64, first bool) *indexGroup {
 			g.last, g.end = make([]uint32, 0, groupCap), make([]uint32, 0, groupCap)
 		}
 	}
-	g.base, g.start = base, start
+	g.base, g.start, g.data = base, start, data
 	g.last, g.end = g.last[:0], g.end[:0]
 	x.groups = append(x.groups, g)
 	return g
@@ -140,52 +155,69 @@ func (x *batchIndex) find(off int64) (g, j int, ok bool) {
 	return g, lo, true
 }
 
-// readEnd returns where a read that starts with batch (g, j) at position
-// start ends: after the last whole batch within maxBytes, and never before
-// the end of the first batch.
-func (x *batchIndex) readEnd(g, j int, start, maxBytes int64) int64 {
-	_, _, _, end := x.batch(g, j)
-	limit := start + maxBytes
-	for end < limit {
-		gr := x.groups[g]
-		lo, hi := j, len(gr.end)-1
-		for lo < hi { // last entry ending within limit
-			m := int(uint(lo+hi+1) >> 1)
-			if gr.start+int64(gr.end[m]) <= limit {
-				lo = m
-			} else {
-				hi = m - 1
-			}
-		}
-		end = gr.start + int64(gr.end[lo])
-		if lo < len(gr.end)-1 || g+1 == len(x.groups) {
-			return end
-		}
-		g, j = g+1, 0
-		if next := x.groups[g]; next.start+int64(next.end[0]) > limit {
-			return end
+// lastWithin returns the last entry of group g from entry j on that ends at
+// or before stream position limit; entry j must.
+func (x *batchIndex) lastWithin(g, j int, limit int64) int {
+	gr := x.groups[g]
+	lo, hi := j, len(gr.end)-1
+	for lo < hi {
+		m := int(uint(lo+hi+1) >> 1)
+		if gr.start+int64(gr.end[m]) <= limit {
+			lo = m
+		} else {
+			hi = m - 1
 		}
 	}
-	return end
+	return lo
 }
 
-// durableEnd returns the end of the last live batch whose last offset is at
-// most durable.
-func (x *batchIndex) durableEnd(durable int64) (int64, bool) {
+// startOf returns the stream position where the live batch holding offset
+// off starts (the first live batch, if off is older), and the batch bytes the
+// buffer took before it. ok is false if no live batch ends at or past off.
+func (x *batchIndex) startOf(off int64) (pos, data int64, ok bool) {
 	if x.empty() {
-		return 0, false
+		return 0, 0, false
 	}
-	g, j, ok := x.find(durable + 1)
+	g, j, ok := x.find(off)
 	if !ok {
-		gr := x.groups[len(x.groups)-1]
-		return gr.start + int64(gr.end[len(gr.end)-1]), true
+		return 0, 0, false
 	}
-	if g == x.g0 && j == x.lo {
-		return 0, false
-	}
-	_, _, start, _ := x.batch(g, j)
-	return start, true // the previous batch ends where this one starts
+	_, _, pos, _ = x.batch(g, j)
+	return pos, x.groups[g].data + pos - x.groups[g].start, true
 }
+
+// holds reports whether every byte of the stream range [from, to), from <
+// to, lies in a live batch: none is older than the first live batch, past
+// the last, or padding between two groups.
+func (x *batchIndex) holds(from, to int64) bool {
+	if x.empty() {
+		return false
+	}
+	if _, _, first, _ := x.batch(x.g0, x.lo); from < first {
+		return false
+	}
+	lo, hi := x.g0, len(x.groups)
+	for lo < hi { // first group starting past from
+		m := int(uint(lo+hi) >> 1)
+		if x.groups[m].start > from {
+			hi = m
+		} else {
+			lo = m + 1
+		}
+	}
+	g := lo - 1 // >= g0: the first live batch starts at or before from
+	for end := x.groups[g].endPos(); end < to; end = x.groups[g].endPos() {
+		if g+1 == len(x.groups) || x.groups[g+1].start != end {
+			return false // past the tail, or padding
+		}
+		g++
+	}
+	return true
+}
+
+// dataEnd returns the end of the last live batch; the index must not be
+// empty.
+func (x *batchIndex) dataEnd() int64 { return x.groups[len(x.groups)-1].endPos() }
 
 // dropBefore drops every batch that starts before pos: its first bytes were
 // in a reclaimed chunk.

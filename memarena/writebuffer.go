@@ -6,11 +6,13 @@ import (
 	"sync"
 )
 
-// WriteBuffer is one partition's tail of the log in memory: whole batches,
-// packed back to back in a chain of chunks, indexed by offset. Its shard
-// appends and reads; the reclaimer, on any goroutine, takes its oldest
-// chunks once their batches are durable. Every method locks the buffer once
-// (per batch, never per record) and is safe for concurrent use.
+// WriteBuffer is one partition's tail of the log in memory: whole batches in
+// a chain of chunks, at the stream positions they have in the segment files
+// (see wbindex.go), indexed by offset. Its shard appends and reads; the
+// persister holds ranges of it to write them to a file (Range); the
+// reclaimer, on any goroutine, takes its oldest chunks once their batches
+// are durable. Every method locks the buffer once (per batch, never per
+// record) and is safe for concurrent use.
 type WriteBuffer struct {
 	a        *Arena
 	st       ownerState
@@ -22,9 +24,11 @@ type WriteBuffer struct {
 		growing    bool // Append is allocating: keep the tail chunk
 		chain      chain
 		idx        batchIndex
-		headPos    int64 // stream position where the first chunk starts
+		headPos    int64 // stream position where the first chunk starts: a multiple of ChunkSize
 		tailPos    int64 // stream position of the next byte to append
-		durablePos int64 // end of the last durable batch
+		durablePos int64 // start of the first batch past the checkpoint; tailPos if none
+		dataEnd    int64 // batch bytes ever appended
+		dataDur    int64 // of those, below durablePos
 		next       int64 // offset the next batch must start at
 		durable    int64 // the checkpoint: highest durable offset
 		bytes      int64 // chain length * ChunkSize
@@ -41,30 +45,38 @@ type WriteBufferStats struct {
 	PendingBytes int64  // bytes of batches past the checkpoint
 	FirstOffset  int64  // first offset in memory; -1 if none
 	NextOffset   int64  // offset the next batch must start at
+	TailPos      int64  // stream position the next batch goes to
 	Durable      int64  // the checkpoint given to SetDurable
 	Hits, Misses uint64 // reads served from memory, reads that missed
 }
 
-// NewWriteBuffer returns an empty write buffer whose first batch must start
-// at offset next, the partition's log end; everything before next counts as
-// durable. Each buffer is capped by Config.PartitionMax.
-func (a *Arena) NewWriteBuffer(next int64) (*WriteBuffer, error) {
+// NewWriteBuffer is NewWriteBufferAt(next, 0).
+func (a *Arena) NewWriteBuffer(next int64) (*WriteBuffer, error) { return a.NewWriteBufferAt(next, 0) }
+
+// NewWriteBufferAt returns an empty write buffer whose first batch must start
+// at offset next, the partition's log end, and at stream position pos, the
+// position of the log end in the active segment's file (docs/writepath.md
+// §1); everything before next counts as durable. Each buffer is capped by
+// Config.PartitionMax.
+func (a *Arena) NewWriteBufferAt(next, pos int64) (*WriteBuffer, error) {
 	if a.closed.Load() {
 		return nil, ErrClosed
 	}
-	if next < 0 {
-		return nil, fmt.Errorf("cannot create write buffer at offset %d: %w", next, ErrInvalid)
+	if next < 0 || pos < 0 {
+		return nil, fmt.Errorf("cannot create write buffer at offset %d, position %d: %w", next, pos, ErrInvalid)
 	}
 	w := &WriteBuffer{a: a, min: a.cfg.PartitionMin, max: a.cfg.PartitionMax}
 	w.st.id = a.newOwnerID()
 	w.mu.next, w.mu.durable = next, next-1
+	w.mu.headPos, w.mu.tailPos, w.mu.durablePos = a.chunkFloor(pos), pos, pos
 	w.mu.idx.pool = &a.indexGroups
 	a.c.writeBuffers.Add(1)
 	return w, nil
 }
 
 // Append copies a whole batch holding offsets [baseOffset, lastOffset] into
-// the buffer; baseOffset must be the previous batch's lastOffset+1. It fails
+// the buffer at the tail's stream position (TailPos in Stats); baseOffset
+// must be the previous batch's lastOffset+1. It fails
 // with ErrPartitionFull or ErrFull (errors.Is(err, ErrFull) for both) when
 // memory is full of data past the checkpoint, and leaves the buffer as it
 // was. Steady-state appends do not allocate on the Go heap.
@@ -117,7 +129,10 @@ func (w *WriteBuffer) reserveLocked(n int64) error {
 		w.a.c.reclaimed.Add(cs)
 		need = w.needLocked(n)
 	}
-	if w.mu.bytes+need*cs > w.max {
+	// An empty buffer always takes a batch of at most PartitionMax, which
+	// may then hold one chunk more than that: its first chunk starts at a
+	// multiple of ChunkSize below the tail.
+	if w.mu.bytes+need*cs > w.max && w.mu.bytes > 0 {
 		return ErrPartitionFull
 	}
 	w.mu.growing = true
@@ -126,6 +141,8 @@ func (w *WriteBuffer) reserveLocked(n int64) error {
 }
 
 // needLocked returns how many chunks n more bytes need beyond the tail's room.
+// The room is negative when Skip moved the tail past the last chunk; the
+// chunks then added start at the chain's end, so it stays contiguous.
 func (w *WriteBuffer) needLocked(n int64) int64 {
 	space := w.mu.headPos + int64(w.mu.chain.len())*w.a.chunkSize - w.mu.tailPos
 	if n <= space {
@@ -171,14 +188,16 @@ func (w *WriteBuffer) growLocked(need int64) error {
 func (w *WriteBuffer) appendLocked(batch []byte, base, last int64) {
 	start := w.mu.tailPos
 	w.copyLocked(batch, start)
-	end := start + int64(len(batch))
+	n := int64(len(batch))
+	end := start + n
 	w.mu.tailPos = end
-	w.mu.idx.add(base, last, start, end)
+	w.mu.idx.add(base, last, start, end, w.mu.dataEnd)
+	w.mu.dataEnd += n
 	w.mu.next = last + 1
-	if last <= w.mu.durable {
-		w.mu.durablePos = end
+	if last <= w.mu.durable { // so was every batch before it: durablePos was start
+		w.mu.durablePos, w.mu.dataDur = end, w.mu.dataEnd
 	} else {
-		w.a.c.pending.Add(end - start)
+		w.a.c.pending.Add(n)
 	}
 	if w.reclaimableLocked() {
 		w.a.enqueueLocked(w)
@@ -211,17 +230,17 @@ func (w *WriteBuffer) SetDurable(offset int64) {
 		return
 	}
 	w.mu.durable = offset
-	end := w.mu.tailPos
+	pos, data := w.mu.tailPos, w.mu.dataEnd
 	if offset < w.mu.next-1 {
-		e, ok := w.mu.idx.durableEnd(offset)
-		if !ok {
+		// The first batch past the checkpoint; padding before it is behind too.
+		var ok bool
+		if pos, data, ok = w.mu.idx.startOf(offset + 1); !ok {
 			return
 		}
-		end = e
 	}
-	if end > w.mu.durablePos {
-		w.a.c.pending.Add(w.mu.durablePos - end)
-		w.mu.durablePos = end
+	if pos > w.mu.durablePos {
+		w.a.c.pending.Add(w.mu.dataDur - data)
+		w.mu.durablePos, w.mu.dataDur = pos, data
 	}
 	if w.reclaimableLocked() {
 		w.a.enqueueLocked(w)
@@ -233,7 +252,8 @@ func (w *WriteBuffer) SetDurable(offset int64) {
 
 // Read appends to dst held spans of whole batches, starting with the batch
 // that holds offset, up to maxBytes (but always the first batch whole), in
-// order; each span lies in one chunk and must be released. It returns
+// order, leaving out the padding between segments; each span lies in one
+// chunk and must be released. It returns
 // ErrMiss if that batch is no longer in memory (read it from the log), and
 // dst unchanged if offset is at or past NextOffset. It allocates nothing if
 // dst has room.
@@ -252,11 +272,37 @@ func (w *WriteBuffer) Read(offset int64, maxBytes int, dst []Span) ([]Span, erro
 		w.a.c.readMisses.Add(1)
 		return dst, ErrMiss
 	}
-	_, _, start, _ := w.mu.idx.batch(g, j)
-	end := w.mu.idx.readEnd(g, j, start, int64(max(maxBytes, 0)))
 	w.mu.hits++
 	w.a.c.readHits.Add(1)
-	return w.spansLocked(start, end, dst), nil
+	return w.readLocked(g, j, int64(max(maxBytes, 0)), dst), nil
+}
+
+// readLocked appends spans of whole batches from batch (g, j) on, within
+// maxBytes of batch bytes but the first batch whole. A run of back-to-back
+// batches ends at padding, which the spans leave out.
+func (w *WriteBuffer) readLocked(g, j int, maxBytes int64, dst []Span) []Span {
+	x := &w.mu.idx
+	_, _, start, end := x.batch(g, j)
+	run, limit := start, start+max(maxBytes, end-start) // limit: stream position of the budget's end
+	for {
+		gr := x.groups[g]
+		k := x.lastWithin(g, j, limit)
+		end = gr.start + int64(gr.end[k])
+		if k < len(gr.end)-1 || g+1 == len(x.groups) {
+			break
+		}
+		next := x.groups[g+1]
+		gap := next.start - end
+		if next.start+int64(next.end[0])-gap > limit {
+			break
+		}
+		if gap > 0 {
+			dst = w.spansLocked(run, end, dst)
+			run, limit = next.start, limit+gap
+		}
+		g, j = g+1, 0
+	}
+	return w.spansLocked(run, end, dst)
 }
 
 // findLocked finds the live batch holding offset (< next).
@@ -300,8 +346,9 @@ func (w *WriteBuffer) Close() {
 		w.a.unref(w.mu.chain.popFront())
 	}
 	w.a.c.writeBufferBytes.Add(-w.mu.bytes)
-	w.a.c.pending.Add(w.mu.durablePos - w.mu.tailPos)
-	w.mu.bytes, w.mu.durablePos, w.mu.headPos = 0, w.mu.tailPos, w.mu.tailPos
+	w.a.c.pending.Add(w.mu.dataDur - w.mu.dataEnd)
+	w.mu.bytes, w.mu.durablePos, w.mu.dataDur = 0, w.mu.tailPos, w.mu.dataEnd
+	w.mu.headPos = w.a.chunkFloor(w.mu.tailPos)
 	w.mu.idx.reset()
 	w.a.c.writeBuffers.Add(-1)
 }
@@ -313,9 +360,10 @@ func (w *WriteBuffer) Stats() WriteBufferStats {
 	s := WriteBufferStats{
 		Bytes:        w.mu.bytes,
 		Chunks:       w.mu.chain.len(),
-		PendingBytes: w.mu.tailPos - w.mu.durablePos,
+		PendingBytes: w.mu.dataEnd - w.mu.dataDur,
 		FirstOffset:  -1,
 		NextOffset:   w.mu.next,
+		TailPos:      w.mu.tailPos,
 		Durable:      w.mu.durable,
 		Hits:         w.mu.hits,
 		Misses:       w.mu.misses,

@@ -37,11 +37,12 @@ var brokerKeys = [][2]string{
 	{"data", "data directory (required)"},
 	{"listen", "address to serve on (default 127.0.0.1:9440)"},
 	{"arena.size", "arena size, e.g. 8GiB (default 1GiB)"},
-	{"arena.chunk_size", "arena chunk size (default 256KiB)"},
+	{"arena.chunk_size", "arena chunk size (default 64KiB)"},
 	{"arena.low_watermark", "fraction of the arena kept free by reclaim"},
 	{"arena.high_watermark", "fraction free at which reclaim stops"},
 	{"arena.partition_min", "memory each partition keeps under pressure"},
 	{"arena.partition_max", "most memory one partition may hold"},
+	{"arena.prefault", "fault the whole arena in at start, in the background, and keep it resident (true/false; default false)"},
 	{"log.fsync", "fsync policy: group, batch or never (default group)"},
 	{"log.fsync_interval", "group fsync interval (default 5ms)"},
 	{"log.segment_bytes", "segment size (default 1GiB)"},
@@ -149,6 +150,14 @@ func (f *brokerFlags) brokerConfig(logger *slog.Logger) (broker.Config, error) {
 	frac("arena.high_watermark", &cfg.Arena.HighWatermark)
 	size("arena.partition_min", &cfg.Arena.PartitionMin)
 	size("arena.partition_max", &cfg.Arena.PartitionMax)
+	if v := s("arena.prefault"); v != "" {
+		on, err := strconv.ParseBool(v)
+		if err != nil {
+			err = fmt.Errorf("arena.prefault: %w", err)
+		}
+		errs = append(errs, err)
+		cfg.Arena.Prefault = on
+	}
 	if v := s("log.fsync"); v != "" {
 		m, err := local.ParseSyncMode(v)
 		errs = append(errs, err)
