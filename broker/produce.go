@@ -44,7 +44,7 @@ func (b *Broker) handleProduce(c *netio.Conn, slot netio.Slot, hdr wire.Response
 	}
 	failpoint.Panic("produce", pt.topic.meta.Name)
 	t := &produceTask{b: b, pt: pt, c: c, slot: slot, hdr: hdr, wait: r.WaitDurableMs}
-	res, err := pt.p.Produce(r.Version, r.Session, r.Batches)
+	res, err := pt.p.Produce(r.Version, r.Session, r.Batches, time.Now())
 	t.res = res
 	if n := uint64(res.AppendedBytes); n > 0 {
 		b.produced.Add(n)

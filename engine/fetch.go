@@ -2,7 +2,9 @@ package engine
 
 import (
 	"errors"
+	"fmt"
 
+	"sluice/batch"
 	"sluice/memarena"
 	"sluice/persist"
 )
@@ -69,13 +71,36 @@ func (p *Partition) Fetch(offset int64, maxBytes int, dst []memarena.Span) (Fetc
 }
 
 // OffsetForTime returns the base offset of the first batch whose max timestamp is at
-// least ts (Unix ms), or the end when none is, from the store's time index. It may read
-// index files: the driver runs it on the owner, never on an event loop.
+// least ts (Unix ms), or the end when none is: from the store's time index for what is
+// written, then from the write buffer's batch headers for what is not yet (the store
+// answers where its written data ends when the batch is past it). It may read index
+// files: the driver runs it on the owner, never on an event loop.
 func (p *Partition) OffsetForTime(ts int64) (int64, error) {
 	off, err := p.store.OffsetForTime(ts)
 	if err != nil {
 		return 0, err
 	}
 	start, next := p.store.Bounds()
-	return min(max(off, start), next), nil
+	off = min(max(off, start), next)
+	var hb [batch.HeaderSize]byte
+	for off < next {
+		spans, err := p.buf.Read(off, 1, nil) // the one batch holding off
+		if err != nil || len(spans) == 0 {
+			return off, nil // not in memory: written, so the store's answer is exact
+		}
+		n := 0
+		for i := range spans {
+			n += copy(hb[n:], spans[i].Bytes())
+		}
+		memarena.ReleaseAll(spans)
+		h, err := batch.ParseHeader(hb[:n])
+		if err != nil {
+			return 0, fmt.Errorf("cannot read batch header at offset %d in memory: %w", off, err)
+		}
+		if h.MaxTimestamp >= ts {
+			return h.BaseOffset, nil
+		}
+		off = h.LastOffset() + 1
+	}
+	return next, nil
 }

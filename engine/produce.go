@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"time"
 
 	"sluice/batch"
 	"sluice/persist"
@@ -47,26 +48,26 @@ func (r *ProduceResult) Target() int64 {
 // memarena.ErrFull (the throttle: nothing more was appended; retry after the checkpoint
 // advances), persist.ErrNoSpace (the disk has no room for the next segment file),
 // persist.ErrFailed (a write failed: the partition takes no more until it is reloaded).
-func (p *Partition) Produce(v uint32, s uint64, batches []byte) (ProduceResult, error) {
+func (p *Partition) Produce(v uint32, s uint64, batches []byte, now time.Time) (ProduceResult, error) {
 	res := ProduceResult{Base: -1, Last: -1}
-	err := p.produceLocking(v, s, batches, &res)
+	err := p.produceLocking(v, s, batches, now, &res)
 	res.Window = p.Window()
 	return res, err
 }
 
 // produceLocking runs produce under the append lock, released even if produce panics
 // (the driver recovers panics per request: the partition must stay usable).
-func (p *Partition) produceLocking(v uint32, s uint64, batches []byte, res *ProduceResult) error {
+func (p *Partition) produceLocking(v uint32, s uint64, batches []byte, now time.Time, res *ProduceResult) error {
 	p.app.Lock()
 	defer p.app.Unlock()
-	return p.produce(v, s, batches, res)
+	return p.produce(v, s, batches, now, res)
 }
 
 // FetchesParked reports whether long polls are parked: an appender that appended asks
 // the owner to wake them (DataArrived). Safe from any goroutine; see fetchParked.
 func (p *Partition) FetchesParked() bool { return p.fetchParked.Load() > 0 }
 
-func (p *Partition) produce(v uint32, s uint64, batches []byte, res *ProduceResult) error {
+func (p *Partition) produce(v uint32, s uint64, batches []byte, now time.Time, res *ProduceResult) error {
 	if err := p.CheckWindow(v, s); err != nil {
 		return err
 	}
@@ -80,7 +81,7 @@ func (p *Partition) produce(v uint32, s uint64, batches []byte, res *ProduceResu
 		h, _ := batch.ParseHeader(rest) // validated above
 		b := rest[:h.Size()]
 		rest = rest[h.Size():]
-		base, last, dup, err := p.appendOne(&h, b)
+		base, last, dup, err := p.appendOne(&h, b, now)
 		if err != nil {
 			return err
 		}
@@ -133,7 +134,7 @@ func (p *Partition) validate(batches []byte) error {
 // (its offset, its segment and its position in that segment's file: no I/O), and the
 // write buffer takes a copy at the same position of its stream. The store writes it
 // later, from the buffer (Persist). Requires p.app.
-func (p *Partition) appendOne(h *batch.Header, b []byte) (base, last int64, dup bool, err error) {
+func (p *Partition) appendOne(h *batch.Header, b []byte, now time.Time) (base, last int64, dup bool, err error) {
 	if idempotent(h) {
 		switch verdict, prev := p.app.producers[h.ProducerID].check(h); verdict {
 		case seqDuplicate:
@@ -142,7 +143,7 @@ func (p *Partition) appendOne(h *batch.Header, b []byte) (base, last int64, dup 
 			return -1, -1, true, nil
 		}
 	}
-	pl, err := p.store.Place(*h, int64(len(b)))
+	pl, err := p.store.Place(*h, int64(len(b)), now)
 	if err != nil {
 		return -1, -1, false, err
 	}
@@ -164,8 +165,8 @@ func (p *Partition) appendOne(h *batch.Header, b []byte) (base, last int64, dup 
 // unplaces only the batch), so the segment's start is recorded first and the padding up
 // to it made on the way to its first batch, whenever that comes.
 func (p *Partition) copyIn(b []byte, pl persist.Placement, last int64) error {
-	if pl.Rolled {
-		p.app.segs = append(p.app.segs, segStart{seg: pl.Segment, start: alignUp(p.buf.Tail(), persist.BlockSize)})
+	if pl.Roll {
+		p.app.segs = append(p.app.segs, segStart{seg: pl.Segment, start: alignUp(p.buf.Tail(), blockSize)})
 	}
 	cur := p.app.segs[len(p.app.segs)-1]
 	want := cur.start + pl.Pos
@@ -180,6 +181,9 @@ func (p *Partition) copyIn(b []byte, pl persist.Placement, last int64) error {
 	}
 	return p.buf.Append(b, pl.Base, last)
 }
+
+// blockSize is the alignment of direct I/O that segments start at in the stream.
+const blockSize = 4096
 
 // alignUp rounds n up to a multiple of the power of two a.
 func alignUp(n, a int64) int64 { return (n + a - 1) &^ (a - 1) }
