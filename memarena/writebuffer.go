@@ -76,10 +76,10 @@ func (a *Arena) NewWriteBufferAt(next, pos int64) (*WriteBuffer, error) {
 
 // Append copies a whole batch holding offsets [baseOffset, lastOffset] into
 // the buffer at the tail's stream position (TailPos in Stats); baseOffset
-// must be the previous batch's lastOffset+1. It fails
-// with ErrPartitionFull or ErrFull (errors.Is(err, ErrFull) for both) when
-// memory is full of data past the checkpoint, and leaves the buffer as it
-// was. Steady-state appends do not allocate on the Go heap.
+// must be the previous batch's lastOffset+1. It fails with
+// ErrPartitionFull or ErrFull (errors.Is(err, ErrFull) for both) when memory
+// is full of data past the checkpoint, and leaves the buffer as it was.
+// Steady-state appends do not allocate on the Go heap.
 func (w *WriteBuffer) Append(batch []byte, baseOffset, lastOffset int64) error {
 	n := int64(len(batch))
 	if err := w.checkBatch(n, baseOffset, lastOffset); err != nil {
@@ -251,12 +251,11 @@ func (w *WriteBuffer) SetDurable(offset int64) {
 }
 
 // Read appends to dst held spans of whole batches, starting with the batch
-// that holds offset, up to maxBytes (but always the first batch whole), in
-// order, leaving out the padding between segments; each span lies in one
-// chunk and must be released. It returns
-// ErrMiss if that batch is no longer in memory (read it from the log), and
-// dst unchanged if offset is at or past NextOffset. It allocates nothing if
-// dst has room.
+// that holds offset, up to maxBytes of batches (but always the first batch
+// whole), in order, leaving out the padding between segments; each span
+// lies in one chunk and must be released. It returns ErrMiss if that batch
+// is no longer in memory (read it from the log), and dst unchanged if offset
+// is at or past NextOffset. It allocates nothing if dst has room.
 func (w *WriteBuffer) Read(offset int64, maxBytes int, dst []Span) ([]Span, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
