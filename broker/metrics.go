@@ -55,7 +55,7 @@ var (
 	descRequests = prometheus.NewDesc("sluice_requests_total", "Requests read.", nil, nil)
 	descProtoErr = prometheus.NewDesc("sluice_protocol_errors_total", "Frames refused as malformed.", nil, nil)
 	descArena    = prometheus.NewDesc("sluice_arena_bytes",
-		"Arena memory by kind: size, used, free, write_buffer, block_cache, other, pending (not yet durable), mapped.", []string{"kind"}, nil)
+		"Arena memory by kind: size, used, free, write_buffer, block_cache, other, pending (not yet durable), mapped, prefaulted (faulted in at start by arena.prefault).", []string{"kind"}, nil)
 	descReclaimed = prometheus.NewDesc("sluice_arena_reclaimed_bytes_total", "Bytes reclaimed from owners.", nil, nil)
 	descFull      = prometheus.NewDesc("sluice_arena_full_total", "Allocations refused because memory was full of data not yet durable.", nil, nil)
 	descLag       = prometheus.NewDesc("sluice_partition_checkpoint_lag",
@@ -113,7 +113,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descProtoErr, float64(ns.ProtocolErrs))
 	for kind, v := range map[string]int64{"size": as.Size, "used": as.UsedBytes, "free": as.FreeBytes,
 		"write_buffer": as.WriteBufferBytes, "block_cache": as.BlockCacheBytes, "other": as.OtherBytes,
-		"pending": as.PendingBytes, "mapped": as.MappedBytes} {
+		"pending": as.PendingBytes, "mapped": as.MappedBytes, "prefaulted": as.PrefaultedBytes} {
 		gauge(descArena, float64(v), kind)
 	}
 	counter(descReclaimed, float64(as.ReclaimedBytes))
