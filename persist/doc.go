@@ -9,12 +9,20 @@
 // A store holds one physical partition's batches (docs/format.md §1) at dense offsets
 // [Start, Next): every batch's base offset is the previous batch's last offset plus one.
 //
+// Placing and persisting. The owner places a batch (Place): the store gives it the next
+// offset and a place in a segment file, with no I/O, and the owner keeps its bytes in
+// memory (its write buffer, laid out like the files: docs/writepath.md). The persister
+// later writes what was placed (Persist), reading the bytes from the owner's buffer
+// (Source), and only then does the checkpoint move. Reads serve only what is written;
+// the owner serves the rest from its buffer.
+//
 // Durable. Durable() is the checkpoint C: every batch whose last offset is at most C
 // survives a crash. What a crash is depends on the store's policy: for persist/local
-// with an fsync policy, a crash of the host (the data was fsync'd); with the never-fsync
-// policy, a crash of the process only (the data was handed to the kernel). C only grows,
-// except that Truncate lowers it to the truncation point. Data above C may be lost by a
-// crash; what survives is a prefix of what was appended, never a batch with a hole.
+// with an fsync policy, a crash of the host (the data was fdatasync'd); with the
+// never-fsync policy, a crash of the process only (the data was written to the file).
+// C only grows, except that Truncate lowers it to the truncation point, and it never
+// passes what is written. Data above C may be lost by a crash; what survives is a prefix
+// of what was placed, never a batch with a hole.
 //
 // Opening. A store is opened by its backend's constructor (local.Open), which recovers:
 // batches above the store's durable record of C that do not pass their checks are a torn
@@ -26,16 +34,21 @@
 //
 // # Goroutines
 //
-//   - The owner, one goroutine (the partition's shard): Append, Truncate, ApplyRetention
-//     and Close. Append may block on a write to the page cache and, when it rolls to a
-//     new segment, on the fsync of the sealed one.
-//   - The persister, at most one goroutine at a time, concurrently with the owner: Sync
-//     and Pending. Sync blocks for the fsync; this is why it never runs on the owner
-//     (a shard that waited for the disk would hold up every partition it owns).
+//   - The owner, one goroutine (the partition's shard): Place, Tail, Truncate,
+//     ApplyRetention and Close. Place and Tail do no I/O and never wait for the
+//     persister; they take the store's lock, which others hold for in-memory work (and
+//     a reader, once per sealed segment per open, to read its index files). Truncate (rare,
+//     only with nothing pending), ApplyRetention (file deletions) and Close (a last sync)
+//     do I/O; Truncate and Close wait for a Persist in progress.
+//   - The persister, at most one goroutine at a time, concurrently with the owner:
+//     Persist. It blocks on writes, fdatasync, file creation and index files; this is
+//     why it never runs on the owner (a shard that waited for the disk would hold up
+//     every partition it owns). The owner runs a last Persist itself once the persister
+//     has stopped, before Close.
 //   - Any goroutine: ReadRegion, OffsetForTime, WalkHeaders, Bounds, Durable, Damage,
-//     Size.
-//     They may read index files or batch headers from the disk, but never wait for a
-//     write, a sync or a roll in progress (locks are held only for in-memory work).
+//     Pending and Size. They may read index files or batch headers from the disk, but
+//     never wait for a write, a sync or a roll in progress (locks are held only for
+//     in-memory work).
 //
 // A Region holds a reference to its file: the store keeps the file open (even after
 // retention has deleted it) until the Region is released.

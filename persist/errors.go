@@ -20,8 +20,9 @@ var (
 	// The partition must be reopened (recovery decides what survived); a sync is never
 	// retried, since a failed fsync may have dropped the dirty pages it was meant to save.
 	ErrFailed = errors.New("log failed")
-	// ErrNoSpace is returned when the disk is full. Nothing was appended; the store is
-	// usable again once space is freed.
+	// ErrNoSpace is returned when the disk is full where nothing was written yet (a new
+	// file could not be created): nothing was lost and the store stays usable; it accepts
+	// placements again once a Persist gets its file.
 	ErrNoSpace = errors.New("no space left on device")
 	// ErrClosed is returned after Close.
 	ErrClosed = errors.New("log closed")

@@ -24,8 +24,12 @@ var (
 	// ErrNotBatchBoundary is returned by Truncate for an offset that is not the last offset
 	// of a batch.
 	ErrNotBatchBoundary = errors.New("offset is not a batch boundary")
-	// ErrBadBatch is returned by Append for bytes that are not one whole valid batch.
+	// ErrBadBatch is returned by Place for a size that is not the header's, and by
+	// MemSource.Append for bytes that are not one whole valid batch.
 	ErrBadBatch = errors.New("invalid batch")
+	// ErrPending is returned by Truncate while bytes placed are not yet durable: the
+	// owner persists them first.
+	ErrPending = errors.New("placed data not yet persisted")
 )
 
 // CorruptionError and OffsetOutOfRangeError are the seam's typed errors (package persist).

@@ -4,12 +4,14 @@ import (
 	"errors"
 	"math"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"sluice/batch"
 	"sluice/persist/vfs"
 	"sluice/persist/vfs/errorfs"
 )
@@ -24,110 +26,198 @@ func faultyLog(t *testing.T, rule *errorfs.Rule, opts Options) (*Log, string) {
 	return openLog(t, dir, opts), dir
 }
 
-func TestNoSpaceOnAppend(t *testing.T) {
-	rule := &errorfs.Rule{Op: errorfs.OpWrite, Suffix: ".log", Skip: 10, Times: 3, Err: syscall.ENOSPC}
-	l, dir := faultyLog(t, rule, Options{Sync: SyncEveryBatch})
-	appendN(t, l, 10)
-	before := l.Next()
-	for range 3 {
-		if _, err := l.Append(makeBatch(before)); !errors.Is(err, ErrNoSpace) || !errors.Is(err, syscall.ENOSPC) {
-			t.Fatalf("append on a full disk: %v", err)
+// failingPersist places batches and persists them until the injected fault hits, and
+// returns the error and the checkpoint before it.
+func failingPersist(t *testing.T, l *Log, src *MemSource) (error, int64) {
+	t.Helper()
+	for range 1000 {
+		durable := l.Durable()
+		placeN(t, l, src, 1+int(l.Next()%4))
+		if _, err := l.Persist(src); err != nil {
+			return err, durable
 		}
 	}
-	if l.Next() != before || l.Durable() != before-1 {
-		t.Fatalf("failed append moved the log: next %d durable %d", l.Next(), l.Durable())
-	}
-	checkContents(t, l) // the half-written batch was cut off
-	appendN(t, l, 5)    // space is back: the log goes on
-	checkContents(t, l)
-	next := l.Next()
-	l.Close()
-	l = openLog(t, dir, Options{})
-	if l.Next() != next {
-		t.Fatalf("reopened: next %d, want %d", l.Next(), next)
-	}
-	checkContents(t, l)
+	t.Fatal("the fault never hit")
+	return nil, 0
 }
 
-func TestFsyncFailureFailsTheLog(t *testing.T) {
-	rule := &errorfs.Rule{Op: errorfs.OpSync, Suffix: ".log", Skip: 5, Err: syscall.EIO}
-	l, dir := faultyLog(t, rule, Options{Sync: SyncEveryBatch})
-	appendN(t, l, 5)
-	durable := l.Durable()
-	_, err := l.Append(makeBatch(l.Next()))
-	if !errors.Is(err, ErrFailed) || !errors.Is(err, syscall.EIO) {
-		t.Fatalf("append with a failing fsync: %v", err)
+// checkFailed checks a log failed by an I/O error: the checkpoint did not move, every
+// write refuses with ErrFailed without touching the disk again (the failed operation is
+// never retried), reads of what is written still work, and a reopen recovers at least
+// everything that was durable.
+func checkFailed(t *testing.T, l *Log, dir string, rule *errorfs.Rule, err error, durable int64, cause error) {
+	t.Helper()
+	if !errors.Is(err, ErrFailed) || !errors.Is(err, cause) {
+		t.Fatalf("persist with a failing disk: %v", err)
 	}
 	if l.Durable() != durable {
-		t.Fatalf("durable moved to %d after a failed fsync", l.Durable())
+		t.Fatalf("durable moved from %d to %d", durable, l.Durable())
 	}
-	// Sticky: no further write, no retried fsync.
 	fired := rule.Fired()
-	if _, err := l.Append(makeBatch(l.Next())); !errors.Is(err, ErrFailed) {
-		t.Fatalf("append after failure: %v", err)
+	if _, err := l.Persist(NewMemSource()); !errors.Is(err, ErrFailed) || rule.Fired() != fired {
+		t.Fatalf("persist after failure: %v (retried: %v)", err, rule.Fired() != fired)
 	}
-	if err := l.Sync(); !errors.Is(err, ErrFailed) || rule.Fired() != fired {
-		t.Fatalf("sync after failure: %v (fsync retried: %v)", err, rule.Fired() != fired)
+	h, _ := batch.ParseHeader(makeBatch(l.Next()))
+	if _, err := l.Place(h, int64(h.Size()), time.Now()); !errors.Is(err, ErrFailed) {
+		t.Fatalf("place after failure: %v", err)
 	}
-	// Reads still work; reopening recovers everything that was durable.
-	checkContents(t, l)
+	for o := l.Start(); o < l.Written(); {
+		r, err := l.ReadRegion(o, 1<<20)
+		if err != nil || r.Empty() {
+			t.Fatalf("read at %d of a failed log: %v", o, err)
+		}
+		o = r.NextOffset
+		r.Release()
+	}
 	l.Close()
-	l = openLog(t, dir, Options{})
-	if l.Next()-1 < durable {
-		t.Fatalf("reopened at %d, lost durable %d", l.Next(), durable)
+	l = openLog(t, dir, Options{SegmentBytes: l.opts.SegmentBytes})
+	if l.Next()-1 < durable || l.Damage() != nil {
+		t.Fatalf("reopened at %d (damage %v), lost durable %d", l.Next(), l.Damage(), durable)
 	}
 	checkContents(t, l)
 }
 
+// TestWriteErrorFailsTheLog: EIO on a segment write fails the log for good.
 func TestWriteErrorFailsTheLog(t *testing.T) {
-	rule := &errorfs.Rule{Op: errorfs.OpWrite, Suffix: ".log", Skip: 3, Times: 1, Err: syscall.EIO}
-	l, _ := faultyLog(t, rule, Options{})
-	appendN(t, l, 3)
-	if _, err := l.Append(makeBatch(l.Next())); !errors.Is(err, ErrFailed) || !errors.Is(err, syscall.EIO) {
-		t.Fatalf("append with an I/O error: %v", err)
-	}
-	if _, err := l.Append(makeBatch(l.Next())); !errors.Is(err, ErrFailed) {
-		t.Fatalf("append after failure: %v", err)
+	for _, mode := range []SyncMode{SyncGroup, SyncNever} {
+		rule := &errorfs.Rule{Op: errorfs.OpWrite, Suffix: ".log", Skip: 25, Err: syscall.EIO}
+		l, dir := faultyLog(t, rule, Options{Sync: mode, SegmentBytes: 8 << 10})
+		err, durable := failingPersist(t, l, NewMemSource())
+		checkFailed(t, l, dir, rule, err, durable, syscall.EIO)
 	}
 }
 
-func TestNoSpaceOnRoll(t *testing.T) {
-	// Sealing writes the index files; a full disk there leaves the active segment as is.
+// TestNoSpaceOnWriteFailsTheLog: ENOSPC on a write into a segment (past its
+// preallocation, or on a filesystem that cannot preallocate) fails the log like any
+// write error: the bytes of a failed write are never retried. A torn write, half of it
+// on the disk and reported as nothing, is cut off by the reopen.
+func TestNoSpaceOnWriteFailsTheLog(t *testing.T) {
+	for _, werr := range []error{syscall.ENOSPC, &errorfs.Torn{Err: syscall.ENOSPC, Keep: -1, Reported: 0}} {
+		rule := &errorfs.Rule{Op: errorfs.OpWrite, Suffix: ".log", Skip: 40, Err: werr}
+		l, dir := faultyLog(t, rule, Options{SegmentBytes: 8 << 10})
+		src := NewMemSource()
+		for l.Pending() < 6<<10 { // a big persist: half of it is whole blocks
+			placeN(t, l, src, 1)
+		}
+		err, durable := failingPersist(t, l, src)
+		checkFailed(t, l, dir, rule, err, durable, syscall.ENOSPC)
+	}
+}
+
+// TestFdatasyncFailureFailsTheLog: EIO on fdatasync, of the active segment or of one
+// being sealed, fails the log; the sync is never retried.
+func TestFdatasyncFailureFailsTheLog(t *testing.T) {
+	for _, skip := range []int{5, 30} {
+		rule := &errorfs.Rule{Op: errorfs.OpSync, Suffix: ".log", Skip: skip, Err: syscall.EIO}
+		l, dir := faultyLog(t, rule, Options{Sync: SyncEveryBatch, SegmentBytes: 4 << 10})
+		err, durable := failingPersist(t, l, NewMemSource())
+		checkFailed(t, l, dir, rule, err, durable, syscall.EIO)
+	}
+}
+
+// TestNoSpaceCreatingASegment: a full disk while creating the next segment file (the
+// create itself, or its preallocation) is ErrNoSpace: no file is left behind, nothing
+// placed is lost, Place refuses with ErrNoSpace until a Persist gets the file, and the
+// log then goes on as if nothing happened.
+func TestNoSpaceCreatingASegment(t *testing.T) {
+	for _, op := range []errorfs.Op{errorfs.OpAllocate, errorfs.OpCreate} {
+		t.Run(op.String(), func(t *testing.T) {
+			rule := &errorfs.Rule{Op: op, Suffix: ".log", Skip: 2, Times: 3, Err: syscall.ENOSPC}
+			l, dir := faultyLog(t, rule, Options{SegmentBytes: 4 << 10})
+			src := NewMemSource()
+			var err error
+			for range 1000 {
+				placeN(t, l, src, 1)
+				if _, err = l.Persist(src); err != nil {
+					break
+				}
+			}
+			if !errors.Is(err, ErrNoSpace) || !errors.Is(err, syscall.ENOSPC) {
+				t.Fatalf("persist with a full disk: %v", err)
+			}
+			segs := stats(t, l).Segments
+			if files, _ := filepath.Glob(filepath.Join(dir, "*.log")); len(files) != segs-1 {
+				t.Fatalf("%d files for %d segments: the one that could not be created was left", len(files), segs)
+			}
+			next, durable := l.Next(), l.Durable()
+			h, _ := batch.ParseHeader(makeBatch(next))
+			if _, err := l.Place(h, int64(h.Size()), time.Now()); !errors.Is(err, ErrNoSpace) {
+				t.Fatalf("place after a full disk: %v", err)
+			}
+			for rule.Fired() < 3 { // still full: refused again, nothing lost
+				if _, err := l.Persist(src); !errors.Is(err, ErrNoSpace) {
+					t.Fatalf("persist on a full disk: %v", err)
+				}
+			}
+			if l.Next() != next || l.Durable() != durable {
+				t.Fatalf("a refused persist moved next %d -> %d, durable %d -> %d", next, l.Next(), durable, l.Durable())
+			}
+			persistAll(t, l, src) // space is back
+			appendN(t, l, 100)
+			checkContents(t, l)
+			next = l.Next()
+			l.Close()
+			l = openLog(t, dir, Options{SegmentBytes: 4 << 10})
+			if l.Next() != next || l.Damage() != nil {
+				t.Fatalf("reopened at %d (damage %v), want %d", l.Next(), l.Damage(), next)
+			}
+			checkContents(t, l)
+		})
+	}
+}
+
+// TestNoSpaceSealing: a full disk while writing a sealed segment's index files is
+// ErrNoSpace too; the next Persist finishes the seal.
+func TestNoSpaceSealing(t *testing.T) {
 	rule := &errorfs.Rule{Op: errorfs.OpWrite, Suffix: ".index.tmp", Times: 2, Err: syscall.ENOSPC}
 	l, _ := faultyLog(t, rule, Options{SegmentBytes: 4 << 10})
-	next := l.Next()
-	var failures int
-	for range 200 {
-		_, err := l.Append(makeBatch(next))
-		if errors.Is(err, ErrNoSpace) {
+	src := NewMemSource()
+	failures := 0
+	for range 300 {
+		if _, err := l.Persist(src); err != nil {
+			if !errors.Is(err, ErrNoSpace) {
+				t.Fatal(err)
+			}
 			failures++
-			continue
+			continue // Place refuses until a Persist succeeds
 		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		next += int64(countAt(next))
+		placeN(t, l, src, 1)
 	}
+	persistAll(t, l, src)
 	if failures != 2 || stats(t, l).Segments < 3 {
 		t.Fatalf("%d failures, %d segments", failures, stats(t, l).Segments)
 	}
 	checkContents(t, l)
 }
 
+// TestCreateSegmentFails: any other error creating a segment fails the log.
 func TestCreateSegmentFails(t *testing.T) {
 	rule := &errorfs.Rule{Op: errorfs.OpCreate, Suffix: ".log", Skip: 1, Times: 1, Err: syscall.EACCES}
 	l, _ := faultyLog(t, rule, Options{SegmentBytes: 4 << 10})
-	next := l.Next()
-	for {
-		_, err := l.Append(makeBatch(next))
-		if err != nil {
-			if !errors.Is(err, ErrFailed) || !errors.Is(err, syscall.EACCES) {
-				t.Fatalf("roll with a failing create: %v", err)
-			}
-			break
-		}
-		next += int64(countAt(next))
+	src := NewMemSource()
+	var err error
+	for err == nil {
+		placeN(t, l, src, 1)
+		_, err = l.Persist(src)
 	}
+	if !errors.Is(err, ErrFailed) || !errors.Is(err, syscall.EACCES) {
+		t.Fatalf("roll with a failing create: %v", err)
+	}
+	checkContents(t, l)
+}
+
+// TestSourceErrorLeavesTheLogUsable: a source that cannot give the bytes makes Persist
+// fail without writing them; the log is not failed, and a Persist with the bytes goes on.
+func TestSourceErrorLeavesTheLogUsable(t *testing.T) {
+	l := openLog(t, t.TempDir(), Options{})
+	appendN(t, l, 5)
+	src := NewMemSource()
+	placeN(t, l, src, 3)
+	written := l.Written()
+	if _, err := l.Persist(NewMemSource()); err == nil || errors.Is(err, ErrFailed) || l.Written() != written {
+		t.Fatalf("persist from an empty source: %v, written %d -> %d", err, written, l.Written())
+	}
+	persistAll(t, l, src)
 	checkContents(t, l)
 }
 
@@ -161,85 +251,6 @@ func TestInvalidOptions(t *testing.T) {
 		if _, err := Open(t.TempDir(), o); err == nil {
 			t.Errorf("options %+v accepted", o)
 		}
-	}
-}
-
-// TestTornWriteReportedAsZero: a write that puts half a batch into the file and then
-// reports 0 bytes with ENOSPC (what os.File.WriteAt returns after a short write followed
-// by ENOSPC) must still be cut off, so the torn bytes are never sealed into a segment.
-// Appends, rolls, a close and a reopen then give a valid log holding every acknowledged
-// batch.
-func TestTornWriteReportedAsZero(t *testing.T) {
-	torn := &errorfs.Torn{Err: syscall.ENOSPC, Keep: -1, Reported: 0}
-	inj := &everyNth{n: 7, suffix: ".log", op: errorfs.OpWrite, err: torn}
-	dir := t.TempDir()
-	opts := Options{SegmentBytes: 4 << 10, FS: errorfs.Wrap(vfs.Default(), inj)}
-	l, err := Open(dir, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var acked []int64
-	failures := 0
-	for range 400 {
-		next := l.Next()
-		base, err := l.Append(makeBatch(next))
-		if err != nil {
-			if !errors.Is(err, ErrNoSpace) {
-				t.Fatalf("append at %d: %v", next, err)
-			}
-			failures++
-			if l.Next() != next {
-				t.Fatalf("a failed append moved the log to %d", l.Next())
-			}
-			if size := fileSize(t, lastSegment(t, dir)); size != activeSize(l) {
-				t.Fatalf("after a torn write the active segment is %d bytes, the log's end is %d", size, activeSize(l))
-			}
-			continue
-		}
-		acked = append(acked, base)
-	}
-	if failures < 20 || stats(t, l).Segments < 10 {
-		t.Fatalf("%d failures, %d segments: the test did not exercise rolls after torn writes", failures, stats(t, l).Segments)
-	}
-	checkContents(t, l)
-	next := l.Next()
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	problems, err := Inspect(nil, dir, nil)
-	if err != nil || len(problems) != 0 {
-		t.Fatalf("inspect after torn writes: %v %v", problems, err)
-	}
-	l = openLog(t, dir, Options{SegmentBytes: 4 << 10})
-	if l.Next() != next || l.Damage() != nil {
-		t.Fatalf("reopened: next %d (want %d), damage %v", l.Next(), next, l.Damage())
-	}
-	checkContents(t, l)
-	for _, base := range acked {
-		r, err := l.ReadRegion(base, 1)
-		if err != nil || r.Offset != base {
-			t.Fatalf("acknowledged batch %d: region at %d, %v", base, r.Offset, err)
-		}
-		r.Release()
-	}
-}
-
-// TestTornWriteCutFails: when the torn bytes cannot be cut off, the log fails for good.
-func TestTornWriteCutFails(t *testing.T) {
-	torn := &errorfs.Torn{Err: syscall.ENOSPC, Keep: -1, Reported: 0}
-	inj := injectors{
-		&errorfs.Rule{Op: errorfs.OpWrite, Suffix: ".log", Skip: 5, Times: 1, Err: torn},
-		&errorfs.Rule{Op: errorfs.OpTruncate, Suffix: ".log", Err: syscall.EIO},
-	}
-	dir := t.TempDir()
-	l := openLog(t, dir, Options{FS: errorfs.Wrap(vfs.Default(), inj)})
-	appendN(t, l, 5)
-	next := l.Next()
-	if _, err := l.Append(makeBatch(next)); !errors.Is(err, ErrFailed) || !errors.Is(err, syscall.EIO) {
-		t.Fatalf("append with a torn write that cannot be cut: %v", err)
-	}
-	if _, err := l.Append(makeBatch(next)); !errors.Is(err, ErrFailed) {
-		t.Fatalf("append after failure: %v", err)
 	}
 }
 
@@ -327,11 +338,10 @@ func TestRollKeepsRelativeOffsetsIn32Bits(t *testing.T) {
 	defer l.mu.Unlock()
 	seg := l.activeLocked()
 	now := l.opts.Clock()
-	l.next.Store(seg.base + math.MaxUint32 - 9)
-	if l.rollDueLocked(seg, 100, 10, now) {
+	if l.rollDueLocked(seg, 100, seg.base+math.MaxUint32, now) {
 		t.Fatal("rolled with the last offset at 2^32-1 past the base")
 	}
-	if !l.rollDueLocked(seg, 100, 11, now) {
+	if !l.rollDueLocked(seg, 100, seg.base+math.MaxUint32+1, now) {
 		t.Fatal("did not roll with the last offset at 2^32 past the base")
 	}
 }

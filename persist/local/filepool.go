@@ -9,11 +9,10 @@ import (
 	"sluice/persist/vfs"
 )
 
-// FilePool bounds the file descriptors that sealed segments keep open, across every log
-// that shares it (normally every log of the process: see Options.Files). A sealed
-// segment's file is opened when a read needs it and closed when the pool evicts it; the
-// active segment of each log stays open outside the pool, and joins it when it is
-// sealed.
+// FilePool bounds the read descriptors that segments keep open, across every log that
+// shares it (normally every log of the process: see Options.Files). A segment's file is
+// opened read-only when a read needs it and closed when the pool evicts it; the one
+// descriptor each log writes its active segment through stays outside the pool.
 //
 // Eviction never closes a descriptor in use: every user (a Region, a lookup, an fsync)
 // holds a reference to the descriptor's handle, and eviction only drops the segment's
@@ -29,18 +28,18 @@ import (
 // lock: it swaps the segment's atomic handle pointer and drops a reference.
 type FilePool struct {
 	limit int
-	// open counts descriptors opened through the pool (or adopted by it when their
-	// segment was sealed) and not yet closed, evicted ones still in use included.
+	// open counts descriptors opened through the pool and not yet closed, evicted ones
+	// still in use included.
 	open atomic.Int64
 
 	mu struct {
 		sync.Mutex
-		hand *handle // the clock hand into the ring of handles installed in sealed segments
+		hand *handle // the clock hand into the ring of handles installed in segments
 		n    int     // handles in the ring
 	}
 }
 
-// NewFilePool returns a pool that keeps at most limit sealed segment files open.
+// NewFilePool returns a pool that keeps at most limit segment files open for reading.
 func NewFilePool(limit int) *FilePool {
 	if limit < 1 {
 		panic(fmt.Sprintf("BUG: file pool limit %d", limit))
@@ -50,7 +49,7 @@ func NewFilePool(limit int) *FilePool {
 
 // FilePoolLimit returns a pool limit for this process: a quarter of its soft
 // RLIMIT_NOFILE (Go raises the soft limit to the hard one at start-up), at least 16. The
-// other three quarters are left to what the pool does not count: one active segment per
+// other three quarters are left to what the pool does not count: one write descriptor per
 // partition, index files being read, sockets.
 func FilePoolLimit() int {
 	var rl syscall.Rlimit
@@ -65,14 +64,6 @@ func (p *FilePool) Limit() int { return p.limit }
 
 // Open returns the number of descriptors currently open through the pool.
 func (p *FilePool) Open() int { return int(p.open.Load()) }
-
-// adopt makes h, the handle of a segment just sealed, count against the pool and be
-// evictable.
-func (p *FilePool) adopt(h *handle) {
-	h.pool.Store(p)
-	p.open.Add(1)
-	p.insert(h)
-}
 
 // opened counts a descriptor the pool is about to hand out (before it is installed, so
 // that a racing close is never counted before its open).

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"sluice/batch"
 	"sluice/persist/vfs"
@@ -31,25 +32,47 @@ func validLogBytes(n int) []byte {
 // be appended to, and reopens to the same end.
 func FuzzRecover(f *testing.F) {
 	valid := validLogBytes(6)
+	padded := append(append([]byte(nil), valid...), make([]byte, 3*Block-len(valid)%Block)...)
 	f.Add(valid)
 	f.Add(valid[:len(valid)-3])
 	f.Add(valid[:batch.HeaderSize+2])
 	f.Add([]byte{})
 	f.Add(make([]byte, 100))
+	f.Add(padded) // preallocated: zeros after the data
+	flipped := append([]byte(nil), padded...)
+	flipped[len(valid)+9] ^= 4 // a bit flipped in the padding, where a header would be
+	f.Add(flipped)
+	flipped = append([]byte(nil), padded...)
+	flipped[len(flipped)-5] ^= 1 // and in the preallocated space further on
+	f.Add(flipped)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		dir := t.TempDir()
 		if err := os.WriteFile(filepath.Join(dir, "00000000000000000000.log"), data, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		opts := Options{Sync: SyncNever, IndexInterval: 64, FS: noSyncFS{vfs.Default()}}
+		opts := Options{Sync: SyncNever, IndexInterval: 64, SegmentBytes: 64 << 10, FS: noSyncFS{vfs.Default()}}
 		l, err := Open(dir, opts)
 		if err != nil {
 			return // a clear error is an acceptable answer to garbage
 		}
 		defer l.Close()
 		checkBatches(t, l)
-		if _, err := l.Append(makeBatch(l.Next())); err != nil {
-			t.Fatalf("append after recovery: %v", err)
+		// The buffer starts where the data ends, and the file holds nothing after it:
+		// whatever followed (a torn tail, a flipped bit in the padding) is cut and the
+		// space preallocated again, zeros.
+		tseg, pos := l.Tail()
+		if tseg != 0 || pos != activeSize(l) {
+			t.Fatalf("tail (%d, %d) after recovery, the active segment holds %d bytes", tseg, pos, activeSize(l))
+		}
+		if b, err := os.ReadFile(filepath.Join(dir, "00000000000000000000.log")); err != nil || !allZero(b[pos:]) {
+			t.Fatalf("after recovery the file holds more than zeros after the data at %d (%v)", pos, err)
+		}
+		src := NewMemSource()
+		if _, err := src.Append(l, makeBatch(l.Next()), time.Now()); err != nil {
+			t.Fatalf("place after recovery: %v", err)
+		}
+		if _, err := l.Persist(src); err != nil {
+			t.Fatalf("persist after recovery: %v", err)
 		}
 		next := l.Next()
 		l.Close()
@@ -138,7 +161,8 @@ type noSyncFS struct{ vfs.FS }
 
 type noSyncFile struct{ vfs.File }
 
-func (noSyncFile) Sync() error { return nil }
+func (noSyncFile) Sync() error     { return nil }
+func (noSyncFile) Datasync() error { return nil }
 
 func (fs noSyncFS) Create(name string) (vfs.File, error) { return wrapNoSync(fs.FS.Create(name)) }
 func (fs noSyncFS) Open(name string) (vfs.File, error)   { return wrapNoSync(fs.FS.Open(name)) }
@@ -146,6 +170,11 @@ func (fs noSyncFS) OpenReadWrite(name string) (vfs.File, error) {
 	return wrapNoSync(fs.FS.OpenReadWrite(name))
 }
 func (noSyncFS) SyncDir(string) error { return nil }
+func (fs noSyncFS) OpenDirect(name string, create bool) (vfs.File, bool, error) {
+	f, direct, err := fs.FS.OpenDirect(name, create)
+	f, err = wrapNoSync(f, err)
+	return f, direct, err
+}
 
 func wrapNoSync(f vfs.File, err error) (vfs.File, error) {
 	if err != nil {
@@ -178,10 +207,19 @@ func buildFuzzPartition(src string) (*fuzzPartition, error) {
 		return nil, err
 	}
 	p := &fuzzPartition{src: src, data: map[string][]byte{}}
+	ms := NewMemSource()
 	for o, n := int64(0), 0; n < 160; o, n = o+int64(countAt(o)), n+1 {
-		if _, err := l.Append(makeBatch(o)); err != nil {
+		if _, err := ms.Append(l, makeBatch(o), time.Now()); err != nil {
 			return nil, err
 		}
+		if n%7 == 0 {
+			if _, err := l.Persist(ms); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if _, err := l.Persist(ms); err != nil {
+		return nil, err
 	}
 	if err := l.Close(); err != nil {
 		return nil, err
@@ -363,9 +401,13 @@ func FuzzOpenCorrupt(f *testing.F) {
 		if _, err := l.Stats(); err != nil {
 			t.Fatalf("stats: %v", err)
 		}
+		src := NewMemSource()
 		if damaged {
-			if _, err := l.Append(makeBatch(l.Next())); !errors.Is(err, ErrDamaged) {
-				t.Fatalf("append to a damaged log: %v", err)
+			if _, err := src.Append(l, makeBatch(l.Next()), time.Now()); !errors.Is(err, ErrDamaged) {
+				t.Fatalf("place in a damaged log: %v", err)
+			}
+			if _, err := l.Persist(src); !errors.Is(err, ErrDamaged) {
+				t.Fatalf("persist of a damaged log: %v", err)
 			}
 			l.Close()
 			for n, b := range files {
@@ -377,8 +419,11 @@ func FuzzOpenCorrupt(f *testing.F) {
 			}
 			return
 		}
-		if _, err := l.Append(makeBatch(l.Next())); err != nil {
-			t.Fatalf("append: %v", err)
+		if _, err := src.Append(l, makeBatch(l.Next()), time.Now()); err != nil {
+			t.Fatalf("place: %v", err)
+		}
+		if _, err := l.Persist(src); err != nil {
+			t.Fatalf("persist: %v", err)
 		}
 		next := l.Next()
 		if err := l.Close(); err != nil {
@@ -426,6 +471,8 @@ func fuzzOpenSeeds(p *fuzzPartition) [][]byte {
 		return b
 	}
 	below, above := in(-2)[1], in(-2)[len(in(-2))-1] // around the recovery point
+	lastB := in(-1)[len(in(-1))-1]
+	end := lastB.pos + lastB.size // the data of the active segment ends here; zeros follow
 	return [][]byte{
 		{0},                            // intact
 		op(1, recoveryPointName, 0, 9), // an unreadable recovery point: the fallback
@@ -438,6 +485,9 @@ func fuzzOpenSeeds(p *fuzzPartition) [][]byte {
 		op(254, seg(1, logSuffix), 0, in(1)[3].pos+20),  // a record count in a trusted segment
 		op(16, seg(0, indexSuffix), 0, 5),               // an index file
 		op(9, seg(2, logSuffix), 2, in(2)[4].pos+3),     // a trusted segment cut short
+		op(64, seg(-1, logSuffix), 0, end+3),            // a flip in the padding, where a header would be
+		op(64, seg(-1, logSuffix), 0, (end+4<<10)/2),    // a flip in the preallocated space
+		op(64, seg(-1, logSuffix), 2, end),              // the preallocated space cut off
 	}
 }
 

@@ -36,28 +36,54 @@ func makeBatch(o int64) []byte {
 	return b.Finish()
 }
 
-// appendN appends n deterministic batches and returns the next offset.
+// appendN places n deterministic batches, persisting after each one, and returns the
+// next offset. It needs nothing pending (a fresh MemSource holds only what it places:
+// the log keeps the partial block the earlier bytes ended in).
 func appendN(t testing.TB, l *Log, n int) int64 {
+	t.Helper()
+	src := NewMemSource()
+	for range n {
+		placeN(t, l, src, 1)
+		persistAll(t, l, src)
+	}
+	return l.Next()
+}
+
+// placeN places n deterministic batches into src without persisting them, and returns
+// the next offset.
+func placeN(t testing.TB, l *Log, src *MemSource, n int) int64 {
 	t.Helper()
 	next := l.Next()
 	for range n {
-		base, err := l.Append(makeBatch(next))
+		p, err := src.Append(l, makeBatch(next), l.opts.Clock())
 		if err != nil {
-			t.Fatalf("append at %d: %v", next, err)
+			t.Fatalf("place at %d: %v", next, err)
 		}
-		if base != next {
-			t.Fatalf("append got base %d, want %d", base, next)
+		if p.Base != next {
+			t.Fatalf("placed at %d, want %d", p.Base, next)
 		}
 		next += int64(countAt(next))
 	}
 	return next
 }
 
+// persistAll persists what is placed and checks that everything placed is now written
+// and durable (under every policy: SyncNever counts the write).
+func persistAll(t testing.TB, l *Log, src *MemSource) {
+	t.Helper()
+	if _, err := l.Persist(src); err != nil {
+		t.Fatalf("persist: %v", err)
+	}
+	if l.Written() != l.Next() || l.Durable() != l.Next()-1 || l.Pending() != 0 {
+		t.Fatalf("after persist: next %d written %d durable %d pending %d", l.Next(), l.Written(), l.Durable(), l.Pending())
+	}
+}
+
 // checkContents reads the whole log and checks that it holds exactly the deterministic
-// batches for [Start, Next), whole, in order, with valid CRCs.
+// batches for [Start, Written), whole, in order, with valid CRCs.
 func checkContents(t testing.TB, l *Log) {
 	t.Helper()
-	off, end := l.Start(), l.Next()
+	off, end := l.Start(), l.Written()
 	var buf []byte
 	for off < end {
 		var next int64

@@ -52,7 +52,9 @@ func TestInspect(t *testing.T) {
 		dir := copyDir(t, src)
 		path := filepath.Join(dir, filepath.Base(files[len(files)-1]))
 		data, _ := os.ReadFile(path)
-		os.WriteFile(path, data[:len(data)-3], 0o644)
+		all := layout(t, src)
+		end := all[len(all)-1].pos + all[len(all)-1].size // the last batch, cut short
+		os.WriteFile(path, data[:end-3], 0o644)
 		problems, _ := inspect(dir)
 		if len(problems) != 1 || !errors.Is(problems[0], ErrCorrupt) {
 			t.Fatalf("problems: %v", problems)
@@ -73,6 +75,24 @@ func TestInspect(t *testing.T) {
 		problems, _ := inspect(dir)
 		if len(problems) != 1 || !errors.Is(problems[0], ErrCorrupt) {
 			t.Fatalf("problems: %v", problems)
+		}
+	})
+	t.Run("preallocated and padded", func(t *testing.T) { // zeros after the data are not a problem
+		dir := copyDir(t, src)
+		path := filepath.Join(dir, filepath.Base(files[len(files)-1]))
+		data, _ := os.ReadFile(path)
+		all := layout(t, src)
+		end := all[len(all)-1].pos + all[len(all)-1].size
+		if len(data) != int(opts.SegmentBytes) || !allZero(data[end:]) {
+			t.Fatalf("the active segment is %d bytes with data to %d: not preallocated", len(data), end)
+		}
+		if problems, seen := inspect(dir); len(problems) != 0 || len(seen) != len(bases)-1 {
+			t.Fatalf("problems %v, %d batches", problems, len(seen))
+		}
+		data[end+200] = 1 // a flipped bit in the preallocated space, away from where a header would be
+		os.WriteFile(path, data, 0o644)
+		if problems, seen := inspect(dir); len(problems) != 0 || len(seen) != len(bases)-1 {
+			t.Fatalf("problems %v, %d batches", problems, len(seen))
 		}
 	})
 	t.Run("foreign file", func(t *testing.T) {

@@ -2,12 +2,14 @@ package local
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"sluice/batch"
+	"sluice/persist/vfs/errorfs"
 )
 
 func TestRoundTripAndReopen(t *testing.T) {
@@ -18,11 +20,8 @@ func TestRoundTripAndReopen(t *testing.T) {
 	}
 	next := appendN(t, l, 200)
 	checkContents(t, l)
-	if err := l.Sync(); err != nil {
-		t.Fatal(err)
-	}
 	if l.Durable() != next-1 {
-		t.Fatalf("durable %d after sync, want %d", l.Durable(), next-1)
+		t.Fatalf("durable %d after persist, want %d", l.Durable(), next-1)
 	}
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
@@ -254,39 +253,65 @@ func TestTruncate(t *testing.T) {
 	checkContents(t, l)
 }
 
-func TestGroupSync(t *testing.T) {
-	clk := &fakeClock{now: time.Unix(1000, 0)}
-	l := openLog(t, t.TempDir(), Options{Sync: SyncGroup, SyncInterval: 10 * time.Millisecond, SyncBytes: 1 << 30, Clock: clk.Now})
-	clk.Advance(time.Second) // the first append after a long idle syncs
-	next := appendN(t, l, 1)
-	if l.Durable() != next-1 {
-		t.Fatalf("durable %d, want %d", l.Durable(), next-1)
-	}
-	next2 := appendN(t, l, 5)
-	if l.Durable() != next-1 {
-		t.Fatalf("durable %d advanced without fsync", l.Durable())
-	}
-	if err := l.Tick(); err != nil || l.Durable() != next-1 {
-		t.Fatalf("early tick synced: durable %d (%v)", l.Durable(), err)
-	}
-	clk.Advance(10 * time.Millisecond)
-	if err := l.Tick(); err != nil || l.Durable() != next2-1 {
-		t.Fatalf("tick: durable %d, want %d (%v)", l.Durable(), next2-1, err)
+// TestPersistPolicies: under every policy, placing writes nothing and moves Next only;
+// Persist writes what is placed, fdatasyncs by the policy (group and batch: once per
+// call that wrote; never: not at all) and moves the checkpoint over it; the log reopens
+// to the same end with the same contents.
+func TestPersistPolicies(t *testing.T) {
+	for _, mode := range []SyncMode{SyncGroup, SyncEveryBatch, SyncNever} {
+		t.Run(mode.String(), func(t *testing.T) {
+			rec := &opRecorder{}
+			dir := t.TempDir()
+			opts := Options{Sync: mode, SegmentBytes: 4 << 10, FS: recordingFS(rec)}
+			l := openLog(t, dir, opts)
+			src := NewMemSource()
+			for round := range 30 {
+				before, written := l.Next(), l.Written()
+				next := placeN(t, l, src, 1+round%7)
+				if l.Next() != next || l.Written() != written || l.Durable() != written-1 || l.Pending() == 0 {
+					t.Fatalf("after placing [%d, %d): written %d durable %d pending %d", before, next, l.Written(), l.Durable(), l.Pending())
+				}
+				if r, err := l.ReadRegion(before, 1<<20); err != nil || !r.Empty() {
+					t.Fatalf("read of a placed batch: %+v %v, want an empty region", r, err)
+				}
+				rec.reset()
+				wrote, err := l.Persist(src)
+				if err != nil || !wrote {
+					t.Fatalf("persist: %v %v", wrote, err)
+				}
+				syncs := rec.count(errorfs.OpSync, ".log")
+				if mode == SyncNever && syncs != 0 || mode != SyncNever && syncs < 1 {
+					t.Fatalf("round %d: %d fdatasyncs", round, syncs)
+				}
+				if l.Written() != next || l.Durable() != next-1 || l.Pending() != 0 {
+					t.Fatalf("after persist: written %d durable %d pending %d, want %d", l.Written(), l.Durable(), l.Pending(), next)
+				}
+				if wrote, err := l.Persist(src); err != nil || wrote {
+					t.Fatalf("persist with nothing placed: %v %v", wrote, err)
+				}
+			}
+			if stats(t, l).Segments < 3 {
+				t.Fatalf("%d segments: the test did not roll", stats(t, l).Segments)
+			}
+			checkContents(t, l)
+			next := l.Next()
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			l = openLog(t, dir, Options{Sync: mode, SegmentBytes: 4 << 10})
+			if l.Next() != next || l.Damage() != nil {
+				t.Fatalf("reopened at %d (damage %v), want %d", l.Next(), l.Damage(), next)
+			}
+			checkContents(t, l)
+		})
 	}
 }
 
-func TestSyncModes(t *testing.T) {
-	for _, mode := range []SyncMode{SyncEveryBatch, SyncNever} {
-		l := openLog(t, t.TempDir(), Options{Sync: mode})
-		next := appendN(t, l, 3)
-		if l.Durable() != next-1 {
-			t.Fatalf("%v: durable %d, want %d", mode, l.Durable(), next-1)
-		}
-	}
-}
-
-func TestBadAppend(t *testing.T) {
+// TestPlaceRefusesBadSizes: Place takes whole batches only (the size the header says);
+// MemSource.Append checks the bytes.
+func TestPlaceRefusesBadSizes(t *testing.T) {
 	l := openLog(t, t.TempDir(), Options{})
+	src := NewMemSource()
 	b := makeBatch(0)
 	for name, bad := range map[string][]byte{
 		"short":    b[:20],
@@ -294,12 +319,16 @@ func TestBadAppend(t *testing.T) {
 		"cut":      b[:len(b)-1],
 		"magic":    func() []byte { c := append([]byte(nil), b...); c[16] = 9; return c }(),
 	} {
-		if _, err := l.Append(bad); !errors.Is(err, ErrBadBatch) {
+		if _, err := src.Append(l, bad, time.Now()); !errors.Is(err, ErrBadBatch) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
+	h, _ := batch.ParseHeader(b)
+	if _, err := l.Place(h, int64(len(b))+1, time.Now()); !errors.Is(err, ErrBadBatch) {
+		t.Errorf("wrong size: %v", err)
+	}
 	if l.Next() != 0 {
-		t.Fatal("a bad batch was appended")
+		t.Fatal("a bad batch was placed")
 	}
 }
 
@@ -367,32 +396,79 @@ func TestWalkHeaders(t *testing.T) {
 	}
 }
 
-// TestExternalSync: with ExternalSync, Append and Tick never fsync; a Sync from another
-// goroutine, concurrent with appends, advances the checkpoint.
-func TestExternalSync(t *testing.T) {
-	clk := &fakeClock{now: time.Unix(1000, 0)}
-	l := openLog(t, t.TempDir(), Options{Sync: SyncGroup, ExternalSync: true, SyncBytes: 1, Clock: clk.Now})
-	clk.Advance(time.Hour)
-	next := appendN(t, l, 5)
-	if err := l.Tick(); err != nil || l.Durable() != -1 || l.Pending() == 0 {
-		t.Fatalf("appends or tick fsynced: durable %d pending %d (%v)", l.Durable(), l.Pending(), err)
-	}
-	done := make(chan error)
-	go func() {
-		for range 50 {
-			if err := l.Sync(); err != nil {
-				done <- err
-				return
+// TestPlaceConcurrentWithPersist: the owner places while a persister persists and
+// readers read, all at once (run with -race). Readers never see past what is written;
+// each Persist moves the checkpoint to an offset that was placed; at the end, everything
+// placed is written once, whole and in order.
+func TestPlaceConcurrentWithPersist(t *testing.T) {
+	for _, mode := range []SyncMode{SyncGroup, SyncNever} {
+		t.Run(mode.String(), func(t *testing.T) {
+			l := openLog(t, t.TempDir(), Options{Sync: mode, SegmentBytes: 32 << 10, IndexInterval: 1 << 10})
+			src := NewMemSource()
+			done := make(chan struct{})
+			errc := make(chan error, 2)
+			go func() { // the persister
+				for {
+					select {
+					case <-done:
+						errc <- nil
+						return
+					default:
+					}
+					before := l.Next()
+					if _, err := l.Persist(src); err != nil {
+						errc <- err
+						return
+					}
+					if d := l.Durable(); d < before-1 || d >= l.Next() {
+						errc <- fmt.Errorf("durable %d after a persist begun at next %d (now %d)", d, before, l.Next())
+						return
+					}
+				}
+			}()
+			go func() { // a reader
+				var buf []byte
+				for {
+					select {
+					case <-done:
+						errc <- nil
+						return
+					default:
+					}
+					w := l.Written()
+					var err error
+					if buf, _, err = l.Read(buf[:0], max(l.Start(), w-50), 1<<20); err != nil {
+						errc <- err
+						return
+					}
+					for rest := buf; len(rest) > 0; {
+						h, err := batch.Check(rest)
+						if err != nil {
+							errc <- err
+							return
+						}
+						if h.LastOffset() >= l.Written() {
+							errc <- fmt.Errorf("read batch %d..%d past the written end %d", h.BaseOffset, h.LastOffset(), l.Written())
+							return
+						}
+						rest = rest[h.Size():]
+					}
+				}
+			}()
+			for range 3000 {
+				placeN(t, l, src, 1)
 			}
-		}
-		done <- nil
-	}()
-	next = appendN(t, l, 200)
-	if err := <-done; err != nil {
-		t.Fatal(err)
+			close(done)
+			for range 2 {
+				if err := <-errc; err != nil {
+					t.Fatal(err)
+				}
+			}
+			persistAll(t, l, src)
+			if stats(t, l).Segments < 5 {
+				t.Fatalf("%d segments: the test did not roll", stats(t, l).Segments)
+			}
+			checkContents(t, l)
+		})
 	}
-	if err := l.Sync(); err != nil || l.Durable() != next-1 || l.Pending() != 0 {
-		t.Fatalf("after sync: durable %d, want %d, pending %d (%v)", l.Durable(), next-1, l.Pending(), err)
-	}
-	checkContents(t, l)
 }

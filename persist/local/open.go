@@ -32,6 +32,14 @@ import (
 // the first one was written) Open falls back to scanning the last segment only and
 // cutting it at its first bad batch, and says so in the log.
 //
+// Segment files are preallocated and their last block zero-padded, so the data of a
+// segment ends at the first zeros where a batch header should be (or at the end of the
+// file): that is a clean end, not corruption. A log that opens healthy then cuts its
+// last segment's file at the end of its data (dropping a torn tail and anything a torn
+// write left after it), preallocates it again, and opens it for writing; scanned sealed
+// segments whose files run past their data are cut to it. Tail says where the next
+// batch goes.
+//
 // With an fsync policy, Open then fsyncs what it scanned and records the recovered end
 // as the new recovery point. An I/O error never truncates anything: Open fails instead.
 // Stray temporary files are removed; index files without a .log are removed; any other
@@ -53,10 +61,12 @@ func Open(dir string, opts Options) (*Log, error) {
 	if err := l.readRecoveryPoint(len(bases) > 0); err != nil {
 		return nil, err
 	}
-	l.mu.lastSync = opts.Clock()
-	l.rp.written = l.mu.lastSync // the first periodic record comes an interval after open
+	l.rp.written = opts.Clock() // the first periodic record comes an interval after open
 	if len(bases) == 0 {
-		return l, l.create()
+		if err := l.create(); err != nil {
+			return nil, err
+		}
+		return l, nil
 	}
 	l.mu.Lock()
 	err = l.loadSegmentsLocked(bases)
@@ -65,6 +75,7 @@ func Open(dir string, opts Options) (*Log, error) {
 		err = l.afterRecovery()
 	}
 	if err != nil {
+		l.w.close()
 		for _, s := range l.mu.segs {
 			s.drop()
 		}
@@ -100,17 +111,17 @@ func (l *Log) create() error {
 			File: dirJoin(l.dir, recoveryPointName), Pos: 0, Offset: l.opts.InitialOffset,
 			Reason: fmt.Sprintf("the recovery point covers offsets up to %d but the directory holds no segment", l.rp.offset)})
 	}
-	seg, err := l.createSegment(l.opts.InitialOffset)
-	if err != nil {
-		return err
-	}
+	seg := l.newSegment(l.opts.InitialOffset)
+	seg.idx, seg.created = newIndex(), l.opts.Clock()
 	l.mu.segs = []*segment{seg}
-	if l.opts.Sync == SyncNever {
-		l.mu.dirUnsynced++
-	}
 	l.start.Store(l.opts.InitialOffset)
 	l.next.Store(l.opts.InitialOffset)
+	l.written.Store(l.opts.InitialOffset)
 	l.durable.Store(l.opts.InitialOffset - 1)
+	if err := l.startSegment(seg); err != nil {
+		seg.drop()
+		return err
+	}
 	return nil
 }
 

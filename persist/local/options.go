@@ -9,21 +9,25 @@ import (
 	"sluice/persist/vfs"
 )
 
-// SyncMode says when appended data is fsync'd, which is also when the durable checkpoint
-// advances.
+// SyncMode says when Persist fdatasyncs what it wrote, which is also when the durable
+// checkpoint advances. When Persist runs is the caller's (the broker's persister): every
+// SyncInterval, sooner when SyncBytes are pending, and at once for SyncEveryBatch.
 type SyncMode int
 
 const (
-	// SyncGroup fsyncs once SyncBytes have been appended or SyncInterval has passed since
-	// the last fsync, whichever comes first (checked on Append and on Tick).
+	// SyncGroup fdatasyncs the active segment on every Persist that wrote: the driver
+	// calls Persist every SyncInterval (or once SyncBytes are pending), so one
+	// fdatasync covers every batch placed meanwhile.
 	SyncGroup SyncMode = iota
-	// SyncEveryBatch fsyncs after every Append before it returns.
+	// SyncEveryBatch fdatasyncs like SyncGroup; the driver calls Persist as soon as
+	// anything is placed, so each produce waits for its own write and sync.
 	SyncEveryBatch
 	// SyncNever leaves flushing to the operating system, like Kafka's default. The durable
-	// checkpoint then means "handed to the kernel": it advances on every Append and survives
-	// a process crash, not a host crash. Close still fsyncs everything (and the recovery
-	// point it writes says so), and that is the only time the recovery point advances:
-	// after a crash, recovery scans everything written since the last clean Close.
+	// checkpoint then means "written to the file": it advances on every Persist and
+	// survives a process crash, not a host crash. Close still fsyncs everything (and the
+	// recovery point it writes says so), and that is the only time the recovery point
+	// advances: after a crash, recovery scans everything written since the last clean
+	// Close.
 	SyncNever
 )
 
@@ -77,33 +81,32 @@ type Options struct {
 	// RetentionAge deletes whole segments whose newest timestamp is older than this;
 	// 0 keeps everything.
 	RetentionAge time.Duration
-	// Sync is the fsync policy; SyncInterval and SyncBytes tune SyncGroup.
-	Sync         SyncMode
+	// Sync is the fsync policy of Persist.
+	Sync SyncMode
+	// SyncInterval and SyncBytes are for the caller that runs Persist (the broker's
+	// persister): every SyncInterval while data is pending, and at once when SyncBytes
+	// are pending. The log itself does not read them. Defaults 5 ms and 4 MiB.
 	SyncInterval time.Duration
 	SyncBytes    int64
-	// ExternalSync, with SyncGroup, leaves every fsync to the owner's calls of Sync, made
-	// on a goroutine of its own (the broker's flusher), so that neither Append nor Tick
-	// ever waits for the disk on the writer's goroutine. Sync is safe concurrently with
-	// Append; the owner calls it at least every SyncInterval while data is pending.
-	ExternalSync bool
 	// InitialOffset is the base offset of the first segment of a new, empty log.
 	InitialOffset int64
-	// RecoveryPointInterval is how often, at most, Sync rewrites the recovery point (the
+	// RecoveryPointInterval is how often, at most, Persist rewrites the recovery point (the
 	// durable record of the checkpoint that recovery truncates above, never below; see
 	// Open). Close always writes it. A longer interval costs fewer fsyncs; a shorter one
 	// leaves less of the log for recovery to scan after a crash, and less acknowledged
 	// data that recovery would take for a torn tail if it were corrupt. Default 30 s; at
 	// least 1 s, at most 1 hour.
 	RecoveryPointInterval time.Duration
-	// Files bounds the descriptors that sealed segments keep open; share one pool between
+	// Files bounds the read descriptors that segments keep open; share one pool between
 	// every log of a process (the broker makes one for all its partitions). Default: a
 	// pool of this log's own, sized by FilePoolLimit.
 	Files *FilePool
 	// Strict re-reads and verifies every segment when it is sealed (slow; for tests and
 	// paranoid operators).
 	Strict bool
-	// Clock returns the current time; default time.Now. Injected so tests control rolls,
-	// group fsync and retention.
+	// Clock returns the current time; default time.Now. Injected so tests control the
+	// recovery point's interval, an opened segment's age and retention (Place takes the
+	// time of each placement from its caller).
 	Clock func() time.Time
 	// Logger receives recovery and retention reports; default discards.
 	Logger *slog.Logger
@@ -179,7 +182,7 @@ func (o *Options) String() string {
 	if o.Files != nil {
 		files = o.Files.Limit()
 	}
-	return fmt.Sprintf("segment=%dB/%v index=%dB retention=%dB/%v fsync=%v(%v,%dB,external=%v) recovery-point=%v files=%d strict=%v",
+	return fmt.Sprintf("segment=%dB/%v index=%dB retention=%dB/%v fsync=%v(%v,%dB) recovery-point=%v files=%d strict=%v",
 		o.SegmentBytes, o.SegmentAge, o.IndexInterval, o.RetentionBytes, o.RetentionAge,
-		o.Sync, o.SyncInterval, o.SyncBytes, o.ExternalSync, o.RecoveryPointInterval, files, o.Strict)
+		o.Sync, o.SyncInterval, o.SyncBytes, o.RecoveryPointInterval, files, o.Strict)
 }

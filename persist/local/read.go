@@ -12,9 +12,10 @@ import (
 // file, holding a reference to the segment so that its file stays open until Release.
 type Region = persist.Region
 
-// ReadRegion returns the whole batches starting with the one that holds offset, up to
-// maxBytes in all but always at least one batch, all from one segment. An offset equal
-// to Next returns an empty region; one outside [Start, Next] returns an
+// ReadRegion returns the whole written batches starting with the one that holds offset,
+// up to maxBytes in all but always at least one batch, all from one segment. An offset
+// in [Written, Next] (placed and not written yet: the owner serves it from its write
+// buffer) returns an empty region at offset; one outside [Start, Next] returns an
 // *OffsetOutOfRangeError. In a damaged log, an offset at or past the damage (which is
 // Next) returns the damage, a *CorruptionError. The caller must Release the region.
 //
@@ -40,7 +41,7 @@ func (l *Log) ReadRegion(offset, maxBytes int64) (Region, error) {
 		l.mu.Unlock()
 		return Region{}, &OffsetOutOfRangeError{Offset: offset, Start: start, End: next}
 	}
-	if offset == next {
+	if offset >= l.written.Load() {
 		l.mu.Unlock()
 		return persist.EmptyRegion(offset), nil
 	}
@@ -146,6 +147,9 @@ func (l *Log) Read(dst []byte, offset, maxBytes int64) ([]byte, int64, error) {
 		return dst, offset, err
 	}
 	defer r.Release()
+	if r.Empty() { // at the end of what is written
+		return dst, offset, nil
+	}
 	n := len(dst)
 	dst = grow(dst, int(r.Len))
 	if _, err := r.File.ReadAt(dst[n:], r.Pos); err != nil {
@@ -165,8 +169,10 @@ func grow(b []byte, n int) []byte {
 }
 
 // OffsetForTime returns the base offset of the first batch whose max timestamp is at
-// least ts (Unix milliseconds), or Next() when there is none. Segments are searched by
-// their max timestamps, which assumes timestamps roughly follow offsets (producers stamp
+// least ts (Unix milliseconds), or Next() when there is none. When that batch is placed
+// and not written yet, it returns Written(): the batches below it are all older, and the
+// owner searches its write buffer from there. Segments are searched by their max
+// timestamps, which assumes timestamps roughly follow offsets (producers stamp
 // wall-clock time); with skewed clocks the answer is a batch at or after ts, not
 // necessarily the first.
 func (l *Log) OffsetForTime(ts int64) (int64, error) {
@@ -198,7 +204,12 @@ func (l *Log) OffsetForTime(ts int64) (int64, error) {
 	v := seg.viewLocked()
 	size, offs := v.size, v.offs
 	from := timeFloor(seg.idx.times, ts)
+	written := l.written.Load()
+	partial := !seg.sealed && v.next < seg.placedNext // batches placed past what is written
 	l.mu.Unlock()
+	if from >= written { // the batch sought is not written yet
+		return written, nil
+	}
 	h, err := seg.use()
 	if errors.Is(err, errSegmentGone) { // deleted by retention meanwhile: the answer is later
 		return l.OffsetForTime(ts)
@@ -211,17 +222,28 @@ func (l *Log) OffsetForTime(ts int64) (int64, error) {
 	hb := l.hdrs.Get().(*[batch.HeaderSize]byte)
 	defer l.hdrs.Put(hb)
 	pos, rel := floor(offs, uint32(from-seg.base))
-	hd, _, err := seekBatch(h, hb, pos, seg.base+int64(rel), size, func(h batch.Header) bool {
-		return h.MaxTimestamp >= ts
-	})
-	if err != nil {
-		return 0, err
+	var w walker
+	w.start(h, hb, pos, seg.base+int64(rel), size, -1)
+	for {
+		ok, err := w.step()
+		if err != nil {
+			return 0, err
+		}
+		if !ok && partial { // the written batches are older: the answer is placed, not written
+			return v.next, nil
+		}
+		if !ok {
+			return 0, &CorruptionError{File: seg.path, Pos: w.pos, Offset: w.next,
+				Reason: "the segment ends before the batch its time index names"}
+		}
+		if w.cur.MaxTimestamp >= ts {
+			return w.cur.BaseOffset, nil
+		}
 	}
-	return hd.BaseOffset, nil
 }
 
-// WalkHeaders calls fn with the header of every batch from the one holding offset to the
-// end of the log, in order, reading headers only (for example to rebuild producer state
+// WalkHeaders calls fn with the header of every written batch from the one holding
+// offset to the written end of the log, in order, reading headers only (for example to rebuild producer state
 // when a partition loads). It stops early when fn returns false.
 //
 // Bad data ends the walk with a *CorruptionError naming the first bad batch (in a damaged

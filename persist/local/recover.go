@@ -3,6 +3,8 @@ package local
 import (
 	"errors"
 	"fmt"
+
+	"sluice/persist/vfs"
 )
 
 // loadSegmentsLocked builds the segment list and recovers it by the rule in Open's
@@ -21,20 +23,21 @@ func (l *Log) loadSegmentsLocked(bases []int64) error {
 		first = max(0, segmentIndex(bases, l.rp.offset+1))
 	}
 	l.start.Store(bases[0])
+	sizes := make([]int64, len(bases)) // of the scanned files, which may end past their data
 	for i := first; i < len(bases); i++ {
 		seg := l.mu.segs[i]
-		brk, err := l.scanLocked(seg)
+		brk, size, err := l.scanLocked(seg)
 		if err != nil {
 			return err // an I/O error says nothing about the data: never truncate on one
 		}
+		sizes[i] = size
 		if brk == nil && i+1 < len(bases) && seg.next != bases[i+1] {
 			brk = &CorruptionError{File: seg.path, Pos: seg.size, Offset: seg.next,
 				Reason: fmt.Sprintf("segment ends at offset %d but the next segment starts at %d", seg.next, bases[i+1])}
 		}
 		if brk == nil {
-			if i+1 < len(bases) { // stays sealed: its descriptor joins the pool now, not after
-				seg.idx.seal() // the whole scan (which could open every segment at once)
-				seg.seal()
+			if i+1 < len(bases) { // stays sealed
+				seg.idx.seal()
 			}
 			continue
 		}
@@ -47,14 +50,17 @@ func (l *Log) loadSegmentsLocked(bases []int64) error {
 			l.damageLocked(i, brk)
 			return nil
 		}
-		return l.cutTornTailLocked(i, brk)
+		if err := l.cutTornTailLocked(i, brk); err != nil {
+			return err
+		}
+		return l.finishLocked(sizes)
 	}
 	if last := l.activeLocked(); l.rp.valid && last.next-1 < l.rp.offset {
 		l.damageLocked(len(l.mu.segs)-1, &CorruptionError{File: last.path, Pos: last.size, Offset: last.next,
 			Reason: fmt.Sprintf("the log ends at offset %d, below its recovery point %d", last.next-1, l.rp.offset)})
 		return nil
 	}
-	return l.finishLocked()
+	return l.finishLocked(sizes)
 }
 
 // segmentIndex returns the index of the last base at most offset, -1 if none.
@@ -71,36 +77,37 @@ func segmentIndex(bases []int64, offset int64) int {
 	return lo - 1
 }
 
-// scanLocked opens seg read-write, scans it from the start, and sets its size, next and
-// index from what is whole and valid. It returns the corruption that stopped the scan,
-// if any; the error is for I/O.
-func (l *Log) scanLocked(seg *segment) (*CorruptionError, error) {
-	f, err := l.fs.OpenReadWrite(seg.path)
+// scanLocked scans seg from the start through its read descriptor, and sets its size,
+// next and index from what is whole and valid; the data ends at the first bad batch, at
+// zeros where a header should be, or at the end of the file. It returns the corruption
+// that stopped the scan, if any, and the file's size; the error is for I/O.
+func (l *Log) scanLocked(seg *segment) (*CorruptionError, int64, error) {
+	h, err := seg.use()
 	if err != nil {
-		return nil, fmt.Errorf("cannot open segment %s: %w", seg.path, err)
+		return nil, 0, err
 	}
-	size, err := f.Size()
+	defer h.release()
+	size, err := h.f.Size()
 	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("cannot stat segment %s: %w", seg.path, err)
+		return nil, 0, fmt.Errorf("cannot stat segment %s: %w", seg.path, err)
 	}
-	seg.install(f)
 	idx := newIndex()
-	sc := newScanner(f, seg.path, size, seg.base)
+	sc := newScanner(h.f, seg.path, size, seg.base)
 	for sc.Next() {
 		idx.add(seg.base, sc.h.BaseOffset, sc.h.MaxTimestamp, sc.pos, int64(len(sc.batch)), l.opts.IndexInterval)
 	}
 	var corrupt *CorruptionError
 	if err := sc.Err(); err != nil && !errors.As(err, &corrupt) {
-		return nil, err
+		return nil, 0, err
 	}
-	if corrupt == nil && sc.pos < size { // cannot happen: the scan stops only at the end or on an error
+	if corrupt == nil && !sc.zeros && sc.pos < size { // the scan stops only at the end, at zeros or on an error
 		panic(fmt.Sprintf("BUG: scan of %s stopped at %d of %d without an error", seg.path, sc.pos, size))
 	}
 	seg.size, seg.next, seg.idx, seg.created = sc.pos, sc.next, idx, l.opts.Clock()
+	seg.placed, seg.placedNext = seg.size, seg.next
 	seg.sized, seg.verified, seg.needSync = true, nil, true
 	l.mu.total += seg.size
-	return corrupt, nil
+	return corrupt, size, nil
 }
 
 // damageLocked opens the log damaged at brk, found in segment i: the log ends there, in
@@ -119,14 +126,16 @@ func (l *Log) damageLocked(i int, brk *CorruptionError) {
 	seg.sealed = true // nothing is appended to a damaged log
 	last := l.activeLocked()
 	l.next.Store(last.next)
+	l.written.Store(last.next)
 	l.durable.Store(last.next - 1)
 	l.opts.Logger.Error("partition log damaged: acknowledged data is corrupt; serving the offsets below it, refusing writes until `sluice segment repair`",
 		"dir", l.dir, "offset", brk.Offset, "recovery_point", l.rp.offset, "err", brk)
 }
 
-// cutTornTailLocked truncates segment i, the last one, at brk (above the recovery point,
-// or with none). (It still deletes any later segment, newest first, so that a crash
-// leaves a prefix, but the recovery rule only cuts the last.)
+// cutTornTailLocked cuts the log at brk, a torn tail in segment i, the last one (above
+// the recovery point, or with none): the segment's data ends there, and finishLocked
+// cuts the file and preallocates it again. (It still deletes any later segment, newest
+// first, so that a crash leaves a prefix, but the recovery rule only cuts the last.)
 func (l *Log) cutTornTailLocked(i int, brk *CorruptionError) error {
 	seg := l.mu.segs[i]
 	later := l.mu.segs[i+1:]
@@ -136,9 +145,6 @@ func (l *Log) cutTornTailLocked(i int, brk *CorruptionError) error {
 	} else {
 		l.opts.Logger.Warn("truncating the torn tail of the last segment (no recovery point)", "segment", seg.path,
 			"pos", brk.Pos, "offset", brk.Offset, "reason", brk.Reason)
-	}
-	if err := seg.writer().Truncate(brk.Pos); err != nil {
-		return fmt.Errorf("cannot truncate segment %s at %d: %w", seg.path, brk.Pos, err)
 	}
 	for j := len(later) - 1; j >= 0; j-- {
 		s := later[j]
@@ -151,20 +157,94 @@ func (l *Log) cutTornTailLocked(i int, brk *CorruptionError) error {
 	}
 	l.mu.segs = l.mu.segs[:i+1]
 	seg.sealed, seg.sized = false, true
-	return l.finishLocked()
+	return nil
 }
 
-// finishLocked sets the log's bounds from the recovered segments and removes the active
-// segment's index files: its index lives in memory, and stale files are rewritten when
-// it seals.
-func (l *Log) finishLocked() error {
+// finishLocked ends a recovery that found no damage. It sets the log's bounds from the
+// recovered segments; cuts the scanned sealed segments whose files go on past their
+// data (zeros: a seal whose cut did not reach the disk) to their length; and makes the
+// last segment the active one: its index files are removed (its index lives in memory,
+// and stale files are rewritten when it seals), its file is cut at the end of the data
+// (a torn tail, the zeros after the data, or whatever a torn write left past them: all of
+// it, so that no stale batch can reappear after the next crash) and preallocated again,
+// and it is opened for writing with its partial last block read back. sizes holds the
+// file sizes of the scanned segments.
+func (l *Log) finishLocked(sizes []int64) error {
 	last := l.activeLocked()
 	l.next.Store(last.next)
+	l.written.Store(last.next)
 	l.durable.Store(last.next - 1)
 	for _, suffix := range []string{indexSuffix, timeIndexSuffix} {
 		if err := removeIfExists(l.fs, segmentName(l.dir, last.base, suffix)); err != nil {
 			return err
 		}
+	}
+	n := len(l.mu.segs)
+	for i, s := range l.mu.segs[:n-1] {
+		if sizes[i] > s.size {
+			l.opts.Logger.Info("cutting a sealed segment to the end of its data", "segment", s.path, "size", sizes[i], "data", s.size)
+			if err := cutFile(l.fs, s.path, s.size); err != nil {
+				return err
+			}
+		}
+	}
+	f, direct, err := l.fs.OpenDirect(last.path, false)
+	if err != nil {
+		return fmt.Errorf("cannot open segment %s for writing: %w", last.path, err)
+	}
+	if sizes[n-1] > last.size {
+		if err := f.Truncate(last.size); err != nil {
+			f.Close()
+			return fmt.Errorf("cannot truncate segment %s at %d: %w", last.path, last.size, err)
+		}
+	}
+	if err := l.preallocate(f, last.size); err != nil {
+		if !vfs.IsNoSpace(err) {
+			f.Close()
+			return fmt.Errorf("cannot preallocate segment %s: %w", last.path, err)
+		}
+		l.opts.Logger.Warn("cannot preallocate the active segment: the disk is full", "segment", last.path, "err", err)
+	}
+	tail, err := readTail(last, last.size)
+	if err != nil {
+		f.Close()
+		return err
+	}
+	l.useWriter(last, f, direct, tail)
+	return nil
+}
+
+// readTail returns the bytes of the block holding position size of s's file, up to size
+// (the partial block the next write completes), read through s's read descriptor.
+func readTail(s *segment, size int64) ([]byte, error) {
+	n := size % Block
+	if n == 0 {
+		return nil, nil
+	}
+	h, err := s.use()
+	if err != nil {
+		return nil, err
+	}
+	defer h.release()
+	tail := make([]byte, n)
+	if _, err := h.f.ReadAt(tail, size-n); err != nil {
+		return nil, fmt.Errorf("cannot read the last block of %s: %w", s.path, err)
+	}
+	return tail, nil
+}
+
+// cutFile truncates the file at path to size.
+func cutFile(fs vfs.FS, path string, size int64) error {
+	f, err := fs.OpenReadWrite(path)
+	if err != nil {
+		return fmt.Errorf("cannot open segment %s: %w", path, err)
+	}
+	err = f.Truncate(size)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("cannot truncate segment %s at %d: %w", path, size, err)
 	}
 	return nil
 }
@@ -183,20 +263,16 @@ func (l *Log) afterRecovery() error {
 		}
 	}
 	l.mu.Unlock()
-	if l.damage != nil {
-		active.seal() // read-only from now on: its descriptor may be pooled
-		return nil
+	if l.damage != nil || l.opts.Sync == SyncNever {
+		return nil // damaged: nothing changes; SyncNever: recorded by Close, after the fsyncs it does
 	}
-	if l.opts.Sync == SyncNever {
-		return nil // recorded by Close, after the fsyncs it does
-	}
-	if err := active.writer().Sync(); err != nil {
+	if err := l.w.bw.f.Sync(); err != nil { // the data scanned, the cut, the preallocation
 		return fmt.Errorf("cannot fsync recovered segment %s: %w", active.path, err)
 	}
 	active.needSync = false
 	if r := active.next - 1; !l.rp.valid || r > l.rp.offset {
-		l.syncMu.Lock()
-		defer l.syncMu.Unlock()
+		l.persistMu.Lock()
+		defer l.persistMu.Unlock()
 		if err := l.saveRecoveryPoint(r, false); err != nil {
 			if errors.Is(err, ErrFailed) {
 				return err

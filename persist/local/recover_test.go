@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"sluice/persist/vfs"
 )
@@ -44,6 +45,9 @@ func copyDir(t *testing.T, src string) string {
 	dst := t.TempDir()
 	ents, _ := os.ReadDir(src)
 	for _, e := range ents {
+		if fi, err := e.Info(); err == nil && fi.Size() > 64<<20 {
+			t.Fatalf("copyDir of %s (%d bytes): use smaller segments (active segments are preallocated)", e.Name(), fi.Size())
+		}
 		b, err := os.ReadFile(filepath.Join(src, e.Name()))
 		if err != nil {
 			t.Fatal(err)
@@ -65,7 +69,9 @@ func setRecoveryPoint(t *testing.T, dir string, r int64) {
 // TestTornTail cuts the last segment at every byte inside its final batch, and flips
 // every byte of that batch in turn, with the recovery point below that batch (a crash
 // before it was recorded); each time the reopened log must be exactly the valid prefix:
-// every batch but the last.
+// every batch but the last, with the file holding nothing but zeros after it (cut and
+// preallocated again). Flips in the zeros after the data (the last block's padding, the
+// preallocated space) are not data: they lose nothing.
 func TestTornTail(t *testing.T) {
 	src := t.TempDir()
 	opts := Options{SegmentBytes: 8 << 10, Sync: SyncNever}
@@ -73,11 +79,14 @@ func TestTornTail(t *testing.T) {
 	setRecoveryPoint(t, src, bases[len(bases)-2]-1)
 	seg := lastSegment(t, src)
 	data, _ := os.ReadFile(seg)
-	lastLen := len(makeBatch(bases[len(bases)-2]))
-	start := len(data) - lastLen
-	wantNext := bases[len(bases)-2]
+	all := layout(t, src)
+	end := int(all[len(all)-1].pos + all[len(all)-1].size)
+	start := int(all[len(all)-1].pos)
+	if !allZero(data[end:]) || len(data) != int(opts.SegmentBytes) {
+		t.Fatalf("the last segment is %d bytes, data to %d: not preallocated to zeros", len(data), end)
+	}
 
-	check := func(name string, mutate func(b []byte) []byte) {
+	check := func(name string, wantNext int64, wantEnd int, mutate func(b []byte) []byte) {
 		t.Helper()
 		dir := copyDir(t, src)
 		path := filepath.Join(dir, filepath.Base(seg))
@@ -87,27 +96,46 @@ func TestTornTail(t *testing.T) {
 			t.Fatalf("%s: open: %v", name, err)
 		}
 		defer l.Close()
-		if l.Next() != wantNext {
-			t.Fatalf("%s: next %d, want %d", name, l.Next(), wantNext)
+		if l.Next() != wantNext || l.Damage() != nil {
+			t.Fatalf("%s: next %d (damage %v), want %d", name, l.Next(), l.Damage(), wantNext)
 		}
-		if fi, _ := os.Stat(path); fi.Size() != int64(start) {
-			t.Fatalf("%s: segment is %d bytes, want %d", name, fi.Size(), start)
+		if _, pos := l.Tail(); pos != int64(wantEnd) {
+			t.Fatalf("%s: tail at %d, want %d", name, pos, wantEnd)
+		}
+		if b, _ := os.ReadFile(path); len(b) < wantEnd || !allZero(b[wantEnd:]) {
+			t.Fatalf("%s: the segment holds more than zeros after its data at %d", name, wantEnd)
 		}
 		checkContents(t, l)
 		appendN(t, l, 2) // and the log goes on
 		checkContents(t, l)
 	}
-	for cut := start; cut < len(data); cut++ {
-		check("cut", func(b []byte) []byte { return b[:cut] })
+	prefix := bases[len(bases)-2]
+	for cut := start; cut < end; cut++ {
+		check("cut", prefix, start, func(b []byte) []byte { return b[:cut] })
 	}
-	for i := start + 8; i < len(data); i++ { // bytes 0-7 (the base offset) are checked by continuity
-		check("flip", func(b []byte) []byte { b[i] ^= 0x5a; return b })
+	for i := start + 8; i < end; i++ { // bytes 0-7 (the base offset) are checked by continuity
+		check("flip", prefix, start, func(b []byte) []byte { b[i] ^= 0x5a; return b })
 	}
 	for i := start; i < start+8; i++ {
-		check("offset", func(b []byte) []byte { b[i] ^= 0x01; return b })
+		check("offset", prefix, start, func(b []byte) []byte { b[i] ^= 0x01; return b })
 	}
-	check("garbage appended", func(b []byte) []byte { return append(b[:start], make([]byte, 100)...) })
+	check("zeros instead of the last batch", prefix, start, func(b []byte) []byte { clear(b[start:end]); return b })
+	check("garbage after the zeros", prefix, start, func(b []byte) []byte {
+		clear(b[start:end]) // a torn write: the block with the batch lost, a later one written
+		b[min(end+Block, len(b)-1)] = 0x77
+		return b
+	})
+	for _, i := range []int{end, end + 1, end + batchHeaderSize - 1, end + batchHeaderSize, Block, len(data) - 1} {
+		if i < end || i >= len(data) {
+			continue
+		}
+		check("flip in the padding", bases[len(bases)-1], end, func(b []byte) []byte { b[i] ^= 0x10; return b })
+	}
+	check("file cut at the end of the data", bases[len(bases)-1], end, func(b []byte) []byte { return b[:end] })
 }
+
+// batchHeaderSize is batch.HeaderSize as an int.
+const batchHeaderSize = 56
 
 // TestCorruptMiddleOfLastSegment: a bad batch in the middle of the last segment is a
 // torn tail, cut there (what follows cannot be trusted to be contiguous), only when it
@@ -115,7 +143,7 @@ func TestTornTail(t *testing.T) {
 // nothing is cut.
 func TestCorruptMiddleOfLastSegment(t *testing.T) {
 	src := t.TempDir()
-	opts := Options{Sync: SyncNever}
+	opts := Options{Sync: SyncNever, SegmentBytes: 64 << 10}
 	bases := buildLog(t, src, opts, 50)
 	pos := 0
 	for i := range 20 {
@@ -149,8 +177,8 @@ func TestCorruptMiddleOfLastSegment(t *testing.T) {
 		if damaged := errors.As(l.Damage(), &ce); damaged != c.damage || damaged && ce.Offset != bases[20] {
 			t.Fatalf("%s: damage %v, want damaged=%v", c.name, l.Damage(), c.damage)
 		}
-		if after, _ := os.ReadFile(seg); c.damage != bytes.Equal(after, before) || !c.damage && len(after) != pos {
-			t.Fatalf("%s: segment went from %d to %d bytes", c.name, len(before), len(after))
+		if after, _ := os.ReadFile(seg); c.damage != bytes.Equal(after, before) || !c.damage && !allZero(after[pos:]) {
+			t.Fatalf("%s: damaged=%v, and the segment changed: %v, or holds more than zeros after %d", c.name, c.damage, !bytes.Equal(after, before), pos)
 		}
 		checkContents(t, l)
 		l.Close()
@@ -252,15 +280,20 @@ func TestEmptyAndTinyFiles(t *testing.T) {
 // corruption, writes fail with ErrDamaged, and the damage is reported once.
 func TestFlippedBitAfterCleanStopIsDamage(t *testing.T) {
 	dir := t.TempDir()
-	l := openLog(t, dir, Options{Sync: SyncEveryBatch})
+	opts := Options{Sync: SyncEveryBatch, SegmentBytes: 4 << 20}
+	l := openLog(t, dir, opts)
 	var bases, sizes []int64
+	src := NewMemSource()
 	for i := range 20 {
 		b := makeRecords(int64(i*500), 500)
-		base, err := l.Append(b)
+		p, err := src.Append(l, b, time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}
-		bases, sizes = append(bases, base), append(sizes, int64(len(b)))
+		if _, err := l.Persist(src); err != nil {
+			t.Fatal(err)
+		}
+		bases, sizes = append(bases, p.Base), append(sizes, int64(len(b)))
 	}
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
@@ -277,7 +310,7 @@ func TestFlippedBitAfterCleanStopIsDamage(t *testing.T) {
 	want := bases[hit]
 
 	rec := &logRecorder{}
-	l = openLog(t, dir, Options{Sync: SyncEveryBatch, RetentionBytes: 1, Logger: rec.logger()})
+	l = openLog(t, dir, Options{Sync: SyncEveryBatch, SegmentBytes: 4 << 20, RetentionBytes: 1, Logger: rec.logger()})
 	var ce *CorruptionError
 	if err := l.Damage(); !errors.As(err, &ce) || ce.Offset != want || ce.Pos != pos || ce.File != seg {
 		t.Fatalf("damage %v, want a corruption at offset %d, position %d of %s", err, want, pos, seg)
@@ -297,8 +330,8 @@ func TestFlippedBitAfterCleanStopIsDamage(t *testing.T) {
 			t.Fatalf("read at %d: %v, want the damage", o, err)
 		}
 	}
-	if _, err := l.Append(makeRecords(want, 1)); !errors.Is(err, ErrDamaged) {
-		t.Fatalf("append to a damaged log: %v", err)
+	if _, err := src.Append(l, makeRecords(want, 1), time.Now()); !errors.Is(err, ErrDamaged) {
+		t.Fatalf("place in a damaged log: %v", err)
 	}
 	if err := l.Truncate(bases[1] - 1); !errors.Is(err, ErrDamaged) {
 		t.Fatalf("truncate of a damaged log: %v", err)
@@ -313,7 +346,7 @@ func TestFlippedBitAfterCleanStopIsDamage(t *testing.T) {
 	if after, _ := os.ReadFile(seg); !bytes.Equal(after, data) {
 		t.Fatal("a damaged log changed its segment")
 	}
-	l = openLog(t, dir, Options{})
+	l = openLog(t, dir, opts)
 	if err := l.Damage(); !errors.As(err, &ce) || ce.Offset != want {
 		t.Fatalf("reopened: damage %v", err)
 	}

@@ -77,13 +77,13 @@ func TestCloseWritesRecoveryPointWithSyncNever(t *testing.T) {
 	}
 }
 
-// TestSyncWritesRecoveryPointAtABoundedRate: Sync records its checkpoint at most every
-// RecoveryPointInterval, never per append.
-func TestSyncWritesRecoveryPointAtABoundedRate(t *testing.T) {
+// TestPersistWritesRecoveryPointAtABoundedRate: Persist records its checkpoint at most
+// every RecoveryPointInterval, never per batch.
+func TestPersistWritesRecoveryPointAtABoundedRate(t *testing.T) {
 	clk := &fakeClock{now: time.Unix(1000, 0)}
 	rec := &opRecorder{}
 	dir := t.TempDir()
-	l := openLog(t, dir, Options{Sync: SyncEveryBatch, RecoveryPointInterval: time.Minute, Clock: clk.Now, FS: recordingFS(rec)})
+	l := openLog(t, dir, Options{Sync: SyncEveryBatch, SegmentBytes: 1 << 20, RecoveryPointInterval: time.Minute, Clock: clk.Now, FS: recordingFS(rec)})
 	writes := func() int { return rec.count(errorfs.OpRename, recoveryPointName) }
 	appendN(t, l, 1)
 	if writes() != 0 {
@@ -128,7 +128,8 @@ func TestMissingRecoveryPointFallsBack(t *testing.T) {
 		dir := copyDir(t, src)
 		spoil(filepath.Join(dir, recoveryPointName))
 		seg := lastSegment(t, dir)
-		patchFile(t, seg, func(d []byte) []byte { d[len(d)-10] ^= 1; return d }) // the last batch
+		last := layout(t, src)[len(bases)-2]
+		patchFile(t, seg, func(d []byte) []byte { d[last.pos+last.size-10] ^= 1; return d }) // the last batch
 		rec := &logRecorder{}
 		l := openLog(t, dir, Options{SegmentBytes: 8 << 10, Logger: rec.logger()})
 		if l.Damage() != nil || l.Next() != bases[99] {
@@ -317,7 +318,7 @@ func TestTruncateLowersRecoveryPoint(t *testing.T) {
 
 // TestDamagedLogReaders: in a damaged log, WalkHeaders delivers every header below the
 // damage and then returns it; OffsetForTime answers within the readable range; Stats,
-// Tick and Pending work; Sync refuses.
+// and Pending work; Persist refuses.
 func TestDamagedLogReaders(t *testing.T) {
 	dir := t.TempDir()
 	opts := Options{SegmentBytes: 8 << 10, Sync: SyncNever}
@@ -345,11 +346,11 @@ func TestDamagedLogReaders(t *testing.T) {
 	if s := stats(t, l); s.Next != bad.base || s.Durable != bad.base-1 {
 		t.Fatalf("stats %+v", s)
 	}
-	if err := l.Tick(); err != nil || l.Pending() != 0 {
-		t.Fatalf("tick %v, pending %d", err, l.Pending())
+	if l.Pending() != 0 || l.DirectIO() {
+		t.Fatalf("pending %d, direct %v in a log that writes nothing", l.Pending(), l.DirectIO())
 	}
-	if err := l.Sync(); !errors.Is(err, ErrDamaged) {
-		t.Fatalf("sync of a damaged log: %v", err)
+	if _, err := l.Persist(NewMemSource()); !errors.Is(err, ErrDamaged) {
+		t.Fatalf("persist of a damaged log: %v", err)
 	}
 	if err := l.Close(); err != nil {
 		t.Fatal(err)

@@ -10,10 +10,11 @@ import (
 // ApplyRetention deletes the oldest whole segments that the retention settings let go:
 // while the log would still hold at least RetentionBytes without the oldest segment, or
 // while the oldest segment's newest timestamp is older than RetentionAge. It never deletes
-// the active segment, nor a segment holding an offset above limit (the caller passes the
-// durable checkpoint, or in distributed mode what the DFS has acknowledged). It returns
-// the number of segments deleted. Readers holding regions of a deleted segment keep
-// reading it until they release them.
+// the active segment or one the persister has not sealed yet, nor a segment holding an
+// offset above limit (the caller passes the durable checkpoint, or in distributed mode
+// what the DFS has acknowledged). It returns the number of segments deleted. Readers
+// holding regions of a deleted segment keep reading it until they release them. Owner
+// only; it may run while Persist does.
 func (l *Log) ApplyRetention(limit int64) (int, error) {
 	cutoff := l.opts.Clock().UnixMilli() - l.opts.RetentionAge.Milliseconds()
 	l.mu.Lock()
@@ -33,7 +34,7 @@ func (l *Log) ApplyRetention(limit int64) (int, error) {
 	n := 0
 	for ; n < len(l.mu.segs)-1; n++ {
 		s := l.mu.segs[n]
-		if s.next-1 > limit {
+		if !s.sealed || s.next-1 > limit {
 			break
 		}
 		expired := l.opts.RetentionBytes > 0 && total-s.size >= l.opts.RetentionBytes
@@ -74,20 +75,26 @@ func (l *Log) deleteSegments(segs []*segment) error {
 	return firstErr
 }
 
-// Truncate removes every batch with an offset above last, so the next append gets
-// last+1. last must be the last offset of a batch (or Start()-1 to empty the log). The
+// Truncate removes every batch with an offset above last, so the next batch placed gets
+// last+1. last must be the last offset of a batch (or Start()-1 to empty the log), and
+// nothing may be pending (everything placed is durable: otherwise ErrPending). The
 // durable checkpoint drops to last if it was above, and so does the recovery point,
 // before any data is cut (a crash in between leaves data above the recovery point,
 // which recovery treats as a tail; the other order would leave the record above the
-// data, which recovery would take for lost acknowledged data). For recovery: for
-// example to cut the log back to what a distributed store acknowledged.
+// data, which recovery would take for lost acknowledged data). The cut segment becomes
+// the active one, written from its new end (its file is not preallocated again). For
+// recovery: for example to cut the log back to what a distributed store acknowledged.
+// Owner only; it waits for a Persist in progress.
 func (l *Log) Truncate(last int64) error {
-	l.syncMu.Lock()
-	defer l.syncMu.Unlock()
+	l.persistMu.Lock()
+	defer l.persistMu.Unlock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := l.writableLocked(); err != nil {
 		return err
+	}
+	if n := l.Pending(); n != 0 {
+		return fmt.Errorf("cannot truncate %s after offset %d: %w (%d bytes)", l.dir, last, ErrPending, n)
 	}
 	target := last + 1
 	if target >= l.next.Load() {
@@ -111,26 +118,36 @@ func (l *Log) Truncate(last int64) error {
 		}
 		l.rp.offset, l.rp.clean = last, false
 	}
-	seg, err := l.truncatedCopyLocked(old, pos, target)
+	seg, f, direct, err := l.truncatedCopyLocked(old, pos, target)
 	if err != nil {
 		return err
 	}
+	l.w.close() // the segment it wrote is cut, or deleted: seg's descriptor replaces it
 	dropped := l.mu.segs[i+1:]
 	l.mu.segs = append(l.mu.segs[:i:i], seg)
 	if err := l.deleteSegments(dropped); err != nil {
+		f.Close()
 		return l.failLocked(err)
 	}
 	old.drop()
 	if l.opts.Sync != SyncNever {
-		if err := seg.writer().Sync(); err != nil {
+		if err := f.Sync(); err != nil {
+			f.Close()
 			return l.failLocked(fmt.Errorf("cannot fsync truncated %s: %w", seg.path, err))
 		}
 		if err := l.fs.SyncDir(l.dir); err != nil {
+			f.Close()
 			return l.failLocked(fmt.Errorf("cannot sync directory %s: %w", l.dir, err))
 		}
 	}
+	tail, err := readTail(seg, pos)
+	if err != nil {
+		f.Close()
+		return l.failLocked(err)
+	}
+	l.useWriter(seg, f, direct, tail)
 	l.next.Store(target)
-	l.mu.unsynced = 0
+	l.written.Store(target)
 	l.mu.total = 0
 	for _, s := range l.mu.segs {
 		if s.sized {
@@ -181,40 +198,47 @@ func (l *Log) boundaryLocked(s *segment, target int64) (int64, error) {
 }
 
 // truncatedCopyLocked cuts old's file at pos, where the batch with base offset target
-// starts, and returns a new active segment object for it, with its own read-write file
-// and a trimmed index. old is left to readers that still hold it.
-func (l *Log) truncatedCopyLocked(old *segment, pos, target int64) (*segment, error) {
-	f, err := l.fs.OpenReadWrite(old.path)
+// starts, and returns a new active segment object for it, with the descriptor the
+// persister will write it through, and a trimmed index. old is left to readers that
+// still hold it.
+func (l *Log) truncatedCopyLocked(old *segment, pos, target int64) (*segment, vfs.File, bool, error) {
+	f, direct, err := l.fs.OpenDirect(old.path, false)
 	if err != nil {
-		return nil, fmt.Errorf("cannot open segment %s: %w", old.path, err)
+		return nil, nil, false, fmt.Errorf("cannot open segment %s: %w", old.path, err)
 	}
 	if err := f.Truncate(pos); err != nil {
 		f.Close()
-		return nil, l.failLocked(fmt.Errorf("cannot truncate segment %s at %d: %w", old.path, pos, err))
+		return nil, nil, false, l.failLocked(fmt.Errorf("cannot truncate segment %s at %d: %w", old.path, pos, err))
 	}
 	seg := l.newSegment(old.base)
-	seg.install(f)
 	seg.size, seg.next, seg.created = pos, target, l.opts.Clock()
+	seg.placed, seg.placedNext = pos, target
 	seg.needSync = l.opts.Sync == SyncNever
-	if seg.idx, err = trimIndex(seg, old.idx, l.opts.IndexInterval); err != nil {
+	// From here on the file is cut: a failure leaves the log's view of it wrong, so it
+	// fails the log (a reopen recovers what the file holds).
+	if seg.idx, err = trimIndex(seg, old, l.opts.IndexInterval); err != nil {
+		f.Close()
 		seg.drop()
-		return nil, err
+		return nil, nil, false, l.failLocked(fmt.Errorf("cannot index truncated segment %s: %w", old.path, err))
 	}
 	if old.verified != nil { // a sealed segment loaded from disk: what is unchecked stays so
 		seg.verified = old.verified.prefix(len(seg.idx.offs))
 	}
 	for _, suffix := range []string{indexSuffix, timeIndexSuffix} {
 		if err := removeIfExists(l.fs, segmentName(l.dir, seg.base, suffix)); err != nil {
+			f.Close()
 			seg.drop()
-			return nil, err
+			return nil, nil, false, l.failLocked(err)
 		}
 	}
-	return seg, nil
+	return seg, f, direct, nil
 }
 
-// trimIndex returns old's entries that lie below seg's new end, and recomputes the
-// maximum timestamp by reading the headers after the last kept time entry.
-func trimIndex(seg *segment, old *index, interval int64) (*index, error) {
+// trimIndex returns old's index entries that lie below seg's new end, and recomputes the
+// maximum timestamp by reading the headers after the last kept time entry (through
+// old's read descriptor: the file is the same).
+func trimIndex(seg, oldSeg *segment, interval int64) (*index, error) {
+	old := oldSeg.idx
 	idx := newIndex()
 	for _, e := range old.offs {
 		if e.pos < seg.size {
@@ -232,8 +256,13 @@ func trimIndex(seg *segment, old *index, interval int64) (*index, error) {
 	last := idx.times[len(idx.times)-1]
 	idx.maxTs = last.ts
 	pos, rel := floor(idx.offs, uint32(last.offset-seg.base))
+	h, err := oldSeg.use()
+	if err != nil {
+		return nil, err
+	}
+	defer h.release()
 	var w walker
-	w.start(seg.h.Load(), new([batch.HeaderSize]byte), pos, seg.base+int64(rel), seg.size, seg.next)
+	w.start(h, new([batch.HeaderSize]byte), pos, seg.base+int64(rel), seg.size, seg.next)
 	for {
 		ok, err := w.step()
 		if err != nil {

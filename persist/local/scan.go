@@ -17,6 +17,13 @@ const scanBufSize = 1 << 20
 // and that offsets continue without gaps. It is used by recovery, index rebuilds and
 // `sluice segment verify`; reads on the serving path never scan more than an index
 // interval.
+//
+// Zeros where a batch header should be (all of its 56 bytes, or all the bytes left when
+// fewer remain) are the clean end of the data, not corruption: segment files are
+// preallocated and their last block zero-padded (docs/writepath.md), so the bytes after
+// the data of an active segment are zeros. Whether the data should have gone on (a
+// sealed segment ending short of the next one, a log ending below its recovery point)
+// is for the caller to decide, as for the end of the file.
 type scanner struct {
 	f    vfs.File
 	path string
@@ -30,6 +37,9 @@ type scanner struct {
 	batch []byte
 	h     batch.Header
 	err   error // a *CorruptionError, or an I/O error
+	// zeros is set when the scan stopped at zeros where a batch header should be: the
+	// clean end of the data, followed by preallocated space or a block's padding.
+	zeros bool
 }
 
 func newScanner(f vfs.File, path string, end, base int64) *scanner {
@@ -49,9 +59,17 @@ func (s *scanner) Next() bool {
 	if s.pos >= s.end {
 		return false
 	}
-	hdr, err := s.window(s.pos, batch.HeaderSize)
+	hdr, err := s.window(s.pos, int(min(batch.HeaderSize, s.end-s.pos)))
 	if err != nil {
 		s.err = err
+		return false
+	}
+	if allZero(hdr) { // no batch header is zeros (its magic is not): the data ends here
+		s.zeros = true
+		return false
+	}
+	if len(hdr) < batch.HeaderSize {
+		s.err = s.corrupt("batch header cut short by the end of the file at %d", s.end)
 		return false
 	}
 	h, err := batch.ParseHeader(hdr)
@@ -73,6 +91,16 @@ func (s *scanner) Next() bool {
 		return false
 	}
 	s.h, s.batch, s.next = h, b, h.LastOffset()+1
+	return true
+}
+
+// allZero reports whether b holds only zeros.
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
 	return true
 }
 
@@ -106,5 +134,6 @@ func (s *scanner) corrupt(format string, args ...any) error {
 	return &CorruptionError{File: s.path, Pos: s.pos, Offset: s.next, Reason: fmt.Sprintf(format, args...)}
 }
 
-// Err returns the error that stopped the scan, or nil at a clean end.
+// Err returns the error that stopped the scan, or nil at a clean end (the end of the
+// file, or zeros).
 func (s *scanner) Err() error { return s.err }

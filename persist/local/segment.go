@@ -12,11 +12,16 @@ import (
 
 // segment is one .log file with its sparse indexes.
 //
-// Its descriptor lives in a handle (see FilePool): the active segment's handle is
-// installed at creation and stays until the segment is dropped; a sealed segment's is
-// opened when a read needs it and may be evicted by the pool whenever nobody uses it.
-// Users take a reference on the handle (use), so the descriptor outlives the segment's
-// place in the log: retention may delete a file while a Region still sends from it.
+// Its read descriptor lives in a handle (see FilePool), opened read-only when a read
+// needs it and evicted by the pool whenever nobody uses it; the active segment's too.
+// (The persister writes through a descriptor of its own: Log.w.) Users take a reference
+// on the handle (use), so the descriptor outlives the segment's place in the log:
+// retention may delete a file while a Region still sends from it.
+//
+// A segment is placed, written and sealed in that order: Place records batches in its
+// index and moves placed; Persist writes them (creating the file first) and moves size;
+// once the log has moved past the segment and everything placed is written, Persist
+// cuts the file to its length, writes the index files and seals it. Readers see size.
 type segment struct {
 	base int64
 	path string
@@ -26,14 +31,17 @@ type segment struct {
 	h    atomic.Pointer[handle] // the open descriptor; nil while closed (evicted or dropped)
 	dead atomic.Bool            // dropped from the log: never reopened
 
-	// Guarded by Log.mu. The writer changes them with the lock held; readers copy what
-	// they need under the lock and then work on the copies.
-	size    int64 // bytes of whole batches; valid once sized
-	sized   bool  // sealed segments are sized lazily, so Open need not stat them all
-	next    int64 // offset after the segment's last batch
-	idx     *index
-	sealed  bool
-	created time.Time // when the first batch was appended (rolling by age)
+	// Guarded by Log.mu. The owner and the persister change them with the lock held;
+	// readers copy what they need under the lock and then work on the copies.
+	size   int64 // bytes of whole batches written to the file; valid once sized
+	sized  bool  // sealed segments are sized lazily, so Open need not stat them all
+	next   int64 // offset after the segment's last written batch
+	idx    *index
+	sealed bool
+	// placed and placedNext are size and next for the batches placed, written or not
+	// (unsealed segments only; sealed ones are wholly written).
+	placed, placedNext int64
+	created            time.Time // when the first batch was placed (rolling by age)
 	// verified marks the index intervals whose batch headers have been checked since the
 	// segment was loaded from disk (see verify.go); nil when every header is known good
 	// (written or scanned by this process). Set before idx is published, then fixed.
@@ -49,23 +57,19 @@ type segment struct {
 }
 
 func newSegment(dir string, fs vfs.FS, pool *FilePool, base int64) *segment {
-	return &segment{base: base, path: segmentName(dir, base, logSuffix), fs: fs, pool: pool, next: base, sized: true}
+	return &segment{base: base, path: segmentName(dir, base, logSuffix), fs: fs, pool: pool, next: base, placedNext: base, sized: true}
 }
 
 // newSegment returns a segment of l at base, not yet installed or published.
 func (l *Log) newSegment(base int64) *segment { return newSegment(l.dir, l.fs, l.opts.Files, base) }
 
-// install makes f the segment's descriptor, held by the segment alone (an active
-// segment's, or a scanned one's).
+// install makes f the segment's descriptor, held by the segment alone and outside any
+// pool (Inspect's segments, which are read once and dropped).
 func (s *segment) install(f vfs.File) {
 	if !s.h.CompareAndSwap(nil, newHandle(f, s, 1)) {
 		panic(fmt.Sprintf("BUG: segment %s installed twice", s.path))
 	}
 }
-
-// writer returns the active segment's descriptor. Owner only: the owner is the only one
-// who drops the active segment, so its handle cannot go away under it.
-func (s *segment) writer() vfs.File { return s.h.Load().f }
 
 // errSegmentGone is returned by use for a segment the log dropped.
 var errSegmentGone = errors.New("segment dropped from the log")
@@ -90,6 +94,9 @@ func (s *segment) use() (*handle, error) {
 			}
 			return nil, fmt.Errorf("cannot open segment %s: %w", s.path, err)
 		}
+		// Reads of a segment are sequential (a consumer catching up, a scan): a larger
+		// readahead window fills the page cache ahead of sendfile.
+		vfs.AdviseSequential(f)
 		h := newHandle(f, s, 2) // the segment's reference and the caller's
 		h.used.Store(true)
 		s.pool.opened(h)
@@ -118,14 +125,6 @@ func (s *segment) drop() {
 			p.remove(h)
 		}
 		h.release()
-	}
-}
-
-// seal hands the segment's descriptor to the pool: from now on it may be closed while
-// idle and reopened read-only on demand.
-func (s *segment) seal() {
-	if h := s.h.Load(); h != nil && h.pool.Load() == nil {
-		s.pool.adopt(h)
 	}
 }
 

@@ -65,14 +65,32 @@ type segView struct {
 	verified *bitmap
 }
 
-// viewLocked returns s's fields as of now, ending at its bad data if it has some.
+// viewLocked returns s's fields as of now: its written batches, ending at its bad data
+// if it has some. Index entries of batches placed and not written are left out.
 // Requires Log.mu and a loaded index.
 func (s *segment) viewLocked() segView {
 	v := segView{seg: s, size: s.size, next: s.next, offs: s.idx.offs, verified: s.verified}
 	if s.bad != nil {
 		v.size, v.next = s.bad.Pos, s.bad.Offset
 	}
+	if n := len(v.offs); n > 0 && v.offs[n-1].pos >= v.size {
+		v.offs = v.offs[:firstPosAtLeast(v.offs, v.size)]
+	}
 	return v
+}
+
+// firstPosAtLeast returns the index of the first entry whose position is at least pos.
+func firstPosAtLeast(offs []offsetEntry, pos int64) int {
+	lo, hi := 0, len(offs)
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if offs[mid].pos < pos {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	return lo
 }
 
 // checkRegion checks the unchecked intervals that the region [pos, end) of v overlaps,

@@ -145,7 +145,8 @@ func formatMillis(ms int64) string {
 }
 
 // Demo writes a small partition log into dir (n batches of 10 records) with the default
-// settings, for trying the tools. It refuses a directory that already holds a log.
+// settings, for trying the tools: each batch is placed and persisted, as the broker does
+// with its write buffer. It refuses a directory that already holds a log.
 func Demo(dir string, n int, segmentBytes int64) error {
 	l, err := local.Open(dir, local.Options{SegmentBytes: segmentBytes})
 	if err != nil {
@@ -155,16 +156,19 @@ func Demo(dir string, n int, segmentBytes int64) error {
 		l.Close()
 		return fmt.Errorf("cannot write a demo log into %s: it already holds offsets [%d, %d)", dir, l.Start(), l.Next())
 	}
+	src := local.NewMemSource()
 	var b batch.Builder
-	var buf []byte
-	now := time.Now().UnixMilli()
+	now := time.Now()
 	for i := range n {
-		b.Reset(buf[:0], 0, -1)
+		b.Reset(nil, 0, -1)
 		for j := range 10 {
-			b.Add(uint16(i*10+j), now+int64(i), fmt.Appendf(nil, "key-%d", j), fmt.Appendf(nil, "demo record %d.%d", i, j))
+			b.Add(uint16(i*10+j), now.UnixMilli()+int64(i), fmt.Appendf(nil, "key-%d", j), fmt.Appendf(nil, "demo record %d.%d", i, j))
 		}
-		buf = b.Finish()
-		if _, err := l.Append(buf); err != nil {
+		if _, err := src.Append(l, b.Finish(), now); err != nil {
+			l.Close()
+			return err
+		}
+		if _, err := l.Persist(src); err != nil {
 			l.Close()
 			return err
 		}

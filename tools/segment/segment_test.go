@@ -63,6 +63,21 @@ func snapshot(t *testing.T, dir string) map[string]string {
 	return m
 }
 
+// dataEnd returns where the batches of the segment file path end (the active segment's
+// file is preallocated: zeros follow).
+func dataEnd(t *testing.T, dir, path string) int64 {
+	t.Helper()
+	var end int64
+	if _, err := local.Inspect(nil, dir, func(b local.BatchInfo) {
+		if b.Segment == path {
+			end = b.Pos + int64(b.Header.Size())
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return end
+}
+
 // TestVerifyTornTailOrDamage: verify tells a torn tail (bytes after the recovery point,
 // which opening the log cuts off) from damage (acknowledged data at or below it, which
 // only a repair removes), and names the repair's offset.
@@ -78,8 +93,11 @@ func TestVerifyTornTailOrDamage(t *testing.T) {
 	files, _ := filepath.Glob(filepath.Join(dir, "*.log"))
 	last := files[len(files)-1]
 	data, _ := os.ReadFile(last)
+	end := dataEnd(t, dir, last)
 
-	os.WriteFile(last, append(append([]byte(nil), data...), make([]byte, 30)...), 0o644)
+	torn := append([]byte(nil), data...) // garbage where the next batch would go
+	copy(torn[end:], "garbage after the last batch")
+	os.WriteFile(last, torn, 0o644)
 	out.Reset()
 	err := Verify(&out, dir)
 	if !errors.Is(err, ErrProblems) || !strings.Contains(out.String(), "TORN TAIL above the recovery point 1999") || strings.Contains(out.String(), "DAMAGE") {
@@ -87,7 +105,7 @@ func TestVerifyTornTailOrDamage(t *testing.T) {
 	}
 
 	bad := append([]byte(nil), data...)
-	bad[len(bad)/2] ^= 0x20
+	bad[end/2] ^= 0x20
 	os.WriteFile(last, bad, 0o644)
 	out.Reset()
 	err = Verify(&out, dir)
@@ -108,9 +126,9 @@ func TestRepair(t *testing.T) {
 	files, _ := filepath.Glob(filepath.Join(dir, "*.log"))
 	last := files[len(files)-1]
 	data, _ := os.ReadFile(last)
-	data[len(data)/2] ^= 0x20
+	data[dataEnd(t, dir, last)/2] ^= 0x20
 	os.WriteFile(last, data, 0o644)
-	l, err := local.Open(dir, local.Options{})
+	l, err := local.Open(dir, local.Options{SegmentBytes: 4 << 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +173,7 @@ func TestRepair(t *testing.T) {
 	if err := Verify(&out, dir); err != nil || !strings.Contains(out.String(), fmt.Sprintf("offsets [0, %d)", at)) {
 		t.Fatalf("verify after the repair: %v\n%s", err, out.String())
 	}
-	l, err = local.Open(dir, local.Options{})
+	l, err = local.Open(dir, local.Options{SegmentBytes: 4 << 10})
 	if err != nil || l.Damage() != nil || l.Next() != at {
 		t.Fatalf("open after the repair: %v, damage %v, next %d", err, l.Damage(), l.Next())
 	}

@@ -33,9 +33,17 @@ const (
 	OpRename
 	OpSyncDir
 	OpList
+	// OpAllocate is File.Allocate (fallocate).
+	OpAllocate
+	// OpDirect is the O_DIRECT flag of FS.OpenDirect: an error makes the file open
+	// without it, as on a filesystem that refuses O_DIRECT (the error is not returned).
+	OpDirect
 )
 
-var opNames = [...]string{"create", "open", "read", "write", "sync", "truncate", "remove", "rename", "syncdir", "list"}
+// OpWrite covers File.WriteAt and File.WriteVec; OpSync covers File.Sync and
+// File.Datasync.
+
+var opNames = [...]string{"create", "open", "read", "write", "sync", "truncate", "remove", "rename", "syncdir", "list", "allocate", "direct"}
 
 func (o Op) String() string { return opNames[o] }
 
@@ -146,6 +154,36 @@ func (fs *FS) Open(name string) (vfs.File, error) {
 	return &file{File: f, fs: fs}, nil
 }
 
+// OpenDirect implements vfs.FS. It checks OpCreate (create set) or OpOpen, then OpDirect:
+// an error there opens the file without O_DIRECT.
+func (fs *FS) OpenDirect(name string, create bool) (vfs.File, bool, error) {
+	op, opName := OpOpen, "open"
+	if create {
+		op, opName = OpCreate, "create"
+	}
+	if err := fs.check(op, name); err != nil {
+		return nil, false, &pathError{opName, name, err}
+	}
+	if fs.check(OpDirect, name) == nil {
+		f, direct, err := fs.inner.OpenDirect(name, create)
+		if err != nil {
+			return nil, false, err
+		}
+		return &file{File: f, fs: fs}, direct, nil
+	}
+	var f vfs.File
+	var err error
+	if create {
+		f, err = fs.inner.Create(name)
+	} else {
+		f, err = fs.inner.OpenReadWrite(name)
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return &file{File: f, fs: fs}, false, nil
+}
+
 // Remove implements vfs.FS.
 func (fs *FS) Remove(name string) error {
 	if err := fs.check(OpRemove, name); err != nil {
@@ -219,6 +257,65 @@ func (f *file) WriteAt(p []byte, off int64) (int, error) {
 		n, _ = f.File.WriteAt(p[:len(p)/2], off)
 	}
 	return n, &pathError{"write", f.Name(), err}
+}
+
+// WriteVec fails like WriteAt: a *Torn error or ENOSPC first writes part of the bytes,
+// rounded down to whole vfs.DirectAlign blocks (the unit a device writes, and all that a
+// file opened with O_DIRECT accepts).
+func (f *file) WriteVec(bufs [][]byte, off int64) (int, error) {
+	err := f.fs.check(OpWrite, f.Name())
+	if err == nil {
+		return f.File.WriteVec(bufs, off)
+	}
+	total := 0
+	for _, b := range bufs {
+		total += len(b)
+	}
+	var torn *Torn
+	n, keep := 0, -1
+	switch {
+	case errors.As(err, &torn):
+		keep = torn.Keep
+		if keep < 0 || keep > total {
+			keep = total / 2
+		}
+	case err == syscall.ENOSPC:
+		keep = total / 2
+	}
+	if keep = keep &^ (vfs.DirectAlign - 1); keep > 0 {
+		n, _ = f.File.WriteVec(prefix(bufs, keep), off)
+	}
+	if torn != nil && torn.Reported >= 0 {
+		n = torn.Reported
+	}
+	return n, &pathError{"write", f.Name(), err}
+}
+
+// prefix returns the first n bytes of bufs.
+func prefix(bufs [][]byte, n int) [][]byte {
+	var out [][]byte
+	for _, b := range bufs {
+		if n <= 0 {
+			break
+		}
+		b = b[:min(len(b), n)]
+		out, n = append(out, b), n-len(b)
+	}
+	return out
+}
+
+func (f *file) Datasync() error {
+	if err := f.fs.check(OpSync, f.Name()); err != nil {
+		return &pathError{"datasync", f.Name(), err}
+	}
+	return f.File.Datasync()
+}
+
+func (f *file) Allocate(off, n int64) error {
+	if err := f.fs.check(OpAllocate, f.Name()); err != nil {
+		return &pathError{"allocate", f.Name(), err}
+	}
+	return f.File.Allocate(off, n)
 }
 
 func (f *file) Sync() error {

@@ -1,0 +1,381 @@
+package local
+
+import (
+	"errors"
+	"fmt"
+
+	"sluice/persist"
+	"sluice/persist/vfs"
+)
+
+// writerState is the persister's: the segment whose file is open for writing, and how
+// far it is written and durable. Guarded by Log.persistMu.
+type writerState struct {
+	// seg is the segment whose file bw writes; nil between a finished segment and the
+	// next one's file (whose creation may have found the disk full).
+	seg *segment
+	bw  blockWriter
+	// next is the offset after seg's written batches; synced the bytes of seg counted in
+	// Log.durableBytes (fdatasync'd, or written under SyncNever).
+	next, synced int64
+	// dirty is set while bytes written to the file wait for an fdatasync (Close makes
+	// them durable whatever the policy).
+	dirty bool
+	// finished is set once seg, which the log has moved past, is cut to its length and
+	// synced: a finish that ran out of space writing the index files resumes there.
+	finished bool
+	// reported is set once the fall-back from O_DIRECT has been logged.
+	reported bool
+
+	jobs   []persistJob
+	pieces [][]byte
+}
+
+// close closes the write descriptor, if any.
+func (w *writerState) close() {
+	if w.bw.f != nil {
+		w.bw.f.Close()
+		w.bw.f = nil
+	}
+	w.seg = nil
+}
+
+// persistJob is one unsealed segment as Persist found it.
+type persistJob struct {
+	seg          *segment
+	placed, next int64 // the segment's placed end and the offset there
+	last         bool  // the active segment: written, not finished
+}
+
+// Persist writes everything placed and not yet written, reading the bytes from src (see
+// persist.Store). Persister only: at most one goroutine at a time, concurrently with the
+// owner's Place. It never holds mu across I/O, so readers and Place never wait for it.
+//
+// For each unsealed segment in order: its file is created (preallocated to
+// SegmentBytes) if it has none, the bytes from where the file is written to where the
+// segment is placed are written as whole aligned blocks (blockwriter.go), and a segment
+// the log has moved past is finished: cut to its length, fdatasync'd, indexed and sealed,
+// before the next file is created. Then the active file is fdatasync'd by the policy
+// (SyncGroup and SyncEveryBatch: every call that wrote; SyncNever: never), the checkpoint
+// moves to the last offset wholly written and synced, and at most every
+// RecoveryPointInterval the recovery point records it (sync policies).
+//
+// A failed write or fdatasync fails the log for good: the kernel may have dropped the
+// pages or the device the blocks, so a retry could report success for data that is gone.
+// A full disk while creating a file or writing index files is ErrNoSpace: the log stays
+// usable, Place refuses until a Persist succeeds, and nothing placed is lost.
+func (l *Log) Persist(src persist.Source) (bool, error) {
+	l.persistMu.Lock()
+	defer l.persistMu.Unlock()
+	jobs, err := l.persistJobs(l.w.jobs[:0])
+	defer func() { clear(jobs); l.w.jobs = jobs[:0] }()
+	if err != nil {
+		return false, err
+	}
+	wrote := false
+	for _, j := range jobs {
+		if l.w.seg != j.seg {
+			if err := l.startSegment(j.seg); err != nil {
+				return wrote, err
+			}
+		}
+		if j.placed > l.w.bw.written {
+			if err := l.writeSegment(src, j); err != nil {
+				return wrote, err
+			}
+			wrote = true
+		}
+		if !j.last {
+			if err := l.finishSegment(j); err != nil {
+				return wrote, err
+			}
+		}
+	}
+	if l.opts.Sync != SyncNever {
+		if err := l.datasyncWriter(); err != nil {
+			return wrote, err
+		}
+	}
+	l.mu.Lock()
+	l.mu.noSpace = nil
+	l.mu.Unlock()
+	return wrote, l.recordCheckpoint()
+}
+
+// persistJobs lists the unsealed segments (a suffix of the list: segments are sealed in
+// order) with their placed ends as of now.
+func (l *Log) persistJobs(jobs []persistJob) ([]persistJob, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.writableLocked(); err != nil {
+		return jobs, err
+	}
+	segs := l.mu.segs
+	i := len(segs)
+	for i > 0 && !segs[i-1].sealed {
+		i--
+	}
+	for k, s := range segs[i:] {
+		jobs = append(jobs, persistJob{seg: s, placed: s.placed, next: s.placedNext, last: i+k == len(segs)-1})
+	}
+	return jobs, nil
+}
+
+// startSegment creates s's file, preallocated to SegmentBytes so that writes into it
+// change no size, and makes it the one the persister writes. The segment before s is
+// finished (sealed), so a file exists only once the one before it is whole. Nothing is
+// written yet: a full disk leaves no file behind and is ErrNoSpace.
+func (l *Log) startSegment(s *segment) error {
+	if l.w.seg != nil {
+		panic(fmt.Sprintf("BUG: creating %s while %s is not finished", s.path, l.w.seg.path))
+	}
+	f, direct, err := l.fs.OpenDirect(s.path, true)
+	if err != nil {
+		return l.noSpaceOrFail(fmt.Errorf("cannot create segment %s: %w", s.path, err))
+	}
+	if err := l.preallocate(f, 0); err != nil {
+		f.Close()
+		if rerr := removeIfExists(l.fs, s.path); rerr != nil {
+			err = fmt.Errorf("%w; and cannot remove it: %w", err, rerr)
+		}
+		return l.noSpaceOrFail(fmt.Errorf("cannot preallocate segment %s: %w", s.path, err))
+	}
+	if l.opts.Sync == SyncNever {
+		l.mu.Lock()
+		l.mu.dirUnsynced++
+		l.mu.Unlock()
+	} else if err := l.fs.SyncDir(l.dir); err != nil {
+		f.Close()
+		return l.noSpaceOrFail(fmt.Errorf("cannot sync directory %s: %w", l.dir, err))
+	}
+	l.useWriter(s, f, direct, nil)
+	return nil
+}
+
+// preallocate reserves f's space up to SegmentBytes from from, where the filesystem can.
+func (l *Log) preallocate(f vfs.File, from int64) error {
+	if from >= l.opts.SegmentBytes {
+		return nil
+	}
+	err := f.Allocate(from, l.opts.SegmentBytes-from)
+	if errors.Is(err, errors.ErrUnsupported) {
+		return nil // such a filesystem journals size changes; the data is as safe
+	}
+	return err
+}
+
+// useWriter makes f, whose data ends at s.size (tail holding the bytes of the partial
+// block there), the file the persister writes.
+func (l *Log) useWriter(s *segment, f vfs.File, direct bool, tail []byte) {
+	w := &l.w
+	w.bw.reset(f, direct, s.size, tail)
+	w.seg, w.next, w.synced, w.dirty, w.finished = s, s.next, s.size, false, false
+	l.direct.Store(direct)
+	if !direct && !w.reported {
+		w.reported = true
+		l.opts.Logger.Warn("the filesystem refuses O_DIRECT: segment files are written through the page cache",
+			"dir", l.dir, "segment", s.path)
+	}
+}
+
+// writeSegment writes j's bytes from where the file is written to where it is placed,
+// and shows them to readers. With SyncNever, written is durable.
+func (l *Log) writeSegment(src persist.Source, j persistJob) error {
+	w := &l.w
+	from, to := w.bw.written, j.placed
+	pieces, release, err := src.Bytes(j.seg.base, from, to, w.pieces[:0])
+	if err != nil {
+		return fmt.Errorf("cannot persist bytes [%d, %d) of segment %s: %w", from, to, j.seg.path, err)
+	}
+	defer func() {
+		clear(pieces) // keep no reference to the source's memory
+		w.pieces = pieces[:0]
+		if release != nil {
+			release()
+		}
+	}()
+	n := int64(0)
+	for _, p := range pieces {
+		n += int64(len(p))
+	}
+	if n != to-from {
+		return fmt.Errorf("cannot persist bytes [%d, %d) of segment %s: the source gave %d bytes", from, to, j.seg.path, n)
+	}
+	w.dirty = true
+	if err := w.bw.write(pieces, to); err != nil {
+		return l.fail(fmt.Errorf("cannot write segment %s at [%d, %d): %w", j.seg.path, from, to, err))
+	}
+	w.next = j.next
+	l.mu.Lock()
+	j.seg.size, j.seg.next = to, j.next
+	l.mu.total += to - from
+	l.written.Store(j.next)
+	l.mu.Unlock()
+	if l.opts.Sync == SyncNever {
+		l.madeDurable()
+	}
+	return nil
+}
+
+// madeDurable counts what the writer has written as durable and moves the checkpoint to
+// its end.
+func (l *Log) madeDurable() {
+	w := &l.w
+	l.durableBytes.Add(w.bw.written - w.synced)
+	w.synced = w.bw.written
+	l.advanceDurable(w.next - 1)
+}
+
+// datasyncWriter fdatasyncs the file being written if it has bytes no fdatasync covers,
+// and moves the checkpoint over them.
+func (l *Log) datasyncWriter() error {
+	w := &l.w
+	if w.bw.f == nil || !w.dirty {
+		return nil
+	}
+	if err := w.bw.f.Datasync(); err != nil {
+		return l.fail(fmt.Errorf("cannot fdatasync %s: %w", w.seg.path, err))
+	}
+	w.dirty = false
+	l.madeDurable()
+	return nil
+}
+
+// finishSegment seals j's segment, which the log has moved past and which is wholly
+// written: the file is cut to its length (dropping the preallocated space and the last
+// block's padding) and fdatasync'd (the size change with it), then its index files are
+// written and it is sealed; the write descriptor is closed. Under SyncNever nothing is
+// synced: the segment is marked for the fsync that must precede a recovery point.
+func (l *Log) finishSegment(j persistJob) error {
+	w, s := &l.w, j.seg
+	if !w.finished {
+		if err := w.bw.f.Truncate(j.placed); err != nil {
+			return l.fail(fmt.Errorf("cannot cut segment %s to its length %d: %w", s.path, j.placed, err))
+		}
+		if l.opts.Sync != SyncNever {
+			w.dirty = true
+			if err := l.datasyncWriter(); err != nil {
+				return err
+			}
+		}
+		w.finished = true
+	}
+	l.mu.Lock()
+	s.idx.seal() // appends to the time index: under mu, like every index change
+	idx := s.idx
+	l.mu.Unlock()
+	if err := s.writeIndexFiles(l, idx); err != nil {
+		return l.noSpaceOrFail(fmt.Errorf("cannot seal segment %s: %w", s.path, err))
+	}
+	if l.opts.Strict {
+		if err := l.verifySealed(s); err != nil {
+			return l.fail(err)
+		}
+	}
+	w.close()
+	l.mu.Lock()
+	s.sealed = true
+	s.needSync = l.opts.Sync == SyncNever
+	l.mu.Unlock()
+	return nil
+}
+
+// verifySealed re-reads a sealed segment and checks it against its in-memory index.
+// Persister only (nothing else changes the segment's fields meanwhile).
+func (l *Log) verifySealed(s *segment) error {
+	h, err := s.use()
+	if err != nil {
+		return err
+	}
+	defer h.release()
+	idx, bad, err := s.rebuildIndex(h, l.opts.IndexInterval)
+	if err != nil {
+		return err
+	}
+	if bad != nil {
+		return bad
+	}
+	if len(idx.offs) != len(s.idx.offs) || len(idx.times) != len(s.idx.times) || idx.maxTs != s.idx.maxTs {
+		return &CorruptionError{File: s.path, Offset: s.base, Reason: "segment does not match its index after sealing"}
+	}
+	return nil
+}
+
+// recordCheckpoint rewrites the recovery point to the checkpoint, at most every
+// RecoveryPointInterval and only under a sync policy (under SyncNever only Close
+// records it, after the fsyncs it needs). A failure to write it is logged and leaves
+// the old record, which stays true. persistMu held.
+func (l *Log) recordCheckpoint() error {
+	if l.opts.Sync == SyncNever {
+		return nil
+	}
+	target := l.durable.Load()
+	now := l.opts.Clock()
+	if now.Sub(l.rp.written) < l.opts.RecoveryPointInterval || (l.rp.valid && target <= l.rp.offset) || target < l.start.Load() {
+		return nil
+	}
+	l.rp.written = now
+	if err := l.saveRecoveryPoint(target, false); err != nil {
+		if errors.Is(err, ErrFailed) {
+			return err
+		}
+		l.opts.Logger.Warn("cannot advance the recovery point", "dir", l.dir, "err", err)
+	}
+	return nil
+}
+
+// saveRecoveryPoint records r as the recovery point, after making durable whatever below
+// it no fsync has covered yet (sealed segments of SyncNever, segments recovery scanned,
+// the directory). r must be durable in the segment being written already. persistMu
+// held.
+func (l *Log) saveRecoveryPoint(r int64, clean bool) error {
+	if err := l.syncSegments(); err != nil {
+		return err
+	}
+	if err := writeRecoveryPoint(l.fs, l.dir, RecoveryPoint{Offset: r, Clean: clean}); err != nil {
+		return err
+	}
+	l.rp.valid, l.rp.offset, l.rp.clean = true, r, clean
+	return nil
+}
+
+// syncSegments fsyncs the segments marked needSync, through their read descriptors, and
+// the directory when a segment was created without a sync of it. A failed fsync fails
+// the log, as in Persist. persistMu held (nobody else clears the marks meanwhile).
+func (l *Log) syncSegments() error {
+	l.mu.Lock()
+	var marks []*segment
+	for _, s := range l.mu.segs {
+		if s.needSync {
+			marks = append(marks, s)
+		}
+	}
+	dir := l.mu.dirUnsynced
+	l.mu.Unlock()
+	for _, s := range marks {
+		h, err := s.use()
+		if errors.Is(err, errSegmentGone) {
+			continue // deleted by retention meanwhile: nothing left to make durable
+		}
+		if err != nil {
+			return err
+		}
+		err = h.f.Sync()
+		h.release()
+		if err != nil {
+			return l.fail(fmt.Errorf("cannot fsync %s: %w", s.path, err))
+		}
+	}
+	if dir > 0 {
+		if err := l.fs.SyncDir(l.dir); err != nil {
+			return l.fail(fmt.Errorf("cannot sync directory %s: %w", l.dir, err))
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, s := range marks {
+		s.needSync = false // sealed or recovered: nothing is added to them but through w
+	}
+	l.mu.dirUnsynced -= dir
+	return nil
+}
