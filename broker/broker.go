@@ -13,7 +13,6 @@ import (
 	"sluice/internal/dirlock"
 	"sluice/memarena"
 	"sluice/netio"
-	"sluice/persist/local"
 	"sluice/sched"
 )
 

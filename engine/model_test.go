@@ -45,7 +45,7 @@ func TestModel(t *testing.T) {
 		switch op := rng.IntN(10); {
 		case op < 5:
 			b := mkBatch(0, -1, 1+rng.IntN(8), 50+rng.IntN(500))
-			if _, err := p.Produce(1, 1, b); err != nil {
+			if _, err := p.Produce(1, 1, b, testNow); err != nil {
 				if !errors.Is(err, memarena.ErrFull) {
 					t.Fatalf("step %d: produce: %v", step, err)
 				}

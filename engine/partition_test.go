@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"sluice/batch"
 	"sluice/memarena"
@@ -104,9 +105,14 @@ func TestProduceFetchAndWindow(t *testing.T) {
 	dir := t.TempDir()
 	p := openPartition(t, dir, a, local.Options{Sync: local.SyncEveryBatch}, 77)
 	// The first request (S = 0) is accepted and learns S.
-	res, err := p.Produce(1, 0, mkBatch(5, 0, 3, 10))
-	if err != nil || res.Base != 0 || res.Last != 2 || res.Session != 77 || res.Checkpoint != 2 {
+	res, err := p.Produce(1, 0, mkBatch(5, 0, 3, 10), testNow)
+	if err != nil || res.Base != 0 || res.Last != 2 || res.Session != 77 || res.Checkpoint != -1 {
 		t.Fatalf("first produce: %+v %v", res, err)
+	}
+	// Accepted is not durable: C moves when the persister has written and synced it.
+	persistNow(t, p)
+	if c := p.Window().Checkpoint; c != 2 {
+		t.Fatalf("checkpoint %d after the persister, want 2", c)
 	}
 	// Wrong V or S: rejected with the current window.
 	for _, c := range []struct {
@@ -114,7 +120,7 @@ func TestProduceFetchAndWindow(t *testing.T) {
 		s    uint64
 		want error
 	}{{2, 77, ErrVersionMismatch}, {1, 78, ErrSessionMismatch}} {
-		_, err := p.Produce(c.v, c.s, mkBatch(5, 3, 1, 10))
+		_, err := p.Produce(c.v, c.s, mkBatch(5, 3, 1, 10), testNow)
 		var we *WindowError
 		if !errors.Is(err, c.want) || !errors.As(err, &we) || we.Session != 77 || we.Checkpoint != 2 {
 			t.Fatalf("V=%d S=%d: %v", c.v, c.s, err)
@@ -122,10 +128,10 @@ func TestProduceFetchAndWindow(t *testing.T) {
 	}
 	// Two batches in one request, then an empty request.
 	two := append(mkBatch(5, 3, 2, 10), mkBatch(5, 5, 1, 10)...)
-	if res, err = p.Produce(1, 77, two); err != nil || res.Base != 3 || res.Last != 5 {
+	if res, err = p.Produce(1, 77, two, testNow); err != nil || res.Base != 3 || res.Last != 5 {
 		t.Fatalf("two batches: %+v %v", res, err)
 	}
-	if res, err = p.Produce(1, 77, nil); err != nil || res.Next != 6 || res.Base != -1 {
+	if res, err = p.Produce(1, 77, nil, testNow); err != nil || res.Next != 6 || res.Base != -1 {
 		t.Fatalf("empty produce: %+v %v", res, err)
 	}
 	want := []string{"p5-s0-", "p5-s1-", "p5-s2-", "p5-s3-", "p5-s4-", "p5-s5-"}
@@ -145,43 +151,46 @@ func TestDedup(t *testing.T) {
 	dir := t.TempDir()
 	p := openPartition(t, dir, a, local.Options{}, 1)
 	for seq := int32(0); seq < 30; seq += 3 {
-		if _, err := p.Produce(1, 1, mkBatch(9, seq, 3, 10)); err != nil {
+		if _, err := p.Produce(1, 1, mkBatch(9, seq, 3, 10), testNow); err != nil {
 			t.Fatal(err)
 		}
 	}
 	check := func(p *Partition) {
 		t.Helper()
 		// A resend of a recent batch gets its first offsets back and appends nothing.
-		res, err := p.Produce(1, 0, mkBatch(9, 24, 3, 10))
+		res, err := p.Produce(1, 0, mkBatch(9, 24, 3, 10), testNow)
 		if err != nil || res.Duplicates != 1 || res.Base != 24 || res.Last != 26 || res.Next != 30 {
 			t.Fatalf("resend: %+v %v", res, err)
 		}
 		// A resend older than the window is acknowledged without offsets.
-		if res, err = p.Produce(1, 0, mkBatch(9, 0, 3, 10)); err != nil || res.Duplicates != 1 || res.Next != 30 {
+		if res, err = p.Produce(1, 0, mkBatch(9, 0, 3, 10), testNow); err != nil || res.Duplicates != 1 || res.Next != 30 {
 			t.Fatalf("old resend: %+v %v", res, err)
 		}
 		// A gap is refused; so is an overlap that is not a resend.
 		for _, seq := range []int32{31, 25} {
-			if _, err := p.Produce(1, 0, mkBatch(9, seq, 3, 10)); !errors.Is(err, ErrOutOfOrderSequence) {
+			if _, err := p.Produce(1, 0, mkBatch(9, seq, 3, 10), testNow); !errors.Is(err, ErrOutOfOrderSequence) {
 				t.Fatalf("seq %d: %v", seq, err)
 			}
 		}
 		// Producer id 0 is not deduplicated.
-		if res, err = p.Produce(1, 0, mkBatch(0, 0, 1, 10)); err != nil || res.Duplicates != 0 {
+		if res, err = p.Produce(1, 0, mkBatch(0, 0, 1, 10), testNow); err != nil || res.Duplicates != 0 {
 			t.Fatalf("non-idempotent: %+v %v", res, err)
 		}
 	}
 	check(p)
+	if err := p.Shutdown(); err != nil { // the last Persist: Close writes nothing
+		t.Fatal(err)
+	}
 	p.Close()
 	// Rebuilt from the log on load (new session).
 	p = openPartition(t, dir, a, local.Options{}, 2)
 	defer p.Close()
 	next := p.Window().Next
-	res, err := p.Produce(1, 0, mkBatch(9, 24, 3, 10))
+	res, err := p.Produce(1, 0, mkBatch(9, 24, 3, 10), testNow)
 	if err != nil || res.Duplicates != 1 || res.Base != 24 || res.Next != next {
 		t.Fatalf("resend after reload: %+v %v", res, err)
 	}
-	if res, err = p.Produce(1, 0, mkBatch(9, 30, 2, 10)); err != nil || res.Base != next {
+	if res, err = p.Produce(1, 0, mkBatch(9, 30, 2, 10), testNow); err != nil || res.Base != next {
 		t.Fatalf("continue after reload: %+v %v", res, err)
 	}
 }
@@ -198,7 +207,7 @@ func TestInvalidBatchesAppendNothing(t *testing.T) {
 		"truncated": append(append([]byte(nil), good...), good[:30]...),
 		"garbage":   []byte("hello, world, this is not a batch at all, no no no no"),
 	} {
-		if _, err := p.Produce(1, 0, req); !errors.Is(err, ErrInvalidBatch) {
+		if _, err := p.Produce(1, 0, req, testNow); !errors.Is(err, ErrInvalidBatch) {
 			t.Fatalf("%s: %v", name, err)
 		}
 	}
@@ -217,7 +226,7 @@ func TestThrottle(t *testing.T) {
 	var err error
 	n := 0
 	for ; n < 1000; n++ {
-		if _, err = p.Produce(1, 0, b); err != nil {
+		if _, err = p.Produce(1, 0, b, testNow); err != nil {
 			break
 		}
 	}
@@ -225,14 +234,17 @@ func TestThrottle(t *testing.T) {
 		t.Fatalf("after %d batches: %v", n, err)
 	}
 	next := p.Window().Next
-	if _, err := p.Produce(1, 0, b); !errors.Is(err, memarena.ErrFull) || p.Window().Next != next {
+	if _, err := p.Produce(1, 0, b, testNow); !errors.Is(err, memarena.ErrFull) || p.Window().Next != next {
 		t.Fatalf("throttled produce appended: %v", err)
 	}
 	persistNow(t, p)
-	if _, err := p.Produce(1, 0, b); err != nil {
+	if _, err := p.Produce(1, 0, b, testNow); err != nil {
 		t.Fatalf("after the checkpoint advanced: %v", err)
 	}
 	if got := readAll(t, p, 0); len(got) != (n+1)*16 {
 		t.Fatalf("read %d records, want %d", len(got), (n+1)*16)
 	}
 }
+
+// testNow is the clock the tests' produces pass (segments roll by age against it).
+var testNow = time.Unix(1_700_000_000, 0)

@@ -150,7 +150,9 @@ func (p *Partition) appendOne(h *batch.Header, b []byte, now time.Time) (base, l
 	base, last = pl.Base, pl.Base+int64(h.Count)-1
 	batch.SetBaseOffset(b, base)
 	if err := p.copyIn(b, pl, last); err != nil {
-		p.store.Unplace(pl) // the buffer did not take it: nothing placed may lack its bytes
+		if uerr := p.store.Unplace(pl); uerr != nil { // the buffer did not take it: nothing placed may lack its bytes
+			panic(uerr.Error())
+		}
 		return -1, -1, false, err
 	}
 	p.remember(h, base, last)

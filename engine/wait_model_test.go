@@ -91,7 +91,7 @@ func runWaitModel(t *testing.T, seed uint64, steps int) {
 				nb := mkBatch(7, seq, 1+rng.IntN(3), 40)
 				req, sent, seq = nb, append(sent, nb), seq+int32(countOf(nb))
 			}
-			res, err := p.Produce(1, 1, req)
+			res, err := p.Produce(1, 1, req, testNow)
 			if err != nil {
 				t.Fatalf("step %d: produce: %v", step, err)
 			}

@@ -178,9 +178,9 @@ func (c *Conn) hold(p []byte) gnet.Action {
 	if r := c.room(n, n); r != admitted {
 		return c.refuseBudget(r, p)
 	}
-	n := copy(c.in.mem[c.in.w:], p)
-	c.in.w += n
-	c.srv.stats.bytesHeld.Add(uint64(n))
+	copied := copy(c.in.mem[c.in.w:], p)
+	c.in.w += copied
+	c.srv.stats.bytesHeld.Add(uint64(copied))
 	if hdr, err := c.scan(); err != nil {
 		return c.srv.refuseProtocol(c, hdr, err)
 	}

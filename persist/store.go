@@ -22,6 +22,10 @@ type Store interface {
 	// space creating a file, until a later Persist succeeds. Nothing is placed on an error.
 	// Owner only.
 	Place(h batch.Header, size int64, now time.Time) (Placement, error)
+	// Unplace undoes the last Place (p is its Placement) when the caller could not keep
+	// the batch's bytes (its write buffer refused them). A segment that Place started
+	// stays, empty, and the next Place goes into it. Owner only, right after the Place.
+	Unplace(p Placement) error
 	// Persist writes everything placed and not yet written, reading the bytes from src, in
 	// order, segment by segment: a segment the log has moved past is finished (written,
 	// synced, cut to its length, indexed, sealed) before the next one's file is created.
