@@ -191,9 +191,8 @@ func (b *Broker) persistLoop(sh *sched.Shard, kick <-chan struct{}) {
 			}
 			ok, err := pt.p.Persist()
 			switch {
-			case errors.Is(err, persist.ErrNoSpace):
-				pt.noSpace.Store(true)
-				pt.persistLog.error(b.cfg.Logger, "disk full: no room for the next segment file; the data waits in memory", pt, err)
+			case errors.Is(err, persist.ErrNoSpace): // no room for the next segment file
+				b.noteNoSpace(pt, err)
 			case err != nil:
 				pt.persistFailed = true
 				pt.failed.Store(true)

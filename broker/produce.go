@@ -91,13 +91,7 @@ func (b *Broker) deadline(ms uint32) int64 {
 func (b *Broker) noteAppend(pt *part, err error) {
 	switch {
 	case errors.Is(err, persist.ErrNoSpace):
-		if !pt.noSpace.Swap(true) {
-			pt.appendLog.allow(time.Now()) // the next line of this kind waits a full interval
-			b.cfg.Logger.Error("disk full: the partition refuses writes until space is freed",
-				"topic", pt.topic.meta.Name, "partition", pt.id, "err", err)
-		} else {
-			pt.appendLog.error(b.cfg.Logger, "disk full: still refusing writes", pt, err)
-		}
+		b.noteNoSpace(pt, err)
 	case err == nil:
 		if pt.noSpace.Swap(false) {
 			b.cfg.Logger.Info("disk space is back: the partition takes writes again", "topic", pt.topic.meta.Name, "partition", pt.id)
@@ -106,6 +100,19 @@ func (b *Broker) noteAppend(pt *part, err error) {
 		pt.failed.Store(true)
 		pt.appendLog.error(b.cfg.Logger, "the partition's log failed: it takes no more writes until the broker restarts", pt, err)
 	}
+}
+
+// noteNoSpace records that pt's disk is full (an appender refused, or the persister could
+// not get the next segment file): logged once when it starts, then at most once a minute.
+// Any goroutine.
+func (b *Broker) noteNoSpace(pt *part, err error) {
+	if !pt.noSpace.Swap(true) {
+		pt.appendLog.allow(time.Now()) // the next line of this kind waits a full interval
+		b.cfg.Logger.Error("disk full: the partition refuses writes until space is freed (what it accepted waits in memory)",
+			"topic", pt.topic.meta.Name, "partition", pt.id, "err", err)
+		return
+	}
+	pt.appendLog.error(b.cfg.Logger, "still no space: the partition refuses writes", pt, err)
 }
 
 // fail answers an engine error with its code and, where the client needs them, the

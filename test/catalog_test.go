@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"sluice/batch"
 	"sluice/internal/testbroker"
 	"sluice/wire"
 )
@@ -270,7 +271,7 @@ func TestDamagedTailAnswersAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw[len(raw)/2] ^= 0x10
+	raw[dataEnd(t, raw)/2] ^= 0x10 // in the middle of the data (the file is preallocated)
 	if err := os.WriteFile(seg, raw, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -293,6 +294,24 @@ func TestDamagedTailAnswersAtOnce(t *testing.T) {
 	if after, err := os.ReadFile(seg); err != nil || !bytes.Equal(after, raw) {
 		t.Fatalf("the damaged segment was changed (%v): nothing may be cut without the operator", err)
 	}
+}
+
+// dataEnd returns where the batches of a segment file's image end: segment files are
+// preallocated, and the data is followed by zeros.
+func dataEnd(t testing.TB, raw []byte) int {
+	t.Helper()
+	pos := 0
+	for pos+batch.HeaderSize <= len(raw) {
+		h, err := batch.ParseHeader(raw[pos:])
+		if err != nil {
+			break
+		}
+		pos += h.Size()
+	}
+	if pos == 0 {
+		t.Fatal("no batch in the segment")
+	}
+	return pos
 }
 
 // fetchValuesUpTo reads a partition from 0 to end (exclusive) and returns the values.

@@ -100,11 +100,13 @@ func (s *syncBuf) String() string {
 	return s.buf.String()
 }
 
-// TestLoopsNeverWaitForTheDisk holds the fsyncs of a partition (the persister's, then the
-// one of a segment roll, which stops the partition's shard) and shows that describe,
-// metadata and busy answers still come back while the disk holds them: nothing an event
-// loop calls waits for a lock held across an fsync, an index write or a roll. (Were it
-// otherwise the calls below would hang until the release, and fail their read deadline.)
+// TestLoopsNeverWaitForTheDisk holds every fsync of a partition's segment files and shows
+// that produce, describe, metadata and fetch answers still come back while the disk holds
+// them: appends go to memory (the persister writes later, off the loops and the shards),
+// and nothing an event loop or a shard calls waits for a lock held across a write, an
+// fsync or a roll. Once the arena is full of data not yet durable, produces are answered
+// busy, with the window — from the loop. (Were any of this waiting for the disk, the calls
+// below would hang until the release, and fail their read deadline.)
 func TestLoopsNeverWaitForTheDisk(t *testing.T) {
 	h := newHoldSync()
 	b, _ := startInProcess(t, errorfs.Wrap(vfs.Default(), h), 64<<10)
@@ -115,35 +117,39 @@ func TestLoopsNeverWaitForTheDisk(t *testing.T) {
 	mustOK(t, w.call(&wire.ProduceRequest{Topic: []byte("d"), Version: 1, Batches: records(0, -1, value, 8)}))
 
 	h.arm()
-	// The persister's group fsync now blocks; enough data then makes the shard roll the
-	// segment, whose fsync waits behind it: the shard is stuck on the disk.
-	for range 8 {
-		w.send(&wire.ProduceRequest{Topic: []byte("d"), Version: 1, Batches: records(0, -1, value, 8)})
+	// The persister's next fsync now blocks. Appends go on into memory, across segment
+	// rolls, until the arena (64 MiB) is full of data that is not durable: busy.
+	busy, accepted := 0, 1
+	for i := 0; busy == 0 && i < 4000; i++ {
+		r := w.call(&wire.ProduceRequest{Topic: []byte("d"), Version: 1, Batches: records(0, -1, value, 60)})
+		switch r.Header.Code {
+		case wire.CodeNone:
+			accepted++
+		case wire.CodeBusy:
+			busy++
+			if pr := r.Body.(*wire.ProduceResponse); pr.Session == 0 || pr.RetryAfterMs == 0 {
+				t.Fatalf("busy answer without the window: %+v", pr)
+			}
+		default:
+			t.Fatalf("produce while the disk is held: %v %q", r.Header.Code, r.Text)
+		}
 	}
 	<-h.held
-	// Flood the stuck shard until its queue (8) is full, one request per connection (a
-	// connection's answers keep request order): the overflow is answered busy by the
-	// event loop, reading the partition's window without a lock.
-	var flood []*wireConn
-	for range 24 {
-		c := dial(t, b.Addr())
-		c.send(&wire.ProduceRequest{Topic: []byte("d"), Version: 1, Batches: records(0, -1, "x", 1)})
-		flood = append(flood, c)
+	if busy == 0 {
+		t.Fatalf("no busy answer after %d accepted produces with the disk held", accepted)
 	}
 	other := dial(t, b.Addr())
 	desc := other.call(&wire.DescribeTopicRequest{Name: "d"})
 	mustOK(t, desc)
-	if p := desc.Body.(*wire.DescribeTopicResponse).Partitions[0]; p.NextOffset < 8 || p.Session == 0 {
+	if p := desc.Body.(*wire.DescribeTopicResponse).Partitions[0]; p.NextOffset < int64(8+60*(accepted-1)) || p.Session == 0 {
 		t.Fatalf("describe while the disk is held: %+v", p)
 	}
 	mustOK(t, other.call(&wire.MetadataRequest{}))
-	// The last connection's request found the queue full: it is answered now.
-	r := flood[len(flood)-1].recv()
-	if r.Header.Code != wire.CodeBusy {
-		t.Fatalf("the overflow of a stuck shard answered %v %q, want busy", r.Header.Code, r.Text)
-	}
-	if pr := r.Body.(*wire.ProduceResponse); pr.Session == 0 || pr.RetryAfterMs == 0 {
-		t.Fatalf("busy answer without the window: %+v", pr)
+	// The shard serves a fetch of what is in memory.
+	f := other.call(&wire.FetchRequest{Topic: []byte("d"), Offset: 8, MaxBytes: 1 << 20})
+	mustOK(t, f)
+	if len(f.Body.(*wire.FetchResponse).Records) == 0 {
+		t.Fatal("fetch while the disk is held returned nothing")
 	}
 	select {
 	case <-h.release:
@@ -151,16 +157,28 @@ func TestLoopsNeverWaitForTheDisk(t *testing.T) {
 	default: // every answer above came while the disk held the fsyncs
 	}
 	h.letGo()
-	// Everything held completes once the disk lets go.
-	for range 8 {
-		mustOK(t, w.recv())
+	// Once the disk lets go, the checkpoint catches up and everything accepted is there.
+	want := int64(8 + 60*(accepted-1))
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		d := other.call(&wire.DescribeTopicRequest{Name: "d"})
+		mustOK(t, d)
+		if d.Body.(*wire.DescribeTopicResponse).Partitions[0].Checkpoint >= want-1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the checkpoint did not catch up after the release")
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
-	if got := fetchValues(t, other, "d", 0, 0); len(got) < 9*8 {
-		t.Fatalf("read %d records after the release, want at least %d", len(got), 9*8)
+	if got := fetchValues(t, other, "d", 0, 0); int64(len(got)) != want {
+		t.Fatalf("read %d records after the release, want %d", len(got), want)
 	}
 }
 
-// fullDisk is an errorfs injector that fails segment writes with ENOSPC while full.
+// fullDisk is an errorfs injector that refuses to allocate (create or fallocate) segment
+// files with ENOSPC while full. Segment files are preallocated, so on a full disk it is
+// the next segment's file that cannot be had; the active one's space is reserved.
 type fullDisk struct {
 	mu   sync.Mutex
 	full bool
@@ -169,7 +187,7 @@ type fullDisk struct {
 func (f *fullDisk) MaybeError(op errorfs.Op, path string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.full && (op == errorfs.OpWrite || op == errorfs.OpCreate) {
+	if f.full && (op == errorfs.OpAllocate || op == errorfs.OpCreate) {
 		return syscall.ENOSPC
 	}
 	return nil
@@ -182,12 +200,13 @@ func (f *fullDisk) set(full bool) {
 }
 
 // TestDiskFull: a full disk is answered with its own code (not a timeout), with the
-// partition's window and nothing appended; it is logged once per partition, shown in
-// /metrics, and the partition takes writes again once space is back. A topic created
-// while the disk is full is refused with the same code and leaves nothing behind.
+// partition's window and nothing appended, once the partition needs a new segment file
+// it cannot get; it is logged once per partition, shown in /metrics, and the partition
+// takes writes again once space is back. Everything accepted before is kept. A topic
+// created while the disk is full is refused with the same code and leaves nothing behind.
 func TestDiskFull(t *testing.T) {
 	disk := &fullDisk{}
-	b, logs := startInProcess(t, errorfs.Wrap(vfs.Default(), disk), 1<<20)
+	b, logs := startInProcess(t, errorfs.Wrap(vfs.Default(), disk), 64<<10)
 	metrics, err := b.ServeMetrics("127.0.0.1:0", false)
 	if err != nil {
 		t.Fatal(err)
@@ -196,13 +215,27 @@ func TestDiskFull(t *testing.T) {
 	createTopic(t, w, "f", 1)
 	mustOK(t, w.call(&wire.ProduceRequest{Topic: []byte("f"), Version: 1, Batches: records(0, -1, "a", 1)}))
 	disk.set(true)
-	for range 5 {
-		r := w.call(&wire.ProduceRequest{Topic: []byte("f"), Version: 1, Batches: records(0, -1, "b", 1)})
-		if r.Header.Code != wire.CodeNoSpace || !r.Header.Code.Retriable() {
+	value := strings.Repeat("v", 1000)
+	accepted, refused := 1, 0
+	deadline := time.Now().Add(30 * time.Second)
+	for refused < 3 {
+		r := w.call(&wire.ProduceRequest{Topic: []byte("f"), Version: 1, Batches: records(0, -1, value, 10)})
+		switch r.Header.Code {
+		case wire.CodeNone: // the active segment's space is reserved: taken
+			accepted += 10
+		case wire.CodeNoSpace:
+			refused++
+			if !r.Header.Code.Retriable() {
+				t.Fatal("no_space is not retriable")
+			}
+			if pr := r.Body.(*wire.ProduceResponse); pr.BaseOffset != -1 || pr.Session == 0 {
+				t.Fatalf("no_space answer %+v", pr)
+			}
+		default:
 			t.Fatalf("produce on a full disk answered %v %q", r.Header.Code, r.Text)
 		}
-		if pr := r.Body.(*wire.ProduceResponse); pr.BaseOffset != -1 || pr.Session == 0 {
-			t.Fatalf("no_space answer %+v", pr)
+		if time.Now().After(deadline) {
+			t.Fatalf("no no_space answer after %d records accepted on a full disk", accepted)
 		}
 	}
 	waitMetric(t, metrics, `sluice_partition_state{partition="0",state="no_space",topic="f"}`, 1)
@@ -217,9 +250,21 @@ func TestDiskFull(t *testing.T) {
 		t.Fatalf("a refused creation left a topic: %v", d.Header.Code)
 	}
 	disk.set(false)
-	mustOK(t, w.call(&wire.ProduceRequest{Topic: []byte("f"), Version: 1, Batches: records(0, -1, "c", 1)}))
-	if got := fetchValues(t, w, "f", 0, 0); strings.Join(got, ",") != "a-0,c-0" {
-		t.Fatalf("after the disk filled and emptied: %v", got)
+	// The persister gets its file at its next pass; then writes are taken again.
+	for {
+		r := w.call(&wire.ProduceRequest{Topic: []byte("f"), Version: 1, Batches: records(0, -1, "c", 1)})
+		if r.Header.Code == wire.CodeNone {
+			break
+		}
+		if r.Header.Code != wire.CodeNoSpace || time.Now().After(deadline.Add(30*time.Second)) {
+			t.Fatalf("after space came back: %v %q", r.Header.Code, r.Text)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	got := fetchValues(t, w, "f", 0, 0)
+	if len(got) != accepted+1 || got[0] != "a-0" || got[len(got)-1] != "c-0" {
+		t.Fatalf("after the disk filled and emptied: %d records (want %d), first %q last %q",
+			len(got), accepted+1, got[0], got[len(got)-1])
 	}
 	if scrape(t, metrics, `sluice_partition_state{partition="0",state="no_space",topic="f"}`) == 1 {
 		t.Fatal("the partition still reports a full disk")

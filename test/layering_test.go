@@ -26,7 +26,7 @@ var layers = []struct {
 	row int
 }{
 	{"internal/...", 10},    // small helpers, standard library only
-	{"persist/vfs/...", 10}, // filesystem interface and fault injection
+	{"persist/vfs/...", 25}, // filesystem interface (direct I/O, fallocate: x/sys/unix) and fault injection
 	{"batch", 20},           // the record batch format
 	{"wire", 25},            // frames, requests, error codes
 	{"codec", 25},           // compression (klauspost/compress)
