@@ -17,13 +17,15 @@ import (
 	"sluice/persist/vfs/errorfs"
 )
 
-// diskFull fails every write to a segment file with ENOSPC while full is set. It stands
-// in for a full disk: mounting a small tmpfs needs privileges that CI may not have.
+// diskFull refuses to allocate segment files (create, fallocate) with ENOSPC while full
+// is set: segment files are preallocated, so a full disk shows when a partition needs its
+// next one. It stands in for a full disk: mounting a small tmpfs needs privileges that CI
+// may not have.
 type diskFull struct{ full atomic.Bool }
 
 // MaybeError implements errorfs.Injector.
 func (d *diskFull) MaybeError(op errorfs.Op, path string) error {
-	if op == errorfs.OpWrite && strings.HasSuffix(path, ".log") && d.full.Load() {
+	if (op == errorfs.OpAllocate || op == errorfs.OpCreate) && strings.HasSuffix(path, ".log") && d.full.Load() {
 		return syscall.ENOSPC
 	}
 	return nil
@@ -34,7 +36,7 @@ func (d *diskFull) MaybeError(op errorfs.Op, path string) error {
 func startFullDiskBroker(t *testing.T, disk *diskFull) string {
 	t.Helper()
 	cfg := broker.Config{DataDir: t.TempDir(), Arena: memarena.Config{Size: 64 << 20},
-		Log: local.Options{FS: errorfs.Wrap(vfs.Default(), disk)}}
+		Log: local.Options{FS: errorfs.Wrap(vfs.Default(), disk), SegmentBytes: local.MinSegmentBytes}}
 	cfg.Net.Listen = "127.0.0.1:0"
 	b, err := broker.Start(cfg)
 	if err != nil {
@@ -54,7 +56,10 @@ func startFullDiskBroker(t *testing.T, disk *diskFull) string {
 // producer keeps retrying, and ProduceSync, Flush and Close, giving up at their deadline,
 // say that the disk is full (ErrBrokerNoSpace) as well as that the deadline passed. Once
 // space is back the records held are persisted, each once. (Before, the broker answered
-// not_serving and the caller saw only "context deadline exceeded".)
+// not_serving and the caller saw only "context deadline exceeded".) Records are larger
+// than the broker's 4 KiB segments, so each needs a segment file of its own: the first
+// sent after the disk filled is taken into memory (acks=accepted), its file cannot be
+// had, and from then on the partition refuses writes.
 func TestProducerReportsFullDisk(t *testing.T) {
 	disk := &diskFull{}
 	addr := startFullDiskBroker(t, disk)
@@ -68,41 +73,50 @@ func TestProducerReportsFullDisk(t *testing.T) {
 		}
 	}
 	short := func() context.Context { return ctxFor(t, 100*time.Millisecond) }
-	// refused produces record id on the full disk and polls Flush with short deadlines
-	// until one gives up with the cause: the broker's first no_space answer arrived. The
-	// producer keeps that cause until a request succeeds, so the calls after it know it.
-	refused := func(id uint64) {
+	next := uint64(0)
+	// fill produces records larger than a segment until one is refused: the first after
+	// the disk filled is taken into memory, and once the persister found no room for its
+	// file the partition refuses. It returns Flush's error, which must carry the cause.
+	fill := func() error {
 		t.Helper()
-		if err := p.Produce(ctxFor(t, time.Second), &client.Record{Value: value(id, 8)}); err != nil {
-			t.Fatal(err)
-		}
 		var err error
 		waitUntil(t, func() bool {
+			if err := p.Produce(ctxFor(t, time.Second), &client.Record{Value: value(next, 2*local.MinSegmentBytes)}); err != nil {
+				t.Fatal(err)
+			}
+			next++
 			err = p.Flush(short())
-			return !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, client.ErrBrokerNoSpace)
+			return errors.Is(err, client.ErrBrokerNoSpace)
 		})
-		gaveUp("Flush", err)
+		return err
 	}
 	disk.full.Store(true)
-	refused(0)
-	_, err := p.ProduceSync(short(), &client.Record{Value: value(1, 8)}, client.AckAccepted)
+	gaveUp("Flush", fill())
+	_, err := p.ProduceSync(short(), &client.Record{Value: value(next, 8)}, client.AckAccepted)
+	next++
 	gaveUp("ProduceSync", err)
 
 	disk.full.Store(false) // space is back: the records held all along go in
 	if err := p.WaitPersisted(ctxFor(t, 30*time.Second)); err != nil {
 		t.Fatalf("after space came back: %v", err)
 	}
-	got := consumeAll(t, addr, "full", 2)
-	if len(got) != 2 || got[0].id != 0 || got[1].id != 1 {
-		t.Fatalf("read %+v, want records 0 and 1 once each", got)
+	got := consumeAll(t, addr, "full", int(next))
+	if uint64(len(got)) != next {
+		t.Fatalf("read %d records, want %d", len(got), next)
+	}
+	for i, r := range got {
+		if r.id != uint64(i) {
+			t.Fatalf("record %d is %d: want each once, in order", i, r.id)
+		}
 	}
 
 	disk.full.Store(true)
-	refused(2)
+	before := next
+	_ = fill()
 	err = p.Close(short())
 	var ue *client.UnpersistedError
-	if !errors.As(err, &ue) || len(ue.Records) != 1 {
-		t.Fatalf("Close on a full disk: %v, want 1 record not persisted", err)
+	if !errors.As(err, &ue) || uint64(len(ue.Records)) != next-before {
+		t.Fatalf("Close on a full disk: %v, want %d records not persisted", err, next-before)
 	}
 	gaveUp("Close", err)
 }
