@@ -43,9 +43,16 @@ func (d *natsDriver) Prepare(ctx context.Context, c *Config) error {
 	if err != nil {
 		return err
 	}
+	// Retention: the stream's MaxBytes covers every partition (subject); the oldest
+	// messages go first (DiscardOld), whole blocks are deleted once emptied.
+	maxBytes := int64(-1)
+	if c.RetentionBytes > 0 {
+		maxBytes = c.RetentionBytes * int64(c.Partitions)
+	}
 	_, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name: c.Topic, Subjects: []string{c.Topic + ".>"}, Storage: jetstream.FileStorage,
-		Replicas: 1, Retention: jetstream.LimitsPolicy, MaxBytes: -1, MaxMsgs: -1,
+		Replicas: 1, Retention: jetstream.LimitsPolicy, MaxBytes: maxBytes, MaxMsgs: -1,
+		Discard: jetstream.DiscardOld,
 	})
 	return err
 }
