@@ -31,6 +31,11 @@ func init() {
 
 const natsMaxPending = 4000
 
+// natsStallWait is how long a publish waits for room among the unacknowledged ones.
+// nats.go gives up after 200 ms by default (ErrTooManyStalledMsgs): a pause of the shared
+// machine then ended a run, where the sluice and Kafka producers just wait for room.
+var natsStallWait = jetstream.WithStallWait(30 * time.Second)
+
 type natsDriver struct {
 	addr string
 	nc   *nats.Conn // for Prepare
@@ -112,7 +117,7 @@ func (p *natsProducer) ackLoop() {
 // buffer at once and keeps the slice only to retry a publish that found no stream,
 // which a benchmark does not see.
 func (p *natsProducer) Send(ctx context.Context, v []byte, ack func(error)) error {
-	f, err := p.js.PublishAsync(p.subject, v)
+	f, err := p.js.PublishAsync(p.subject, v, natsStallWait)
 	if err != nil {
 		return err
 	}

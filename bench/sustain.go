@@ -166,8 +166,11 @@ func runWatched(ctx context.Context, s *Suite, srv *Server, m string, c Config) 
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", m, err)
 	}
-	if note := low(); note != "" {
+	switch note := low(); {
+	case note != "":
 		r.Note = note
+	case r.Bytes < c.MinBytes && r.Errors == 0:
+		r.Note = fmt.Sprintf("ended at the %v bound, before %.0f GB", c.MaxDuration, float64(c.MinBytes)/1e9)
 	}
 	r.BrokerRSS = srv.PeakRSS
 	s.put(srv.Name, m, r)
