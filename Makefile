@@ -4,7 +4,7 @@
 GO       ?= go
 FUZZTIME ?= 5s
 
-.PHONY: run test deps check unit fuzz bench bench-quick bench-storage build
+.PHONY: run test deps check unit fuzz bench bench-quick bench-sustained bench-storage build
 
 build:
 	$(GO) build -o bin/sluice ./cmd/sluice
@@ -36,15 +36,20 @@ unit:
 fuzz:
 	FUZZTIME=$(FUZZTIME) scripts/fuzz-all
 
-# sluice side by side with Kafka and NATS JetStream, and the loopback ceilings: installs the
-# peers (Go modules, Maven Central), runs the suite, rewrites the generated section of
-# BENCHMARKS.md and docs/bench/*.png. About 15-25 minutes. bench-quick: no Kafka, small
-# counts, a few minutes. bench-storage: the storage benchmarks of issue 2.
+# sluice side by side with Kafka and NATS JetStream, and the loopback and disk ceilings:
+# installs the peers (Go modules, Maven Central), runs the suite, rewrites the generated
+# section of BENCHMARKS.md and docs/bench/*.png. About 30-40 minutes (at most 45).
+# bench-quick: no Kafka, small counts, a few minutes. bench-sustained: only the disk
+# ceilings and the sustained produce runs, about 15 minutes. bench-storage: the storage
+# benchmarks of issue 2.
 bench:
 	scripts/bench-all
 
 bench-quick:
 	QUICK=1 scripts/bench-all
+
+bench-sustained:
+	NEW_ONLY=1 scripts/bench-all
 
 bench-storage:
 	scripts/bench-storage

@@ -171,3 +171,62 @@ func (s *Suite) LatencyChart(path string) error {
 	}
 	return c.save(path)
 }
+
+// SustainedChart draws the sustained 1 KiB runs' MB/s second by second, one line per
+// system, with the disk ceilings as horizontal lines.
+func (s *Suite) SustainedChart(path string) error {
+	const W, H, left, bottom, top, right = 900, 420, 60, 50, 40, 20
+	c := newCanvas(W, H)
+	c.text(left, 20, "Sustained produce, 1 KiB records: MB/s sent each second, and the disk ceilings", color.Black)
+	maxV, maxT := 1.0, 1
+	for _, sys := range []string{"sluice", "kafka", "nats"} {
+		if r := s.Results[sys][MSustain1K]; r != nil {
+			maxT = max(maxT, len(r.Series))
+			for _, v := range r.Series {
+				maxV = max(maxV, v)
+			}
+		}
+	}
+	for _, d := range s.Disk {
+		maxV = max(maxV, d.MBPerSec)
+	}
+	maxV *= 1.1
+	plotW, plotH := W-left-right, H-bottom-top
+	xOf := func(sec int) int { return left + plotW*sec/maxT }
+	yOf := func(v float64) int { return H - bottom - int(float64(plotH)*v/maxV) }
+	c.line(left, H-bottom, W-right, H-bottom, color.Black)
+	c.line(left, top, left, H-bottom, color.Black)
+	grey := color.RGBA{0xdd, 0xdd, 0xdd, 0xff}
+	for i := 0; i <= 4; i++ {
+		v := maxV * float64(i) / 4
+		c.rect(left, yOf(v), W-right, yOf(v)+1, grey)
+		c.text(5, yOf(v)+4, fmt.Sprintf("%.0f", v), color.Black)
+	}
+	for sec := 0; sec <= maxT; sec += max(10, maxT/10/10*10) {
+		c.text(xOf(sec)-8, H-bottom+15, fmt.Sprintf("%ds", sec), color.Black)
+	}
+	for _, d := range s.Disk {
+		if d.MBPerSec > 0 {
+			y := yOf(d.MBPerSec)
+			for x := left; x < W-right; x += 12 { // dashed
+				c.rect(x, y, x+6, y+2, palette["ceiling"])
+			}
+			c.text(W-right-200, y-4, fmt.Sprintf("%s ceiling %.0f MB/s", d.Mode, d.MBPerSec), color.Black)
+		}
+	}
+	i := 0
+	for _, sys := range []string{"sluice", "kafka", "nats"} {
+		r := s.Results[sys][MSustain1K]
+		if r == nil || len(r.Series) == 0 {
+			continue
+		}
+		for j := 1; j < len(r.Series); j++ {
+			c.line(xOf(j-1), yOf(r.Series[j-1]), xOf(j), yOf(r.Series[j]), palette[sys])
+		}
+		x := left + 10 + i*120
+		c.rect(x, H-22, x+12, H-10, palette[sys])
+		c.text(x+16, H-11, sys, color.Black)
+		i++
+	}
+	return c.save(path)
+}

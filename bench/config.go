@@ -33,6 +33,17 @@ type Config struct {
 	// ends first ends the run; at least one is set.
 	Duration time.Duration `json:"duration_ns"`
 	Count    int64         `json:"count"`
+	// MinBytes makes a produce run sustained: it lasts at least Duration and at least
+	// until MinBytes value bytes were sent, whichever is later, but never longer than
+	// MaxDuration (required with MinBytes). Count must be 0.
+	MinBytes    int64         `json:"min_bytes,omitempty"`
+	MaxDuration time.Duration `json:"max_duration_ns,omitempty"`
+	// RetentionBytes keeps at most about this many bytes per partition of a topic the
+	// harness creates (sluice and Kafka retention.bytes, NATS the stream's MaxBytes
+	// divided by the partitions), in segments of SegmentBytes (sluice and Kafka). 0 is the
+	// system's default (no limit).
+	RetentionBytes int64 `json:"retention_bytes,omitempty"`
+	SegmentBytes   int64 `json:"segment_bytes,omitempty"`
 	// Compression is the codec name: none, lz4 or zstd (sluice, Kafka).
 	Compression string `json:"compression"`
 	// FromStart makes consumers read from the oldest record (the page cache, or the
@@ -89,6 +100,10 @@ func (c *Config) Validate() error {
 		return errors.New("rate, duration, count, linger and warmup must not be negative")
 	case c.Duration == 0 && c.Count == 0:
 		return errors.New("set a duration or a count")
+	case c.MinBytes < 0, c.MaxDuration < 0, c.RetentionBytes < 0, c.SegmentBytes < 0:
+		return errors.New("min bytes, max duration, retention and segment bytes must not be negative")
+	case c.MinBytes > 0 && (c.Count > 0 || c.MaxDuration < c.Duration || c.MaxDuration == 0):
+		return errors.New("min bytes needs no count and a max duration of at least the duration")
 	}
 	if _, err := CodecOf(c.Compression); err != nil {
 		return err

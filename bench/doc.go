@@ -7,6 +7,15 @@
 // at all: raw TCP over loopback ("tcp": producers write their records into a socket that
 // is drained, consumers read a socket fed from memory) and sendfile over loopback
 // ("sendfile": producers append to a plain file, consumers get that file with sendfile).
+// The disk ceilings (disk.go) are not drivers: they write 1 MiB blocks to the data
+// directory's filesystem, through the page cache and with O_DIRECT, for 3× the host's
+// dirty-page limit.
+//
+// Sustained runs (sustain.go) are produce runs that last a minimum time and a minimum
+// number of bytes, whichever is later (Config.MinBytes, bounded by MaxDuration), on
+// topics with retention (Config.RetentionBytes), and record the MB/s of every second
+// (Result.Series); for sluice, the broker's produced and copied byte counters
+// (/metrics) give the copies per produced byte.
 //
 // Latency. Every record carries, in its first 8 bytes, the time it was meant to be sent.
 // At a fixed rate (Config.Rate > 0) that is the pacer's schedule, start + i/rate, not the
@@ -19,9 +28,10 @@
 // Files: config.go (the workload), driver.go (the interfaces and the registry), run.go
 // (the produce, consume and end-to-end loops and the progress line), pacer.go (fixed-rate
 // schedule), latency.go (histograms), result.go (the JSON result), the drivers
-// (sluice.go, kafka.go, nats.go, ceiling.go), report.go (the BENCHMARKS.md section),
-// chart.go (PNG charts), procs.go and suite.go (starting the systems and running the
-// suite that `make bench` runs).
+// (sluice.go, kafka.go, nats.go, ceiling.go), disk.go (disk ceilings), sustain.go
+// (sustained runs, the copy count), report.go and report_sustained.go (the BENCHMARKS.md
+// section), chart.go (PNG charts), procs.go and suite.go (starting the systems and
+// running the suite that `make bench` runs).
 //
 // Concurrency: a Driver is used from several goroutines (one per producer and consumer);
 // each Producer and Consumer it returns is used by one goroutine, except that Send's ack

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"errors"
+	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -30,7 +31,7 @@ func (d *kafkaDriver) Prepare(ctx context.Context, c *Config) error {
 		return err
 	}
 	defer cl.Close()
-	resp, err := kadm.NewClient(cl).CreateTopic(ctx, int32(c.Partitions), 1, nil, c.Topic)
+	resp, err := kadm.NewClient(cl).CreateTopic(ctx, int32(c.Partitions), 1, kafkaTopicConfigs(c), c.Topic)
 	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
 		return err
 	}
@@ -38,6 +39,25 @@ func (d *kafkaDriver) Prepare(ctx context.Context, c *Config) error {
 		return resp.Err
 	}
 	return nil
+}
+
+// kafkaTopicConfigs maps the retention settings to topic configs: retention.bytes is per
+// partition as in sluice; deleted segments go at once (file.delete.delay.ms, default a
+// minute) so that the disk holds what retention says. The broker checks retention every
+// 5 s (log.retention.check.interval.ms in KafkaServer).
+func kafkaTopicConfigs(c *Config) map[string]*string {
+	if c.RetentionBytes == 0 && c.SegmentBytes == 0 {
+		return nil
+	}
+	str := func(v int64) *string { s := strconv.FormatInt(v, 10); return &s }
+	m := map[string]*string{"file.delete.delay.ms": str(1000)}
+	if c.RetentionBytes > 0 {
+		m["retention.bytes"] = str(c.RetentionBytes)
+	}
+	if c.SegmentBytes > 0 {
+		m["segment.bytes"] = str(c.SegmentBytes)
+	}
+	return m
 }
 
 func kafkaCodec(name string) kgo.CompressionCodec {

@@ -31,6 +31,11 @@ func init() {
 
 const natsMaxPending = 4000
 
+// natsStallWait is how long a publish waits for room among the unacknowledged ones.
+// nats.go gives up after 200 ms by default (ErrTooManyStalledMsgs): a pause of the shared
+// machine then ended a run, where the sluice and Kafka producers just wait for room.
+var natsStallWait = jetstream.WithStallWait(30 * time.Second)
+
 type natsDriver struct {
 	addr string
 	nc   *nats.Conn // for Prepare
@@ -43,9 +48,16 @@ func (d *natsDriver) Prepare(ctx context.Context, c *Config) error {
 	if err != nil {
 		return err
 	}
+	// Retention: the stream's MaxBytes covers every partition (subject); the oldest
+	// messages go first (DiscardOld), whole blocks are deleted once emptied.
+	maxBytes := int64(-1)
+	if c.RetentionBytes > 0 {
+		maxBytes = c.RetentionBytes * int64(c.Partitions)
+	}
 	_, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name: c.Topic, Subjects: []string{c.Topic + ".>"}, Storage: jetstream.FileStorage,
-		Replicas: 1, Retention: jetstream.LimitsPolicy, MaxBytes: -1, MaxMsgs: -1,
+		Replicas: 1, Retention: jetstream.LimitsPolicy, MaxBytes: maxBytes, MaxMsgs: -1,
+		Discard: jetstream.DiscardOld,
 	})
 	return err
 }
@@ -105,7 +117,7 @@ func (p *natsProducer) ackLoop() {
 // buffer at once and keeps the slice only to retry a publish that found no stream,
 // which a benchmark does not see.
 func (p *natsProducer) Send(ctx context.Context, v []byte, ack func(error)) error {
-	f, err := p.js.PublishAsync(p.subject, v)
+	f, err := p.js.PublishAsync(p.subject, v, natsStallWait)
 	if err != nil {
 		return err
 	}

@@ -24,6 +24,8 @@ type Server struct {
 	ready func(ctx context.Context, s *Server) error
 	cmd   *exec.Cmd
 	log   *os.File
+	// MetricsAddr is the server's Prometheus endpoint (host:port), where it has one.
+	MetricsAddr string
 	// PeakRSS is the largest VmHWM seen over the server's processes, in bytes.
 	PeakRSS int64
 }
@@ -147,16 +149,30 @@ func waitFile(ctx context.Context, path string) error {
 	}
 }
 
-// SluiceServer is `sluice broker` with the given fsync policy and a 4 GiB arena.
+// SluiceServer is `sluice broker` with the given fsync policy, a 4 GiB arena and its
+// metrics on a free loopback port (MetricsAddr, read from the ready file).
 func SluiceServer(bin, dir, addr, fsync string) *Server {
 	s := &Server{Name: "sluice", Addr: addr, Dir: dir}
 	ready := filepath.Join(dir, "..", "sluice.ready")
 	s.argv = func() []string {
 		os.Remove(ready)
 		return []string{bin, "broker", "-data", dir, "-listen", addr, "-ready-file", ready,
-			"-log.fsync", fsync, "-arena-size", "4GiB"}
+			"-log.fsync", fsync, "-arena-size", "4GiB", "-metrics", "127.0.0.1:0"}
 	}
-	s.ready = func(ctx context.Context, _ *Server) error { return waitFile(ctx, ready) }
+	s.ready = func(ctx context.Context, s *Server) error {
+		if err := waitFile(ctx, ready); err != nil {
+			return err
+		}
+		b, err := os.ReadFile(ready)
+		if err != nil {
+			return err
+		}
+		// The ready file: the broker's address, then the metrics address.
+		if f := strings.Fields(string(b)); len(f) >= 2 {
+			s.MetricsAddr = f[1]
+		}
+		return nil
+	}
 	return s
 }
 
@@ -205,6 +221,9 @@ func KafkaServer(kafkaDir, dir, addr string) *Server {
 			"transaction.state.log.min.isr=1", "share.coordinator.state.topic.replication.factor=1",
 			"share.coordinator.state.topic.min.isr=1", "group.initial.rebalance.delay.ms=0",
 			"num.partitions=1", "log.segment.bytes=1073741824",
+			// Topics with retention.bytes (the sustained runs) are trimmed within 5 s
+			// (default 5 minutes); topics without it are not affected.
+			"log.retention.check.interval.ms=5000",
 		}, "\n") + "\n"
 		os.WriteFile(props, []byte(c), 0o644)
 		if _, err := os.Stat(filepath.Join(dir, "meta.properties")); err != nil {

@@ -27,6 +27,11 @@ type Result struct {
 	// Latency is the end-to-end latency (e2e, consume from the tail) or the produce
 	// acknowledgment latency (produce, where the driver reports acks); nil when none.
 	Latency *Latency `json:"latency,omitempty"`
+	// Series is a produce run's MB/s of value bytes sent, one figure per second (sends,
+	// not acknowledgments: a producer's buffer, at most 256 MiB here, lies between them).
+	Series []float64 `json:"series_mb_per_sec,omitempty"`
+	// Note says what bounded or cut the run, when something other than its settings did.
+	Note string `json:"note,omitempty"`
 	// Errors counts failed sends and reads; FirstError is the first one's text.
 	Errors     int64  `json:"errors"`
 	FirstError string `json:"first_error,omitempty"`
@@ -42,6 +47,21 @@ func (r *Result) finish(elapsed time.Duration) {
 		r.RecordsPerSec = float64(r.Records) / r.Seconds
 		r.MBPerSec = float64(r.Bytes) / r.Seconds / 1e6
 	}
+}
+
+// Steady returns the mean MB/s of the second half of the run's Series: the rate once
+// caches in front of the disk (the page cache's dirty limit, a producer's buffer) have
+// filled. It is 0 without at least 4 seconds of series.
+func (r *Result) Steady() float64 {
+	if len(r.Series) < 4 {
+		return 0
+	}
+	half := r.Series[len(r.Series)/2:]
+	var sum float64
+	for _, v := range half {
+		sum += v
+	}
+	return sum / float64(len(half))
 }
 
 // WriteJSON writes r to path, indented.

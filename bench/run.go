@@ -155,13 +155,17 @@ func RunProduce(ctx context.Context, d Driver, c Config, progress io.Writer) (*R
 	var cnt Counters
 	rec := NewRecorder()
 	res := &Result{Workload: "produce", Config: c, Start: time.Now()}
-	rctx, cancel := runContext(ctx, c.Duration)
+	rctx, cancel := produceContext(ctx, &c, &cnt)
 	defer cancel()
+	stopSeries := sampleSeries(&cnt, &res.Series)
 	stop := startProgress(progress, c.System, &cnt, rec)
-	var wg sync.WaitGroup
+	var wg, sending sync.WaitGroup
+	sending.Add(len(prods))
+	go func() { sending.Wait(); stopSeries() }() // the series covers the sends, not the flush
 	for i, p := range prods {
 		wg.Go(func() {
 			produceLoop(rctx, p, &c, c.Rate/float64(len(prods)), split(c.Count, len(prods), i), &cnt, rec)
+			sending.Done()
 			fctx, fcancel := context.WithTimeout(ctx, time.Minute)
 			defer fcancel()
 			if err := p.Flush(fctx); err != nil {
@@ -171,11 +175,64 @@ func RunProduce(ctx context.Context, d Driver, c Config, progress io.Writer) (*R
 	}
 	wg.Wait()
 	stop()
+	stopSeries()
 	res.Records, res.Bytes = cnt.records.Load(), cnt.bytes.Load()
 	res.Errors, res.FirstError = cnt.errors.Load(), cnt.firstError()
 	res.finish(time.Since(res.Start))
 	res.Latency = rec.Summary(c.Rate > 0)
 	return res, nil
+}
+
+// produceContext is the context of a produce run's sends: it ends at c.Duration, or for a
+// sustained run (c.MinBytes > 0) once both c.Duration has passed and c.MinBytes were sent,
+// or at c.MaxDuration, whichever comes first.
+func produceContext(ctx context.Context, c *Config, cnt *Counters) (context.Context, context.CancelFunc) {
+	if c.MinBytes == 0 {
+		return runContext(ctx, c.Duration)
+	}
+	rctx, cancel := context.WithTimeout(ctx, c.MaxDuration)
+	minEnd := time.Now().Add(c.Duration)
+	go func() {
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case now := <-t.C:
+				if now.After(minEnd) && cnt.bytes.Load() >= c.MinBytes {
+					cancel()
+					return
+				}
+			case <-rctx.Done():
+				return
+			}
+		}
+	}()
+	return rctx, cancel
+}
+
+// sampleSeries appends to *series, every second until the returned stop is called, the
+// MB/s of value bytes sent in that second (the last, partial second is not kept). stop
+// may be called more than once; every call returns once the sampling ended.
+func sampleSeries(cnt *Counters, series *[]float64) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		prev, prevT := int64(0), time.Now()
+		for {
+			select {
+			case <-done:
+				return
+			case now := <-t.C:
+				b := cnt.bytes.Load()
+				*series = append(*series, float64(b-prev)/now.Sub(prevT).Seconds()/1e6)
+				prev, prevT = b, now
+			}
+		}
+	})
+	var once sync.Once
+	return func() { once.Do(func() { close(done); wg.Wait() }) }
 }
 
 // idleEnd is how long consumers may see nothing, once they read something, before a

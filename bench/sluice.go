@@ -25,7 +25,7 @@ func (d *sluiceDriver) Prepare(ctx context.Context, c *Config) error {
 		return err
 	}
 	defer a.Close()
-	_, err = a.CreateTopic(ctx, c.Topic, c.Partitions, wire.TopicOptions{})
+	_, err = a.CreateTopic(ctx, c.Topic, c.Partitions, wire.TopicOptions{RetentionBytes: c.RetentionBytes, SegmentBytes: c.SegmentBytes})
 	if client.IsCode(err, wire.CodeTopicExists) {
 		return nil
 	}

@@ -6,12 +6,16 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
 // SuiteOptions configure the suite that `make bench` runs.
 type SuiteOptions struct {
-	Quick     bool   // smaller counts and shorter runs (make bench-quick)
+	Quick bool // smaller counts and shorter runs (make bench-quick)
+	// NewOnly runs only the disk ceilings and the sustained runs (with the copy count),
+	// not the burst, consume and latency runs nor the loopback ceilings.
+	NewOnly   bool
 	Work      string // scratch directory for data and logs
 	SluiceBin string
 	NATSBin   string // nats-server binary; empty skips NATS
@@ -27,6 +31,20 @@ type Suite struct {
 	RSS     map[string]int64              `json:"rss_bytes"`
 	Skipped map[string]string             `json:"skipped,omitempty"`
 	Machine Machine                       `json:"machine"`
+	NewOnly bool                          `json:"new_only,omitempty"`
+	// Disk holds the disk ceilings (buffered, direct) on the data directory's filesystem;
+	// DirtyLimit the host's dirty-page limit they were sized by; DiskNote how.
+	Disk       []*DiskResult `json:"disk,omitempty"`
+	DirtyLimit int64         `json:"dirty_limit_bytes,omitempty"`
+	DiskNote   string        `json:"disk_note,omitempty"`
+	// Copies is the sluice broker's user-space copies per produced byte over the
+	// sustained 1 KiB run.
+	Copies *CopyCount `json:"copies,omitempty"`
+	// Load is the host's load average (1, 5, 15 min) at the start and at the end.
+	LoadStart string `json:"load_start,omitempty"`
+	LoadEnd   string `json:"load_end,omitempty"`
+
+	workDir string // the data directories' parent, for free-space checks
 }
 
 func (s *Suite) put(system, name string, r *Result) {
@@ -51,13 +69,22 @@ type suiteSizes struct {
 	count1K, count100 int64
 	cap               time.Duration // bound of each produce and consume run
 	e2e, warmup       time.Duration
+	// A sustained run lasts sustainMin and sustainBytes, whichever is later, at most
+	// sustainMax.
+	sustainMin, sustainMax time.Duration
+	sustainBytes           int64
+	// diskQuick, when set, replaces 3× the dirty limit as the disk ceilings' total.
+	diskQuick int64
+	diskCap   time.Duration // bound of each disk ceiling run
 }
 
 func sizesOf(quick bool) suiteSizes {
 	if quick {
-		return suiteSizes{count1K: 400_000, count100: 2_000_000, cap: 8 * time.Second, e2e: 4 * time.Second, warmup: time.Second}
+		return suiteSizes{count1K: 400_000, count100: 2_000_000, cap: 8 * time.Second, e2e: 4 * time.Second, warmup: time.Second,
+			sustainMin: 10 * time.Second, sustainMax: 15 * time.Second, sustainBytes: 2e9, diskQuick: 1 << 30, diskCap: 30 * time.Second}
 	}
-	return suiteSizes{count1K: 2_000_000, count100: 10_000_000, cap: 30 * time.Second, e2e: 10 * time.Second, warmup: 2 * time.Second}
+	return suiteSizes{count1K: 2_000_000, count100: 10_000_000, cap: 30 * time.Second, e2e: 10 * time.Second, warmup: 2 * time.Second,
+		sustainMin: 60 * time.Second, sustainMax: 120 * time.Second, sustainBytes: 20e9, diskCap: 3 * time.Minute}
 }
 
 // Common settings of every system's workloads (stated in the report).
@@ -70,8 +97,9 @@ const (
 
 // RunSuite runs every workload against every system it can start and the ceilings.
 func RunSuite(ctx context.Context, o SuiteOptions) (*Suite, error) {
-	s := &Suite{Quick: o.Quick, Start: time.Now(), Results: map[string]map[string]*Result{},
-		RSS: map[string]int64{}, Skipped: map[string]string{}, Machine: DescribeMachine()}
+	s := &Suite{Quick: o.Quick, NewOnly: o.NewOnly, Start: time.Now(), Results: map[string]map[string]*Result{},
+		RSS: map[string]int64{}, Skipped: map[string]string{}, Machine: DescribeMachine(), LoadStart: loadAvg(), workDir: o.Work}
+	defer func() { s.LoadEnd = loadAvg() }()
 	sz := sizesOf(o.Quick)
 	logf := func(format string, args ...any) { fmt.Fprintf(o.Log, format+"\n", args...) }
 
@@ -86,6 +114,13 @@ func RunSuite(ctx context.Context, o SuiteOptions) (*Suite, error) {
 	} else {
 		s.Skipped["kafka"] = "no Kafka jars given"
 	}
+	// The disk ceilings first, in a directory beside the data directories (the same
+	// filesystem), on a disk no server is writing to.
+	logf("== disk ceilings")
+	if err := runDiskCeilings(ctx, s, filepath.Join(o.Work, "disk"), sz, logf); err != nil {
+		s.Skipped["disk ceilings"] = err.Error()
+		logf("disk ceilings failed: %v", err)
+	}
 	for _, srv := range servers {
 		os.RemoveAll(filepath.Dir(srv.Dir))
 		logf("== %s: starting", srv.Name)
@@ -94,22 +129,75 @@ func RunSuite(ctx context.Context, o SuiteOptions) (*Suite, error) {
 			logf("%s skipped: %v", srv.Name, err)
 			continue
 		}
-		err := runSystem(ctx, s, srv, sz, logf)
-		srv.Stop()
-		s.RSS[srv.Name] = srv.PeakRSS
-		if err != nil {
-			s.Skipped[srv.Name] = err.Error()
-			logf("%s failed: %v", srv.Name, err)
+		if !o.NewOnly {
+			err := runSystem(ctx, s, srv, sz, logf)
+			srv.Stop()
+			s.RSS[srv.Name] = srv.PeakRSS
+			if err != nil {
+				s.Skipped[srv.Name] = err.Error()
+				logf("%s failed: %v", srv.Name, err)
+			}
 		}
+		if ctx.Err() == nil {
+			logf("== %s: sustained runs", srv.Name)
+			if err := runSustained(ctx, s, srv, sz, logf); err != nil {
+				s.Skipped[srv.Name+" sustained"] = err.Error()
+				logf("%s sustained failed: %v", srv.Name, err)
+			}
+		}
+		srv.Stop()
+		os.RemoveAll(srv.Dir)
 		if ctx.Err() != nil {
 			return s, ctx.Err()
 		}
 	}
-	logf("== ceilings")
-	if err := runCeilings(ctx, s, filepath.Join(o.Work, "ceiling"), sz, logf); err != nil {
-		s.Skipped["ceiling"] = err.Error()
+	if !o.NewOnly {
+		logf("== ceilings")
+		if err := runCeilings(ctx, s, filepath.Join(o.Work, "ceiling"), sz, logf); err != nil {
+			s.Skipped["ceiling"] = err.Error()
+		}
 	}
-	return s, nil
+	return s, ctx.Err()
+}
+
+// runDiskCeilings measures buffered and O_DIRECT writes in dir, which lies on the data
+// directories' filesystem, sized by the dirty limit and the free space.
+func runDiskCeilings(ctx context.Context, s *Suite, dir string, sz suiteSizes, logf func(string, ...any)) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	total, dirty, note, err := DiskTarget(dir, sz.diskQuick)
+	if err != nil {
+		return err
+	}
+	s.DirtyLimit, s.DiskNote = dirty, note
+	if total < diskSyncEvery {
+		return fmt.Errorf("no room for a disk ceiling: %s", note)
+	}
+	for _, mode := range []string{DiskBuffered, DiskDirect} {
+		r, err := DiskCeiling(ctx, DiskOptions{Dir: dir, Mode: mode, Total: total, Cap: sz.diskCap})
+		if err != nil {
+			return err
+		}
+		s.Disk = append(s.Disk, r)
+		logf("disk     %-18s %.1f GiB in %.1fs: %.0f MB/s (%.0f MB/s before the final fdatasync)%s",
+			mode, float64(r.Bytes)/(1<<30), r.Seconds, r.MBPerSec, r.WriteMBPerSec, notePrefix(r.Note))
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// loadAvg returns the first three fields of /proc/loadavg.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	return strings.Join(f[:min(3, len(f))], " ")
 }
 
 func baseConfig(system, addr, topic string, recSize int) Config {

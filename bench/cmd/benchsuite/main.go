@@ -22,6 +22,7 @@ import (
 func main() {
 	var o bench.SuiteOptions
 	flag.BoolVar(&o.Quick, "quick", false, "small counts and short runs")
+	flag.BoolVar(&o.NewOnly, "new-only", false, "only the disk ceilings and the sustained runs (with the copy count)")
 	flag.StringVar(&o.Work, "work", filepath.Join(os.TempDir(), "sluice-bench"), "scratch directory")
 	flag.StringVar(&o.SluiceBin, "sluice", "bin/sluice", "sluice binary")
 	flag.StringVar(&o.NATSBin, "nats-server", "", "nats-server binary (empty: skip NATS)")
@@ -61,7 +62,7 @@ func run(ctx context.Context, o bench.SuiteOptions, out, chartDir, jsonOut strin
 	for _, ch := range []struct {
 		name string
 		draw func(string) error
-	}{{"throughput.png", s.ThroughputChart}, {"latency-cdf.png", s.LatencyChart}} {
+	}{{"throughput.png", s.ThroughputChart}, {"latency-cdf.png", s.LatencyChart}, {"sustained.png", s.SustainedChart}} {
 		if err := ch.draw(filepath.Join(chartDir, ch.name)); err != nil {
 			return err
 		}
