@@ -149,15 +149,19 @@ func waitFile(ctx context.Context, path string) error {
 	}
 }
 
-// SluiceServer is `sluice broker` with the given fsync policy, a 4 GiB arena and its
-// metrics on a free loopback port (MetricsAddr, read from the ready file).
+// SluiceServer is `sluice broker` with the given fsync policy, a 4 GiB arena faulted in
+// at start (arena.prefault, as a dedicated host would run it: no first-touch faults on
+// the produce path), retention checked every 2 s (so sustained runs keep to their
+// retention) and its metrics on a free loopback port (MetricsAddr, read from the ready
+// file).
 func SluiceServer(bin, dir, addr, fsync string) *Server {
 	s := &Server{Name: "sluice", Addr: addr, Dir: dir}
 	ready := filepath.Join(dir, "..", "sluice.ready")
 	s.argv = func() []string {
 		os.Remove(ready)
 		return []string{bin, "broker", "-data", dir, "-listen", addr, "-ready-file", ready,
-			"-log.fsync", fsync, "-arena-size", "4GiB", "-metrics", "127.0.0.1:0"}
+			"-log.fsync", fsync, "-arena-size", "4GiB", "-arena.prefault", "true",
+			"-broker.retention_check", "2s", "-metrics", "127.0.0.1:0"}
 	}
 	s.ready = func(ctx context.Context, s *Server) error {
 		if err := waitFile(ctx, ready); err != nil {

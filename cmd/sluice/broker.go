@@ -58,6 +58,7 @@ var brokerKeys = [][2]string{
 	{"net.max_outbound", "one connection's share of it (default an eighth)"},
 	{"net.frame_timeout", "close a connection whose partial request frame gets no byte for this long (default 30s)"},
 	{"broker.max_wait", "longest a fetch's long poll or a produce's wait for durability may last (default 60s)"},
+	{"broker.retention_check", "how often each partition applies retention (default 30s)"},
 }
 
 func newBrokerFlags() *brokerFlags {
@@ -191,6 +192,7 @@ func (f *brokerFlags) brokerConfig(logger *slog.Logger) (broker.Config, error) {
 	size("net.max_outbound", &cfg.Net.MaxOutbound)
 	dur("net.frame_timeout", &cfg.Net.FrameTimeout)
 	dur("broker.max_wait", &cfg.MaxWait)
+	dur("broker.retention_check", &cfg.RetentionCheck)
 	if cfg.DataDir == "" {
 		errs = append(errs, errors.New("-data is required"))
 	}
