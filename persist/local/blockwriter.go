@@ -24,7 +24,6 @@ const iovMax = 1024
 // written are rewritten unchanged from tail. Persister only (Log.persistMu).
 type blockWriter struct {
 	f       vfs.File
-	direct  bool  // f was opened with O_DIRECT
 	written int64 // bytes of the file written (data; the padding after it is not counted)
 	// tail holds the file's bytes [written&^(Block-1), written) and zeros after them;
 	// spare is a second block, for the last block of a write whose first block is tail.
@@ -40,7 +39,7 @@ type blockWriter struct {
 
 // reset makes w write f, whose data ends at written; tail holds the file's bytes of the
 // block holding written, up to written (empty when written is a multiple of Block).
-func (w *blockWriter) reset(f vfs.File, direct bool, written int64, tail []byte) {
+func (w *blockWriter) reset(f vfs.File, written int64, tail []byte) {
 	if w.tail == nil {
 		blocks := alignedBlocks(2)
 		w.tail, w.spare = blocks[:Block:Block], blocks[Block:]
@@ -48,7 +47,7 @@ func (w *blockWriter) reset(f vfs.File, direct bool, written int64, tail []byte)
 	if int64(len(tail)) != written%Block {
 		panic(fmt.Sprintf("BUG: a tail of %d bytes for a file written to %d", len(tail), written))
 	}
-	w.f, w.direct, w.written = f, direct, written
+	w.f, w.written = f, written
 	clear(w.tail)
 	copy(w.tail, tail)
 }

@@ -168,7 +168,7 @@ func (l *Log) preallocate(f vfs.File, from int64) error {
 // block there), the file the persister writes.
 func (l *Log) useWriter(s *segment, f vfs.File, direct bool, tail []byte) {
 	w := &l.w
-	w.bw.reset(f, direct, s.size, tail)
+	w.bw.reset(f, s.size, tail)
 	w.seg, w.next, w.synced, w.dirty, w.finished = s, s.next, s.size, false, false
 	l.direct.Store(direct)
 	if !direct && !w.reported {

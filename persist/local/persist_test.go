@@ -256,7 +256,7 @@ func TestBlockWriterModel(t *testing.T) {
 	for seed := range uint64(4) {
 		rng := rand.New(rand.NewPCG(seed, 7))
 		path := filepath.Join(t.TempDir(), "f")
-		f, direct, err := alignFS{vfs.Default()}.OpenDirect(path, true)
+		f, _, err := alignFS{vfs.Default()}.OpenDirect(path, true)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -266,7 +266,7 @@ func TestBlockWriterModel(t *testing.T) {
 		}
 		defer rf.Close()
 		var w blockWriter
-		w.reset(f, direct, 0, nil)
+		w.reset(f, 0, nil)
 		var model []byte
 		for range 200 {
 			n := rng.IntN(3 * Block)
