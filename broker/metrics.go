@@ -75,6 +75,9 @@ var (
 		"Batch bytes accepted by produce requests (appended to partitions; resends of duplicates not counted).", nil, nil)
 	descCopied = prometheus.NewDesc("sluice_produce_copied_bytes_total",
 		"Bytes the produce path copied in user space, each copy counted: the copy into the arena, and netio's copy of request frames a socket read cut in two. Divided by sluice_produce_bytes_total: the copies per produced byte.", nil, nil)
+	descDirect = prometheus.NewDesc("sluice_partition_direct_io",
+		"1 when the partition's segment files are written with O_DIRECT from the arena; 0 when the filesystem refused O_DIRECT (tmpfs, some others) and they are written through the page cache (logged once per partition).",
+		[]string{"topic", "partition"}, nil)
 	descSkipped = prometheus.NewDesc("sluice_data_dir_skipped", "Directories in the data directory that are not readable topics (skipped at start; see the log).", nil, nil)
 	descInbound = prometheus.NewDesc("sluice_net_inbound_bytes",
 		"Memory for requests read and not yet handled, by kind: buffered (charged to net.max_inbound_total: partial frames, and requests waiting while their connection takes no more) or idle (buffers kept for reuse).", []string{"kind"}, nil)
@@ -92,7 +95,7 @@ var (
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descSent, descConns, descRequests, descProtoErr, descArena, descReclaimed,
-		descFull, descLag, descHits, descState, descPanics, descReleased, descSkipped, descParked, descProduced, descCopied,
+		descFull, descLag, descHits, descState, descDirect, descPanics, descReleased, descSkipped, descParked, descProduced, descCopied,
 		descInbound, descOutbound, descRefused, descTimedOut, descPaused, descClamped} {
 		ch <- d
 	}
@@ -146,6 +149,13 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 				continue
 			}
 			w := pt.p.Window()
+			if direct, known := pt.p.DirectIO(); known {
+				v := 0.0
+				if direct {
+					v = 1
+				}
+				gauge(descDirect, v, name, id)
+			}
 			gauge(descLag, float64(w.Next-1-w.Checkpoint), name, id)
 			hits, misses := pt.p.Counters()
 			counter(descHits, float64(hits), name, id, "memory")

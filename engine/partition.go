@@ -197,6 +197,15 @@ func (p *Partition) CheckWindow(v uint32, s uint64) error {
 // from any goroutine.
 func (p *Partition) Counters() (hits, misses uint64) { return p.hits.Load(), p.misses.Load() }
 
+// DirectIO reports whether the partition's store writes with O_DIRECT (direct), and
+// whether the store is one that can (known; see persist.DirectWriter). Any goroutine.
+func (p *Partition) DirectIO() (direct, known bool) {
+	if d, ok := p.store.(persist.DirectWriter); ok {
+		return d.DirectIO(), true
+	}
+	return false, false
+}
+
 // Shutdown makes everything appended durable (a last Persist, on the owner: the
 // persister has stopped and no appender runs any more) and wakes every parked request,
 // so that the driver answers them before Close: fetches with what they can read,

@@ -61,9 +61,6 @@ type Config struct {
 }
 
 // Defaults of the budgets.
-// readBufferCap is the most an event loop reads from a socket per readable event.
-const readBufferCap = 4 << 20
-
 const (
 	DefaultMaxInboundTotal  = 256 << 20
 	DefaultMaxOutboundTotal = 256 << 20
@@ -190,13 +187,8 @@ func Start(cfg Config, h Handler) (*Server, error) {
 	s := &Server{cfg: cfg, handler: h, addr: make(chan string, 1), done: make(chan error, 1), inBudget: newInboundBudget(&cfg)}
 	s.outBudget.limit, s.outBudget.connMax = cfg.MaxOutboundTotal, cfg.MaxOutbound
 	s.bufs.retain = min(cfg.MaxInboundTotal/16, 16<<20)
-	// A read of up to 4 MiB per readable event (gnet's default is 64 KiB): requests are
-	// handled in place in the loop's read buffer, and only the bytes of a frame cut by the
-	// end of a read are copied into the connection's own buffer (hold). With 64 KiB reads
-	// nearly every 64 KiB produce frame was cut, and so copied twice in user space.
 	opts := []gnet.Option{gnet.WithMulticore(true), gnet.WithTCPNoDelay(gnet.TCPNoDelay),
-		gnet.WithReusePort(false), gnet.WithReuseAddr(true), gnet.WithLogLevel(4 /* errors only */),
-		gnet.WithReadBufferCap(readBufferCap)}
+		gnet.WithReusePort(false), gnet.WithReuseAddr(true), gnet.WithLogLevel(4 /* errors only */)}
 	if cfg.Loops > 0 {
 		opts = append(opts, gnet.WithNumEventLoop(cfg.Loops))
 	}

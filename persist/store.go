@@ -90,6 +90,13 @@ type Store interface {
 	Close() error
 }
 
+// DirectWriter is implemented by a store that writes its files with O_DIRECT where the
+// filesystem allows it (persist/local); DirectIO reports false once the filesystem
+// refused O_DIRECT and the store writes through the page cache instead. Any goroutine.
+type DirectWriter interface {
+	DirectIO() bool
+}
+
 // Placement is where Place put a batch.
 type Placement struct {
 	// Base is the base offset the batch gets: the log's next offset before the Place.
