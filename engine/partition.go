@@ -224,7 +224,9 @@ func (p *Partition) Shutdown() error {
 func (p *Partition) Close() error {
 	p.closing = true
 	p.app.Lock()
-	defer p.app.Unlock()
 	p.buf.Close()
+	p.app.Unlock()
+	// Not under the append lock: the store's persister lock comes before it (Persist
+	// holds that lock while it asks Bytes for the write buffer's memory).
 	return p.store.Close()
 }

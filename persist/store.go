@@ -115,8 +115,10 @@ type Placement struct {
 // goroutine: the owner must have the batch's bytes (base offset stamped) in the source
 // before a Bytes call can see that placement. The simple way: the owner holds the
 // source's lock across Place and the copy, and Bytes takes that lock (Place never waits
-// for Persist, so the lock is held only for in-memory work). Lock order: the source's
-// lock, then the store's.
+// for Persist, so the lock is held only for in-memory work). Lock order: the store's
+// persister lock (Persist calls Bytes holding it), then the source's lock, then the
+// store's lock that Place takes; so the owner never calls Persist, Truncate or Close
+// holding the source's lock.
 type Source interface {
 	// Bytes appends to dst the memory holding bytes [from, to) of the segment whose base
 	// offset is seg, in order, and returns it with a release to call once written.

@@ -1,14 +1,10 @@
 package test
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -21,19 +17,7 @@ import (
 // with labels, as printed), or -1.
 func scrape(t testing.TB, addr, sample string) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), sample+" "); ok {
-			f, _ := strconv.ParseFloat(v, 64)
-			return f
-		}
-	}
-	return -1
+	return testbroker.Scrape(t, addr, sample)
 }
 
 // TestZeroCopyFetch fetches data that lives only in segment files (after a restart the
