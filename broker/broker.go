@@ -38,11 +38,13 @@ type Broker struct {
 	fdLimit     int // RLIMIT_NOFILE at start
 	lock        *dirlock.Lock
 
-	stopReclaim chan struct{}
-	reclaimDone chan struct{}
-	persisters  sync.WaitGroup
-	stopPersist chan struct{}
-	kicks       []chan struct{} // per shard: wake its persister before its next tick
+	stopReclaim  chan struct{}
+	reclaimDone  chan struct{}
+	shutdownOnce sync.Once
+	shutdownErr  error
+	persisters   sync.WaitGroup
+	stopPersist  chan struct{}
+	kicks        []chan struct{} // per shard: wake its persister before its next tick
 
 	panics      atomic.Uint64 // recovered on shards (netio counts the loops')
 	produced    atomic.Uint64 // batch bytes accepted by produce requests
@@ -168,17 +170,19 @@ func (b *Broker) now() int64 { return int64(time.Since(b.epoch)) }
 // Shutdown stops serving and makes everything accepted durable: it closes the listener
 // and the connections, stops the persisters, lets the shards run every queued request,
 // then each shard syncs its partitions, answers what is parked on them and closes them;
-// last it frees the arena.
+// last it frees the arena. Later calls return the first one's result.
 func (b *Broker) Shutdown(ctx context.Context) error {
-	err := b.net.Stop(ctx)
-	close(b.stopReclaim)
-	<-b.reclaimDone
-	close(b.stopPersist)
-	b.persisters.Wait()
-	b.sched.Close() // runs queued requests, then the OnClose hooks (shutdownPart)
-	b.arena.Close()
-	b.lock.Release()
-	return err
+	b.shutdownOnce.Do(func() {
+		b.shutdownErr = b.net.Stop(ctx)
+		close(b.stopReclaim)
+		<-b.reclaimDone
+		close(b.stopPersist)
+		b.persisters.Wait()
+		b.sched.Close() // runs queued requests, then the OnClose hooks (shutdownPart)
+		b.arena.Close()
+		b.lock.Release()
+	})
+	return b.shutdownErr
 }
 
 // closeAll closes partitions and the arena when start fails.

@@ -63,8 +63,14 @@ func (h *holdSync) arm() {
 // returns it with a buffer holding its log.
 func startInProcess(t *testing.T, fs vfs.FS, segmentBytes int64) (*broker.Broker, *syncBuf) {
 	t.Helper()
+	return startInProcessAt(t, t.TempDir(), fs, segmentBytes)
+}
+
+// startInProcessAt is startInProcess on the data directory dir.
+func startInProcessAt(t *testing.T, dir string, fs vfs.FS, segmentBytes int64) (*broker.Broker, *syncBuf) {
+	t.Helper()
 	logs := &syncBuf{}
-	cfg := broker.Config{DataDir: t.TempDir(),
+	cfg := broker.Config{DataDir: dir,
 		Log:    local.Options{FS: fs, Sync: local.SyncGroup, SegmentBytes: segmentBytes},
 		Sched:  sched.Config{Shards: 1, QueueLen: 8},
 		Logger: slog.New(slog.NewTextHandler(logs, nil))}
