@@ -175,9 +175,30 @@ func SluiceServer(bin, dir, addr, fsync string) *Server {
 		if f := strings.Fields(string(b)); len(f) >= 2 {
 			s.MetricsAddr = f[1]
 		}
-		return nil
+		return waitPrefaulted(ctx, s.MetricsAddr)
 	}
 	return s
+}
+
+// waitPrefaulted waits (at most two minutes) until the broker at metrics address addr
+// has faulted in its whole arena: runs measure the broker as a dedicated host runs it
+// once started, not the prefault goroutine taking a core for its first seconds (what
+// prefault costs at start is measured apart: docs/memarena.md).
+func waitPrefaulted(ctx context.Context, addr string) error {
+	const size, done = `sluice_arena_bytes{kind="size"}`, `sluice_arena_bytes{kind="prefaulted"}`
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	for {
+		m, err := ScrapeCounters(ctx, addr, size, done)
+		if err == nil && m[size] > 0 && m[done] >= m[size] {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the broker's arena was not prefaulted in time (%v): %w", m, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // NATSServer is nats-server with JetStream's file store; syncAlways sets
