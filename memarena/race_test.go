@@ -75,16 +75,7 @@ func TestConcurrentReadersAndReclaimer(t *testing.T) {
 		others.Go(func() { raceReader(t, ws[:], next[:], uint64(g), stop) })
 	}
 	others.Go(func() { raceCacheUser(t, c, stop) })
-	others.Go(func() {
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-				a.Reclaim()
-			}
-		}
-	})
+	others.Go(func() { reclaimUntil(a, stop) })
 	writers.Wait()
 	close(stop)
 	others.Wait()
@@ -232,16 +223,7 @@ func TestConcurrentPersister(t *testing.T) {
 	for g := range 2 {
 		others.Go(func() { raceReader(t, ws[:], next[:], uint64(g), stop) })
 	}
-	others.Go(func() {
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-				a.Reclaim()
-			}
-		}
-	})
+	others.Go(func() { reclaimUntil(a, stop) })
 	writers.Wait()
 	close(ch)
 	ranges := <-persisted
@@ -335,4 +317,16 @@ func racePersister(t *testing.T, ws []*WriteBuffer, ch <-chan placed) int {
 		persist(k)
 	}
 	return ranges
+}
+
+// reclaimUntil runs reclaim passes back to back until stop is closed.
+func reclaimUntil(a *Arena, stop <-chan struct{}) {
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+			a.Reclaim()
+		}
+	}
 }

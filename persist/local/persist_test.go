@@ -238,6 +238,13 @@ func TestUnalignedSourcePieces(t *testing.T) {
 			t.Fatalf("round %d: %d bytes copied from an aligned source in %d writes", round, c, writes)
 		}
 	}
+	reopenAndCheck(t, l, dir, opts)
+}
+
+// reopenAndCheck checks l's contents, closes it, reopens dir and checks that the log
+// comes back at the same end with the same contents.
+func reopenAndCheck(t *testing.T, l *Log, dir string, opts Options) {
+	t.Helper()
 	checkContents(t, l)
 	next := l.Next()
 	l.Close()
@@ -433,14 +440,7 @@ func TestTruncateNeedsNothingPending(t *testing.T) {
 		t.Fatalf("after truncate: next %d written %d, want %d", l.Next(), l.Written(), last+1)
 	}
 	appendN(t, l, 50)
-	checkContents(t, l)
-	next := l.Next()
-	l.Close()
-	l = openLog(t, dir, opts)
-	if l.Next() != next {
-		t.Fatalf("reopened at %d, want %d", l.Next(), next)
-	}
-	checkContents(t, l)
+	reopenAndCheck(t, l, dir, opts)
 }
 
 // TestOffsetForTimeOfPlacedBatches: a time whose first batch is placed and not written
