@@ -35,6 +35,9 @@ type part struct {
 
 	// Persister-owned.
 	persistFailed bool
+	// persistErrLogged is set once an error that left the store usable is logged, until
+	// a pass succeeds. Persister only.
+	persistErrLogged bool
 
 	// Any goroutine.
 	failed                  atomic.Bool // a write or sync failed the store for good
@@ -191,13 +194,20 @@ func (b *Broker) persistLoop(sh *sched.Shard, kick <-chan struct{}) {
 			}
 			ok, err := pt.p.Persist()
 			switch {
+			case err == nil:
+				pt.persistErrLogged = false
 			case errors.Is(err, persist.ErrNoSpace): // no room for the next segment file
 				b.noteNoSpace(pt, err)
-			case err != nil:
+			case errors.Is(err, persist.ErrFailed): // the store failed for good: Place refuses too
 				pt.persistFailed = true
 				pt.failed.Store(true)
 				b.cfg.Logger.Error("write or fsync failed: the partition takes no more writes until the broker restarts",
 					"topic", pt.topic.meta.Name, "partition", pt.id, "err", err)
+			case !pt.persistErrLogged:
+				// Anything else left the store usable and wrote nothing (persist.Store):
+				// tried again at the next pass, logged once until a pass succeeds.
+				pt.persistErrLogged = true
+				b.cfg.Logger.Error("cannot persist: trying again", "topic", pt.topic.meta.Name, "partition", pt.id, "err", err)
 			}
 			persisted = persisted || ok
 		}

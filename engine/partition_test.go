@@ -248,3 +248,64 @@ func TestThrottle(t *testing.T) {
 
 // testNow is the clock the tests' produces pass (segments roll by age against it).
 var testNow = time.Unix(1_700_000_000, 0)
+
+// TestThrottleWithConcurrentPersister appends until the arena is full, over and over,
+// while a persister goroutine runs Persist back to back (the broker's shape: appends on
+// event loops, persists on their own goroutine), with segments small enough to roll
+// every few batches. A persister that read how far the log was placed outside the
+// append lock could see a batch that the append then took back (its copy refused by
+// the full arena) and fail asking for bytes that never came (found by a hostile test
+// on a throttled disk). Every Persist must succeed, and every batch appended must come
+// back.
+func TestThrottleWithConcurrentPersister(t *testing.T) {
+	a := newArena(t, 1<<20, 64<<10)
+	p := openPartition(t, t.TempDir(), a, local.Options{Sync: local.SyncNever, SegmentBytes: 256 << 10}, 1)
+	defer p.Close()
+	stop := make(chan struct{})
+	errs := make(chan error, 1)
+	go func() {
+		defer close(errs)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := p.Persist(); err != nil {
+				errs <- err
+				return
+			}
+		}
+	}()
+	appended, full := 0, 0
+	for i := 0; appended < 400; i++ {
+		b := mkBatch(0, -1, 1+i%7, 9000+i%5*3000) // 9-69 KiB, so that a roll's first batch often meets a full arena
+		_, err := p.Produce(1, 0, b, testNow)
+		switch {
+		case err == nil:
+			appended += 1 + i%7
+		case errors.Is(err, memarena.ErrFull):
+			full++
+			p.Checkpointed() // the owner's turn: what is durable becomes reclaimable
+		default:
+			t.Fatalf("produce: %v", err)
+		}
+		select {
+		case err := <-errs:
+			t.Fatalf("persist while appends met a full arena: %v", err)
+		default:
+		}
+	}
+	close(stop)
+	if err := <-errs; err != nil {
+		t.Fatalf("persist while appends met a full arena: %v", err)
+	}
+	persistNow(t, p)
+	if full == 0 {
+		t.Fatal("the arena was never full: the test did not test")
+	}
+	if got := readAll(t, p, 0); len(got) != appended {
+		t.Fatalf("read %d records, want %d", len(got), appended)
+	}
+	t.Logf("%d records appended, %d appends refused by the full arena", appended, full)
+}

@@ -111,18 +111,22 @@ type Placement struct {
 
 // Source is what Persist reads placed bytes from: the owner's write buffer.
 //
-// Persist may ask for a batch as soon as Place has returned its placement, from another
-// goroutine: the owner must have the batch's bytes (base offset stamped) in the source
-// before a Bytes call can see that placement. The simple way: the owner holds the
-// source's lock across Place and the copy, and Bytes takes that lock (Place never waits
-// for Persist, so the lock is held only for in-memory work). Lock order: the store's
-// persister lock (Persist calls Bytes holding it), then the source's lock, then the
-// store's lock that Place takes; so the owner never calls Persist, Truncate or Close
-// holding the source's lock.
+// The owner holds the source's lock across each Place and the copy of the batch's bytes
+// into the source (or the Unplace, when the source refused them), and Persist reads how
+// far the log is placed inside Settled, which takes that lock: so Persist never sees a
+// placement whose bytes are not in the source yet, nor one that is about to be undone.
+// (Reading it outside the lock, a persister once saw a batch placed, then unplaced when
+// the arena was full, and asked for bytes that were never there.) Place never waits for
+// Persist, so the lock is held only for in-memory work. Lock order: the store's
+// persister lock (Persist holds it while it calls Settled and Bytes), then the source's
+// lock, then the store's lock that Place takes; so the owner never calls Persist,
+// Truncate or Close holding the source's lock.
 type Source interface {
 	// Bytes appends to dst the memory holding bytes [from, to) of the segment whose base
 	// offset is seg, in order, and returns it with a release to call once written.
 	// Pieces break at chunk boundaries; a piece that starts at a multiple of 4096 in the
 	// file starts at a 4096-aligned address.
 	Bytes(seg, from, to int64, dst [][]byte) ([][]byte, func(), error)
+	// Settled calls f while no placement is under way (holding the source's lock).
+	Settled(f func())
 }

@@ -345,3 +345,78 @@ func TestRollKeepsRelativeOffsetsIn32Bits(t *testing.T) {
 		t.Fatal("did not roll with the last offset at 2^32 past the base")
 	}
 }
+
+// growthRefused is an injector that refuses with ENOSPC every preallocation of a file
+// after its first: the disk had room for a segment of SegmentBytes, not for more.
+type growthRefused struct {
+	mu      sync.Mutex
+	seen    map[string]int
+	refused int
+}
+
+func (g *growthRefused) MaybeError(op errorfs.Op, path string) error {
+	if op != errorfs.OpAllocate {
+		return nil
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.seen == nil {
+		g.seen = map[string]int{}
+	}
+	g.seen[path]++
+	if g.seen[path] > 1 {
+		g.refused++
+		return syscall.ENOSPC
+	}
+	return nil
+}
+
+// TestOversizedBatchOnAFullDisk: a batch larger than SegmentBytes takes a segment of its
+// own, whose file must grow past its preallocation. When the disk has no room for that,
+// Persist says ErrNoSpace before writing a byte (it did fail the log: the write past the
+// preallocated end ran out of space on a nearly full tmpfs), the log stays usable, and
+// the batch is written once there is room.
+func TestOversizedBatchOnAFullDisk(t *testing.T) {
+	const segBytes = 64 << 10
+	disk := &growthRefused{}
+	dir := t.TempDir()
+	l := openLog(t, dir, Options{SegmentBytes: segBytes, FS: errorfs.Wrap(vfs.Default(), disk)})
+	src := NewMemSource()
+	placeN(t, l, src, 3)
+	persistAll(t, l, src)
+	var b batch.Builder
+	b.Reset(nil, 0, -1)
+	for i := range 100 {
+		b.Add(0, tsAt(int64(i)), nil, []byte(strings.Repeat("b", 1000)))
+	}
+	big := b.Finish()
+	p, err := src.Append(l, big, time.Now())
+	if err != nil || !p.Roll {
+		t.Fatalf("place a batch of %d bytes (segments of %d): %+v, %v", len(big), segBytes, p, err)
+	}
+	if _, err := l.Persist(src); !errors.Is(err, ErrNoSpace) || errors.Is(err, ErrFailed) {
+		t.Fatalf("persist with no room to grow the segment: %v, want ErrNoSpace", err)
+	}
+	if disk.refused != 1 || l.Durable() >= p.Base {
+		t.Fatalf("refused %d preallocations; durable %d, the batch at %d", disk.refused, l.Durable(), p.Base)
+	}
+	// Room again (the injector refuses growth only once per file: its next call is the
+	// second for that path too, so let it through).
+	disk.mu.Lock()
+	disk.seen = nil
+	disk.mu.Unlock()
+	persistAll(t, l, src)
+	next := l.Next()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l = openLog(t, dir, Options{SegmentBytes: segBytes})
+	if l.Next() != next || l.Damage() != nil {
+		t.Fatalf("reopened at %d (damage %v), want %d", l.Next(), l.Damage(), next)
+	}
+	r, err := l.ReadRegion(p.Base, 1<<20)
+	if err != nil || r.Empty() {
+		t.Fatalf("read the big batch back: %v", err)
+	}
+	r.Release()
+}

@@ -70,6 +70,9 @@ func newRingSource(tb testing.TB, size int) *ringSource {
 	return &ringSource{mem: mem}
 }
 
+// Settled implements persist.Source: one goroutine at a time uses a ringSource.
+func (r *ringSource) Settled(f func()) { f() }
+
 func (r *ringSource) Bytes(seg, from, to int64, dst [][]byte) ([][]byte, func(), error) {
 	n := int64(len(r.mem))
 	for from < to {

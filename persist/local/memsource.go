@@ -31,9 +31,9 @@ func NewMemSource() *MemSource { return &MemSource{segs: map[int64]map[int64][]b
 // hold exactly one batch whose header is valid; its CRC is not checked here (a broker
 // checks it once, on arrival). Owner of l only.
 //
-// The source's lock is held across Place and the copy: a Persist running meanwhile may
-// see the placement as soon as Place returns, and its Bytes call then waits for the
-// copy (the rule of persist.Source). Lock order: MemSource.mu, then Log.mu.
+// The source's lock is held across Place and the copy, so a Persist, which reads how
+// far the log is placed in Settled, never sees a placement without its bytes (the rule
+// of persist.Source). Lock order: Log.persistMu, MemSource.mu, then Log.mu.
 func (s *MemSource) Append(l *Log, b []byte, now time.Time) (persist.Placement, error) {
 	h, err := batch.ParseHeader(b)
 	if err != nil {
@@ -51,6 +51,14 @@ func (s *MemSource) Append(l *Log, b []byte, now time.Time) (persist.Placement, 
 	batch.SetBaseOffset(b, p.Base)
 	s.putLocked(p.Segment, p.Pos, b)
 	return p, nil
+}
+
+// Settled implements persist.Source: f runs under the lock Append holds across Place
+// and the copy.
+func (s *MemSource) Settled(f func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f()
 }
 
 // Put copies b to position pos of segment seg.

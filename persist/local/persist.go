@@ -3,6 +3,7 @@ package local
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"sluice/persist"
 	"sluice/persist/vfs"
@@ -26,6 +27,12 @@ type writerState struct {
 	finished bool
 	// reported is set once the fall-back from O_DIRECT has been logged.
 	reported bool
+	// allocated is how far seg's file is known to be preallocated (or past where the
+	// filesystem cannot preallocate): a write that would go further extends the
+	// preallocation first, so that a full disk is ErrNoSpace before any byte is written,
+	// never a failed write (a batch larger than SegmentBytes, a file cut by Truncate, an
+	// active segment recovery could not preallocate again).
+	allocated int64
 
 	jobs   []persistJob
 	pieces [][]byte
@@ -67,7 +74,10 @@ type persistJob struct {
 func (l *Log) Persist(src persist.Source) (bool, error) {
 	l.persistMu.Lock()
 	defer l.persistMu.Unlock()
-	jobs, err := l.persistJobs(l.w.jobs[:0])
+	// What is placed, read where no placement is under way (persist.Source).
+	var jobs []persistJob
+	var err error
+	src.Settled(func() { jobs, err = l.persistJobs(l.w.jobs[:0]) })
 	defer func() { clear(jobs); l.w.jobs = jobs[:0] }()
 	if err != nil {
 		return false, err
@@ -133,7 +143,8 @@ func (l *Log) startSegment(s *segment) error {
 	if err != nil {
 		return l.noSpaceOrFail(fmt.Errorf("cannot create segment %s: %w", s.path, err))
 	}
-	if err := l.preallocate(f, 0); err != nil {
+	allocated, err := l.preallocate(f, 0, l.opts.SegmentBytes)
+	if err != nil {
 		f.Close()
 		if rerr := removeIfExists(l.fs, s.path); rerr != nil {
 			err = fmt.Errorf("%w; and cannot remove it: %w", err, rerr)
@@ -148,27 +159,34 @@ func (l *Log) startSegment(s *segment) error {
 		f.Close()
 		return l.noSpaceOrFail(fmt.Errorf("cannot sync directory %s: %w", l.dir, err))
 	}
-	l.useWriter(s, f, direct, nil)
+	l.useWriter(s, f, direct, nil, allocated)
 	return nil
 }
 
-// preallocate reserves f's space up to SegmentBytes from from, where the filesystem can.
-func (l *Log) preallocate(f vfs.File, from int64) error {
-	if from >= l.opts.SegmentBytes {
-		return nil
+// preallocate reserves f's space [from, to), where the filesystem can, and returns how
+// far the file is then known to be allocated: to, or MaxInt64 where the filesystem
+// cannot preallocate (it journals size changes; the data is as safe). On an error
+// nothing past from is known to be allocated.
+func (l *Log) preallocate(f vfs.File, from, to int64) (int64, error) {
+	if from >= to {
+		return from, nil
 	}
-	err := f.Allocate(from, l.opts.SegmentBytes-from)
-	if errors.Is(err, errors.ErrUnsupported) {
-		return nil // such a filesystem journals size changes; the data is as safe
+	err := f.Allocate(from, to-from)
+	switch {
+	case errors.Is(err, errors.ErrUnsupported):
+		return math.MaxInt64, nil
+	case err != nil:
+		return from, err
 	}
-	return err
+	return to, nil
 }
 
 // useWriter makes f, whose data ends at s.size (tail holding the bytes of the partial
 // block there), the file the persister writes.
-func (l *Log) useWriter(s *segment, f vfs.File, direct bool, tail []byte) {
+func (l *Log) useWriter(s *segment, f vfs.File, direct bool, tail []byte, allocated int64) {
 	w := &l.w
 	w.bw.reset(f, s.size, tail)
+	w.allocated = allocated
 	w.seg, w.next, w.synced, w.dirty, w.finished = s, s.next, s.size, false, false
 	l.direct.Store(direct)
 	if !direct && !w.reported {
@@ -183,6 +201,13 @@ func (l *Log) useWriter(s *segment, f vfs.File, direct bool, tail []byte) {
 func (l *Log) writeSegment(src persist.Source, j persistJob) error {
 	w := &l.w
 	from, to := w.bw.written, j.placed
+	if end := (to + Block - 1) &^ (Block - 1); end > w.allocated {
+		allocated, err := l.preallocate(w.bw.f, w.allocated, max(end, l.opts.SegmentBytes))
+		if err != nil {
+			return l.noSpaceOrFail(fmt.Errorf("cannot preallocate segment %s to %d bytes: %w", j.seg.path, end, err))
+		}
+		w.allocated = allocated
+	}
 	pieces, release, err := src.Bytes(j.seg.base, from, to, w.pieces[:0])
 	if err != nil {
 		return fmt.Errorf("cannot persist bytes [%d, %d) of segment %s: %w", from, to, j.seg.path, err)

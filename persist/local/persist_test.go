@@ -52,6 +52,8 @@ type unalignedSource struct {
 	rng   *rand.Rand
 }
 
+func (s *unalignedSource) Settled(f func()) { s.inner.Settled(f) }
+
 func (s *unalignedSource) Bytes(seg, from, to int64, dst [][]byte) ([][]byte, func(), error) {
 	pieces, release, err := s.inner.Bytes(seg, from, to, nil)
 	if err != nil {

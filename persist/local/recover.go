@@ -198,7 +198,8 @@ func (l *Log) finishLocked(sizes []int64) error {
 			return fmt.Errorf("cannot truncate segment %s at %d: %w", last.path, last.size, err)
 		}
 	}
-	if err := l.preallocate(f, last.size); err != nil {
+	allocated, err := l.preallocate(f, last.size, l.opts.SegmentBytes)
+	if err != nil {
 		if !vfs.IsNoSpace(err) {
 			f.Close()
 			return fmt.Errorf("cannot preallocate segment %s: %w", last.path, err)
@@ -210,7 +211,7 @@ func (l *Log) finishLocked(sizes []int64) error {
 		f.Close()
 		return err
 	}
-	l.useWriter(last, f, direct, tail)
+	l.useWriter(last, f, direct, tail, max(allocated, last.size))
 	return nil
 }
 

@@ -145,7 +145,7 @@ func (l *Log) Truncate(last int64) error {
 		f.Close()
 		return l.failLocked(err)
 	}
-	l.useWriter(seg, f, direct, tail)
+	l.useWriter(seg, f, direct, tail, pos) // not preallocated again: a write past pos extends it
 	l.next.Store(target)
 	l.written.Store(target)
 	l.mu.total = 0
