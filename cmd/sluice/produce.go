@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -119,7 +120,15 @@ func finishProduce(p *client.Producer, n int, level client.Ack, timeout time.Dur
 	if level == client.AckAccepted && sendErr == nil {
 		flushErr = p.Flush(ctx)
 	}
-	closeErr := p.Close(ctx)
+	closeCtx := ctx
+	if level == client.AckAccepted && flushErr == nil && sendErr == nil {
+		// Accepted is all that was asked: Close must not wait for the checkpoint (up to
+		// a whole fsync interval), so it gets a context that has already ended.
+		done, stop := context.WithCancel(ctx)
+		stop()
+		closeCtx = done
+	}
+	closeErr := p.Close(closeCtx)
 	var ue *client.UnpersistedError
 	if errors.As(closeErr, &ue) && level == client.AckAccepted && flushErr == nil && sendErr == nil {
 		closeErr = nil // accepted is what was asked for

@@ -233,3 +233,28 @@ func TestProduceLongLine(t *testing.T) {
 		t.Fatalf("consumed %d bytes, want %d", len(out), len(long)+6)
 	}
 }
+
+// TestProduceAcceptedDoesNotWaitForTheCheckpoint: with --acks accepted, produce exits once
+// the broker has accepted every line, not once a checkpoint covers them: here no
+// checkpoint moves for an hour (fsync group every hour, little data), so a produce that
+// waited would not return before its 10-minute timeout (and the test binary's).
+func TestProduceAcceptedDoesNotWaitForTheCheckpoint(t *testing.T) {
+	b := testbroker.Start(t, t.TempDir(), "-log.fsync", "group", "-log.fsync_interval", "1h")
+	mustRun(t, 0, "", "topic", "create", "slow", "--broker", b.Addr)
+	mustRun(t, 0, "a\nb\nc\n", "produce", "--broker", b.Addr, "--topic", "slow", "--acks", "accepted", "--timeout", "10m")
+	a, err := client.NewAdmin(client.Brokers(b.Addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	d, err := a.DescribeTopic(context.Background(), "slow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := d.Partitions[0]; p.Checkpoint >= 2 {
+		t.Fatalf("the checkpoint covers the lines already (%+v): the test does not test", p)
+	}
+	if out := mustRun(t, 0, "", "consume", "--broker", b.Addr, "--topic", "slow", "--max", "3"); out != "a\nb\nc\n" {
+		t.Fatalf("consumed %q", out)
+	}
+}
