@@ -255,7 +255,8 @@ var testNow = time.Unix(1_700_000_000, 0)
 // every few batches. A persister that read how far the log was placed outside the
 // append lock could see a batch that the append then took back (its copy refused by
 // the full arena) and fail asking for bytes that never came (found by a hostile test
-// on a throttled disk). Every Persist must succeed, and every batch appended must come
+// on a throttled disk). Every Persist must succeed, the next offset readers see must
+// never go back (a refused append places nothing), and every batch appended must come
 // back.
 func TestThrottleWithConcurrentPersister(t *testing.T) {
 	a := newArena(t, 1<<20, 64<<10)
@@ -265,6 +266,7 @@ func TestThrottleWithConcurrentPersister(t *testing.T) {
 	errs := make(chan error, 1)
 	go func() {
 		defer close(errs)
+		seen := int64(0)
 		for {
 			select {
 			case <-stop:
@@ -275,6 +277,13 @@ func TestThrottleWithConcurrentPersister(t *testing.T) {
 				errs <- err
 				return
 			}
+			// A refused append places nothing: the next offset readers see never goes back.
+			next := p.Window().Next
+			if next < seen {
+				errs <- fmt.Errorf("the next offset went back from %d to %d", seen, next)
+				return
+			}
+			seen = next
 		}
 	}()
 	appended, full := 0, 0

@@ -143,14 +143,25 @@ func (p *Partition) appendOne(h *batch.Header, b []byte, now time.Time) (base, l
 			return -1, -1, true, nil
 		}
 	}
+	// Room in the write buffer first (for the batch and the padding a roll may put
+	// before it), so that a full arena refuses the batch before the store places it:
+	// the copy below then cannot fail for want of memory, and no reader ever sees a
+	// placement that is taken back.
+	if err := p.buf.Reserve(int64(len(b)) + blockSize - 1); err != nil {
+		return -1, -1, false, err
+	}
 	pl, err := p.store.Place(*h, int64(len(b)), now)
 	if err != nil {
+		p.buf.Unreserve()
 		return -1, -1, false, err
 	}
 	base, last = pl.Base, pl.Base+int64(h.Count)-1
 	batch.SetBaseOffset(b, base)
 	if err := p.copyIn(b, pl, last); err != nil {
-		if uerr := p.store.Unplace(pl); uerr != nil { // the buffer did not take it: nothing placed may lack its bytes
+		// Not for want of memory (reserved): a closed buffer. Nothing placed may lack its
+		// bytes.
+		p.buf.Unreserve()
+		if uerr := p.store.Unplace(pl); uerr != nil {
 			panic(uerr.Error())
 		}
 		return -1, -1, false, err

@@ -33,6 +33,15 @@ func (c *chain) at(i int64) uint32  { return c.ids[c.lo+int(i)] }
 func (c *chain) front() uint32      { return c.ids[c.lo] }
 func (c *chain) pushBack(id uint32) { c.ids = append(c.ids, id) }
 
+func (c *chain) popBack() uint32 {
+	id := c.ids[len(c.ids)-1]
+	c.ids = c.ids[:len(c.ids)-1]
+	if c.lo == len(c.ids) {
+		c.ids, c.lo = c.ids[:0], 0
+	}
+	return id
+}
+
 func (c *chain) popFront() uint32 {
 	id := c.ids[c.lo]
 	c.lo++

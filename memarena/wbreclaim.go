@@ -17,7 +17,7 @@ func (w *WriteBuffer) reclaimableLocked() bool {
 	case n == 0 || w.mu.closed:
 		return false
 	case n == 1:
-		return !w.mu.growing && w.mu.durablePos == w.mu.tailPos
+		return !w.mu.growing && !w.mu.reserved && w.mu.durablePos == w.mu.tailPos
 	default:
 		return w.mu.headPos+w.a.chunkSize <= w.mu.durablePos
 	}
@@ -77,7 +77,7 @@ func (w *WriteBuffer) checkLocked() {
 		bug("head %d of %d chunks is not where the chunk of tail %d starts", h, n, t)
 	case !(h <= d && d <= t):
 		bug("positions head %d durable %d tail %d", h, d, t)
-	case n > 0 && t <= h+(n-1)*cs:
+	case n > 0 && !w.mu.reserved && t <= h+(n-1)*cs: // Reserve's room may be past the tail
 		bug("empty chunk at the tail: head %d tail %d over %d chunks", h, t, n)
 	case pending < 0 || (pending == 0) != (d == t):
 		bug("%d bytes pending with durable position %d, tail %d", pending, d, t)

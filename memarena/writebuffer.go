@@ -22,6 +22,7 @@ type WriteBuffer struct {
 		sync.Mutex
 		closed     bool
 		growing    bool // Append is allocating: keep the tail chunk
+		reserved   bool // Reserve made room for the next Append: keep the tail chunk
 		chain      chain
 		idx        batchIndex
 		headPos    int64 // stream position where the first chunk starts: a multiple of ChunkSize
@@ -97,6 +98,7 @@ func (w *WriteBuffer) Append(batch []byte, baseOffset, lastOffset int64) error {
 		return err
 	}
 	w.appendLocked(batch, baseOffset, lastOffset)
+	w.endReserveLocked()
 	if invariantsOn {
 		w.checkLocked()
 	}

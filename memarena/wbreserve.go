@@ -1,0 +1,55 @@
+package memarena
+
+// Reserve makes room for n more bytes at the tail, allocating chunks now, and keeps it
+// until the next Append or Unreserve: the reclaimer leaves the tail chunk alone
+// meanwhile, so an Append of at most n bytes (after a Skip of padding that n includes)
+// finds its room and cannot fail for want of memory. The engine reserves before it
+// places a batch in the store, so that a full arena refuses the batch before anything
+// is placed rather than after (an undone placement is briefly visible to readers). It
+// fails with ErrFull or ErrPartitionFull as Append does, leaving nothing reserved.
+func (w *WriteBuffer) Reserve(n int64) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.mu.closed {
+		return ErrClosed
+	}
+	if n > MaxBatchSize+w.a.chunkSize || n > w.max+w.a.chunkSize {
+		return ErrTooLarge
+	}
+	if err := w.reserveLocked(n); err != nil {
+		return err
+	}
+	w.mu.reserved = true
+	return nil
+}
+
+// Unreserve gives up a reservation no Append used (the store refused the placement):
+// the tail chunk is reclaimable again when all it holds is durable.
+func (w *WriteBuffer) Unreserve() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.endReserveLocked()
+}
+
+// endReserveLocked ends a reservation, if any: the chunks it added that no byte reached
+// go back to the arena, and the reclaimer hears when the tail chunk has become
+// reclaimable.
+func (w *WriteBuffer) endReserveLocked() {
+	if !w.mu.reserved {
+		return
+	}
+	w.mu.reserved = false
+	cs := w.a.chunkSize
+	for n := int64(w.mu.chain.len()); n > 0 && w.mu.tailPos <= w.mu.headPos+(n-1)*cs; n-- {
+		id := w.mu.chain.popBack()
+		w.mu.bytes -= cs
+		w.a.c.writeBufferBytes.Add(-cs)
+		w.a.unref(id)
+	}
+	if w.reclaimableLocked() {
+		w.a.enqueueLocked(w)
+	}
+	if invariantsOn {
+		w.checkLocked()
+	}
+}
