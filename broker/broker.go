@@ -164,21 +164,37 @@ func fdLimit() int {
 	return int(rl.Cur)
 }
 
+// shutdownFlushWait bounds how long Shutdown waits for clients to read their last
+// answers before it closes their connections.
+const shutdownFlushWait = 5 * time.Second
+
 // now is the driver's clock for engine deadlines: monotonic nanoseconds since start.
 func (b *Broker) now() int64 { return int64(time.Since(b.epoch)) }
 
-// Shutdown stops serving and makes everything accepted durable: it closes the listener
-// and the connections, stops the persisters, lets the shards run every queued request,
-// then each shard syncs its partitions, answers what is parked on them and closes them;
-// last it frees the arena. Later calls return the first one's result.
+// Shutdown stops serving and makes everything accepted durable: new requests are
+// answered not_serving, the persisters stop, the shards run every queued request, then
+// each shard persists its partitions, answers what is parked on them (on connections
+// still open: a producer waiting for durability hears its final checkpoint) and closes
+// them; once the answers are written (or ctx ends) it closes the listener and the
+// connections, and last frees the arena. Later calls return the first one's result.
 func (b *Broker) Shutdown(ctx context.Context) error {
 	b.shutdownOnce.Do(func() {
-		b.shutdownErr = b.net.Stop(ctx)
+		b.net.Drain() // from here on requests are answered not_serving; no handler runs
 		close(b.stopReclaim)
 		<-b.reclaimDone
 		close(b.stopPersist)
 		b.persisters.Wait()
-		b.sched.Close() // runs queued requests, then the OnClose hooks (shutdownPart)
+		// Runs queued requests, then the OnClose hooks (shutdownPart: the last persist,
+		// the answers to everything parked), while the connections are still open.
+		b.sched.Close()
+		// The answers written: a client that does not read its answers holds the stop
+		// for shutdownFlushWait at most (everything is durable by now).
+		fctx, cancel := context.WithTimeout(ctx, shutdownFlushWait)
+		if err := b.net.Flushed(fctx); err != nil {
+			b.cfg.Logger.Warn("closing connections with answers not yet written", "err", err)
+		}
+		cancel()
+		b.shutdownErr = b.net.Stop(ctx)
 		b.arena.Close()
 		b.lock.Release()
 	})

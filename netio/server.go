@@ -175,6 +175,7 @@ type Server struct {
 	inBudget  *inboundBudget
 	outBudget outboundBudget
 	bufs      bufPool // inbound buffers of every connection
+	drain     drainState
 }
 
 // Start listens and serves in the background; it returns once the listener is up, with
@@ -268,6 +269,11 @@ func (s *Server) OnClose(gc gnet.Conn, err error) gnet.Action {
 // reason to stop serving everyone else: it is answered with an internal error (dropped if
 // the handler had answered already), counted and logged with its stack.
 func (s *Server) handle(c *Conn, sl Slot, req *wire.Request) {
+	if !s.enter() {
+		c.Respond(sl, Response{Head: wire.AppendErrorResponse(nil, req.Header, errDraining), File: -1})
+		return
+	}
+	defer s.leave() // last: the recovery below answers as part of the handling
 	defer func() {
 		if r := recover(); r != nil {
 			s.stats.panics.Add(1)

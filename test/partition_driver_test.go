@@ -95,9 +95,8 @@ func TestPanicAnswered(t *testing.T) {
 // TestShutdownWithParkedRequests: SIGTERM while a long poll and a produce waiting for
 // durability are parked. The broker stops promptly (a closing shard fires its pending
 // timers at once, and a partition timer re-armed from one would fire forever), and what
-// was accepted is durable: after a restart the records are there and C covers them. (The
-// connections close first, so the parked produce learns C from its next request: the
-// window protocol's empty produce.)
+// was accepted is durable: the parked produce is answered with the final C before its
+// connection closes, and after a restart the records are there and C covers them.
 func TestShutdownWithParkedRequests(t *testing.T) {
 	b := testbroker.Start(t, t.TempDir(), "-metrics", "127.0.0.1:0", "-log.fsync_interval", "1h")
 	w := dial(t, b.Addr)
@@ -112,12 +111,19 @@ func TestShutdownWithParkedRequests(t *testing.T) {
 	if err := b.Stop(); err != nil { // fails if SIGTERM had to be followed by SIGKILL
 		t.Fatal(err)
 	}
+	// The produce parked for durability is answered before its connection closes, with
+	// the final checkpoint covering it (it was answered with a closed connection).
+	r := durable.recv()
+	mustOK(t, r)
+	if pr := r.Body.(*wire.ProduceResponse); pr.BaseOffset != 0 || pr.Checkpoint < 2 {
+		t.Fatalf("the parked produce's answer at shutdown: %+v", pr)
+	}
 	b.Restart()
 	w = dial(t, b.Addr)
 	if got := fetchValues(t, w, "sd", 0, 0); strings.Join(got, ",") != "d-0,d-1,d-2" {
 		t.Fatalf("after a clean stop: %v", got)
 	}
-	r := w.call(&wire.DescribeTopicRequest{Name: "sd"})
+	r = w.call(&wire.DescribeTopicRequest{Name: "sd"})
 	mustOK(t, r)
 	if p := r.Body.(*wire.DescribeTopicResponse).Partitions[0]; p.Checkpoint != 2 {
 		t.Fatalf("checkpoint %d after a clean stop, want 2", p.Checkpoint)
