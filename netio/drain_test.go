@@ -12,6 +12,24 @@ import (
 	"sluice/wire"
 )
 
+// readAnswer reads and decodes one response frame.
+func readAnswer(r io.Reader) (*wire.Response, error) {
+	var lenBuf [4]byte
+	if _, err := io.ReadFull(r, lenBuf[:]); err != nil {
+		return nil, err
+	}
+	frame := make([]byte, 4+binary.LittleEndian.Uint32(lenBuf[:]))
+	copy(frame, lenBuf[:])
+	if _, err := io.ReadFull(r, frame[4:]); err != nil {
+		return nil, err
+	}
+	var resp wire.Response
+	if _, err := resp.Decode(frame, wire.DefaultMaxFrame); err != nil {
+		return nil, err
+	}
+	return &resp, nil
+}
+
 // blockingHandler holds each request until release is closed, then answers it OK.
 type blockingHandler struct {
 	entered chan struct{}
@@ -77,18 +95,9 @@ func TestDrain(t *testing.T) {
 		id   uint32
 		code wire.Code
 	}{{1, wire.CodeNone}, {2, wire.CodeNotServing}} {
-		var lenBuf [4]byte
-		if _, err := io.ReadFull(r, lenBuf[:]); err != nil {
+		resp, err := readAnswer(r)
+		if err != nil {
 			t.Fatalf("answer %d: %v", want.id, err)
-		}
-		frame := make([]byte, 4+binary.LittleEndian.Uint32(lenBuf[:]))
-		copy(frame, lenBuf[:])
-		if _, err := io.ReadFull(r, frame[4:]); err != nil {
-			t.Fatal(err)
-		}
-		var resp wire.Response
-		if _, err := resp.Decode(frame, wire.DefaultMaxFrame); err != nil {
-			t.Fatal(err)
 		}
 		if resp.Header.RequestID != want.id || resp.Header.Code != want.code {
 			t.Fatalf("answer %d: request %d code %v %q, want code %v", want.id, resp.Header.RequestID, resp.Header.Code, resp.Text, want.code)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/binary"
 	"hash/crc32"
-	"io"
 	"math/rand/v2"
 	"net"
 	"testing"
@@ -115,18 +114,9 @@ func TestReadSplitFrames(t *testing.T) {
 		r := bufio.NewReader(c)
 		c.SetReadDeadline(time.Now().Add(time.Minute))
 		for i, want := range crcs {
-			var lenBuf [4]byte
-			if _, err := io.ReadFull(r, lenBuf[:]); err != nil {
+			resp, err := readAnswer(r)
+			if err != nil {
 				t.Fatalf("inflight %d: answer %d: %v", inflight, i, err)
-			}
-			frame := make([]byte, 4+binary.LittleEndian.Uint32(lenBuf[:]))
-			copy(frame, lenBuf[:])
-			if _, err := io.ReadFull(r, frame[4:]); err != nil {
-				t.Fatal(err)
-			}
-			var resp wire.Response
-			if _, err := resp.Decode(frame, wire.DefaultMaxFrame); err != nil {
-				t.Fatal(err)
 			}
 			body, _ := resp.Body.(*wire.ProduceResponse)
 			if resp.Header.Code != wire.CodeNone || resp.Header.RequestID != uint32(i) || uint32(body.BaseOffset) != want {
