@@ -227,6 +227,29 @@ func (b *inbuf) plan(pool *bufPool, capacity, fill int) (growth, error) {
 	return growth{kind: growFresh, m: m, size: len(m.mem), touched: max(m.touched, fill)}, nil
 }
 
+// shed moves the bytes held to the front of the mapping and gives the pages past them
+// back to the kernel (MADV_DONTNEED), so that pages a consumed front left resident stop
+// counting: the charge is then what the buffer holds. It copies the bytes held, so the
+// reader calls it only when the budget would refuse otherwise.
+func (b *inbuf) shed() {
+	if b.mem == nil {
+		return
+	}
+	n := b.len()
+	if b.r > 0 {
+		copy(b.mem, b.mem[b.r:b.w])
+		b.r, b.w = 0, n
+	}
+	unit := pageSize
+	if len(b.mem) > 1<<maxClassShift {
+		unit = hugePage
+	}
+	if from := (n + unit - 1) &^ (unit - 1); from < b.touched {
+		_ = unix.Madvise(b.mem[from:b.touched], unix.MADV_DONTNEED) // advice: the charge follows touched
+		b.touched = from
+	}
+}
+
 // abandon gives back what plan took for a growth that will not be applied.
 func (b *inbuf) abandon(pool *bufPool, g growth) {
 	if g.kind == growFresh {

@@ -207,7 +207,22 @@ func (c *Conn) room(capacity, fill int) refusal {
 		return overBudget
 	}
 	charge := max(cost(g.size, g.touched), c.reserved())
-	if r := s.inBudget.resize(c.held, charge); r != admitted {
+	r := s.inBudget.resize(c.held, charge)
+	if r != admitted && c.in.mem != nil {
+		// Pages the consumed front of the buffer left resident count until they are given
+		// back: compact and shed them, then ask again, so that a connection is refused
+		// for what it holds, not for what it held.
+		c.in.abandon(&s.bufs, g)
+		c.in.shed()
+		c.recharge() // the charge falls to what is held
+		if g, err = c.in.plan(&s.bufs, capacity, fill); err != nil {
+			s.cfg.Logger.Error("cannot buffer a request: refusing the connection", "remote", c.RemoteAddr(), "err", err)
+			return overBudget
+		}
+		charge = max(cost(g.size, g.touched), c.reserved())
+		r = s.inBudget.resize(c.held, charge)
+	}
+	if r != admitted {
 		c.in.abandon(&s.bufs, g)
 		return r
 	}
