@@ -213,8 +213,7 @@ func (c *Conn) room(capacity, fill int) refusal {
 		// back: compact and shed them, then ask again, so that a connection is refused
 		// for what it holds, not for what it held.
 		c.in.abandon(&s.bufs, g)
-		c.in.shed()
-		c.recharge() // the charge falls to what is held
+		c.in.shed() // c.held stays as charged: the resize below moves it to the new charge
 		if g, err = c.in.plan(&s.bufs, capacity, fill); err != nil {
 			s.cfg.Logger.Error("cannot buffer a request: refusing the connection", "remote", c.RemoteAddr(), "err", err)
 			return overBudget
