@@ -144,10 +144,10 @@ func (p *Partition) appendOne(h *batch.Header, b []byte, now time.Time) (base, l
 		}
 	}
 	// Room in the write buffer first (for the batch and the padding a roll may put
-	// before it), so that a full arena refuses the batch before the store places it:
-	// the copy below then cannot fail for want of memory, and no reader ever sees a
-	// placement that is taken back.
-	if err := p.buf.Reserve(int64(len(b)) + blockSize - 1); err != nil {
+	// before it), so that a full arena or a batch the buffer can never hold is refused
+	// before the store places it: the copy below then cannot fail, and nothing placed
+	// ever lacks its bytes.
+	if err := p.buf.Reserve(int64(len(b)), blockSize-1); err != nil {
 		return -1, -1, false, err
 	}
 	pl, err := p.store.Place(*h, int64(len(b)), now)
@@ -158,13 +158,9 @@ func (p *Partition) appendOne(h *batch.Header, b []byte, now time.Time) (base, l
 	base, last = pl.Base, pl.Base+int64(h.Count)-1
 	batch.SetBaseOffset(b, base)
 	if err := p.copyIn(b, pl, last); err != nil {
-		// Not for want of memory (reserved): a closed buffer. Nothing placed may lack its
-		// bytes.
-		p.buf.Unreserve()
-		if uerr := p.store.Unplace(pl); uerr != nil {
-			panic(uerr.Error())
-		}
-		return -1, -1, false, err
+		// Reserve checked the size and holds the room, and the buffer closes only once
+		// no appender runs: nothing else can refuse the bytes.
+		panic(fmt.Sprintf("BUG: engine: %s/%d: the write buffer refused a reserved batch at %d: %v", p.topic, p.id, base, err))
 	}
 	p.remember(h, base, last)
 	return base, last, false, nil
@@ -172,11 +168,7 @@ func (p *Partition) appendOne(h *batch.Header, b []byte, now time.Time) (base, l
 
 // copyIn copies batch b to the place pl in the write buffer: a new segment starts at the
 // next multiple of the block size in the stream, so that its file's blocks are aligned
-// arena memory (docs/writepath.md §1). Requires p.app.
-//
-// A roll stands even when the copy then fails (the store keeps a roll it placed and
-// unplaces only the batch), so the segment's start is recorded first and the padding up
-// to it made on the way to its first batch, whenever that comes.
+// arena memory (docs/writepath.md §1). Requires p.app and the room Reserve made.
 func (p *Partition) copyIn(b []byte, pl persist.Placement, last int64) error {
 	if pl.Roll {
 		p.app.segs = append(p.app.segs, segStart{seg: pl.Segment, start: alignUp(p.buf.Tail(), blockSize)})

@@ -37,8 +37,8 @@ func (p *Partition) Bytes(seg, from, to int64, dst [][]byte) ([][]byte, func(), 
 }
 
 // Settled implements persist.Source: f runs under the append lock, which an appender
-// holds across Place and the copy into the write buffer (or the Unplace when the buffer
-// refuses the bytes), so the store never sees a placement without its bytes.
+// holds across Place and the copy into the write buffer, so the store never sees a
+// placement without its bytes.
 func (p *Partition) Settled(f func()) {
 	p.app.Lock()
 	defer p.app.Unlock()

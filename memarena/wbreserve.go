@@ -1,22 +1,24 @@
 package memarena
 
-// Reserve makes room for n more bytes at the tail, allocating chunks now, and keeps it
-// until the next Append or Unreserve: the reclaimer leaves the tail chunk alone
-// meanwhile, so an Append of at most n bytes (after a Skip of padding that n includes)
-// finds its room and cannot fail for want of memory. The engine reserves before it
+// Reserve makes room at the tail for a batch of size bytes after pad bytes of padding,
+// allocating chunks now, and keeps it until the next Append or Unreserve: the reclaimer
+// leaves the tail chunk alone meanwhile, so the Append of that batch (after a Skip of at
+// most pad bytes) finds its room and cannot fail for want of memory, nor for its size
+// (checked here as Append checks it). The engine reserves before it
 // places a batch in the store, so that a full arena refuses the batch before anything
 // is placed rather than after (an undone placement is briefly visible to readers). It
-// fails with ErrFull or ErrPartitionFull as Append does, leaving nothing reserved.
-func (w *WriteBuffer) Reserve(n int64) error {
+// fails with ErrFull, ErrPartitionFull or ErrTooLarge as Append does, leaving nothing
+// reserved.
+func (w *WriteBuffer) Reserve(size, pad int64) error {
+	if err := w.checkSize(size); err != nil {
+		return err
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.mu.closed {
 		return ErrClosed
 	}
-	if n > MaxBatchSize+w.a.chunkSize || n > w.max+w.a.chunkSize {
-		return ErrTooLarge
-	}
-	if err := w.reserveLocked(n); err != nil {
+	if err := w.reserveLocked(size + pad); err != nil {
 		return err
 	}
 	w.mu.reserved = true

@@ -15,7 +15,7 @@ func TestReserveHoldsRoom(t *testing.T) {
 	other := newWB(t, a, 0)
 	mustAppend(t, w, pattern(1000, 1), 0, 0)
 	w.SetDurable(0) // all of w durable: its one chunk would be reclaimable
-	if err := w.Reserve(6000 + 4095); err != nil {
+	if err := w.Reserve(6000, 4095); err != nil {
 		t.Fatal(err)
 	}
 	a.Reclaim()
@@ -41,7 +41,7 @@ func TestReserveHoldsRoom(t *testing.T) {
 	// A reservation the arena cannot give holds nothing more (it may give up the
 	// buffer's own durable chunks on the way, as an Append would).
 	before := a.Stats().WriteBufferBytes
-	if err := w.Reserve(64 * KiB); !errors.Is(err, ErrFull) {
+	if err := w.Reserve(64*KiB, 0); !errors.Is(err, ErrFull) {
 		t.Fatalf("reserve with the arena full: %v", err)
 	}
 	if after := a.Stats().WriteBufferBytes; after > before {
@@ -51,7 +51,7 @@ func TestReserveHoldsRoom(t *testing.T) {
 	w.SetDurable(1)
 	other.SetDurable(1 << 40)
 	a.Reclaim()
-	if err := w.Reserve(8 * KiB); err != nil {
+	if err := w.Reserve(8*KiB, 0); err != nil {
 		t.Fatal(err)
 	}
 	held := w.Stats().Bytes

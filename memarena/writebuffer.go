@@ -106,11 +106,17 @@ func (w *WriteBuffer) Append(batch []byte, baseOffset, lastOffset int64) error {
 }
 
 func (w *WriteBuffer) checkBatch(n, base, last int64) error {
+	if base < 0 || last < base || last-base > math.MaxInt32 {
+		return fmt.Errorf("cannot append batch with offsets %d..%d: %w", base, last, ErrInvalid)
+	}
+	return w.checkSize(n)
+}
+
+// checkSize refuses a batch of n bytes that no buffer could ever take.
+func (w *WriteBuffer) checkSize(n int64) error {
 	switch {
 	case n == 0:
 		return fmt.Errorf("cannot append an empty batch: %w", ErrInvalid)
-	case base < 0 || last < base || last-base > math.MaxInt32:
-		return fmt.Errorf("cannot append batch with offsets %d..%d: %w", base, last, ErrInvalid)
 	case n > MaxBatchSize || n > w.max:
 		return fmt.Errorf("cannot append batch of %d bytes: %w", n, ErrTooLarge)
 	}

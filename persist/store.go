@@ -22,10 +22,6 @@ type Store interface {
 	// space creating a file, until a later Persist succeeds. Nothing is placed on an error.
 	// Owner only.
 	Place(h batch.Header, size int64, now time.Time) (Placement, error)
-	// Unplace undoes the last Place (p is its Placement) when the caller could not keep
-	// the batch's bytes (its write buffer refused them). A segment that Place started
-	// stays, empty, and the next Place goes into it. Owner only, right after the Place.
-	Unplace(p Placement) error
 	// Persist writes everything placed and not yet written, reading the bytes from src, in
 	// order, segment by segment: a segment the log has moved past is finished (written,
 	// synced, cut to its length, indexed, sealed) before the next one's file is created.
@@ -112,11 +108,11 @@ type Placement struct {
 // Source is what Persist reads placed bytes from: the owner's write buffer.
 //
 // The owner holds the source's lock across each Place and the copy of the batch's bytes
-// into the source (or the Unplace, when the source refused them), and Persist reads how
-// far the log is placed inside Settled, which takes that lock: so Persist never sees a
-// placement whose bytes are not in the source yet, nor one that is about to be undone.
-// (Reading it outside the lock, a persister once saw a batch placed, then unplaced when
-// the arena was full, and asked for bytes that were never there.) Place never waits for
+// into the source, and Persist reads how far the log is placed inside Settled, which
+// takes that lock: so Persist never sees a placement whose bytes are not in the source
+// yet. (Reading it outside the lock, a persister once saw a batch placed and then taken
+// back when the arena was full, and asked for bytes that were never there; the owner
+// now makes room in its buffer before it places, so a placement is never taken back.) Place never waits for
 // Persist, so the lock is held only for in-memory work. Lock order: the store's
 // persister lock (Persist holds it while it calls Settled and Bytes), then the source's
 // lock, then the store's lock that Place takes; so the owner never calls Persist,

@@ -73,8 +73,6 @@ type Log struct {
 		// dirUnsynced counts segments created without an fsync of the directory
 		// (SyncNever), which must happen before a recovery point may cover them.
 		dirUnsynced int
-		// undo is what the last Place changed, for Unplace.
-		undo placeUndo
 	}
 
 	// hdrs holds header-sized scratch buffers for lookups on any goroutine: a pool keeps
@@ -119,51 +117,11 @@ func (l *Log) Place(h batch.Header, size int64, now time.Time) (persist.Placemen
 	if pos == 0 {
 		seg.created = now
 	}
-	l.mu.undo = placeUndo{valid: true, base: base, seg: seg.base, pos: pos, size: size,
-		offs: len(seg.idx.offs), times: len(seg.idx.times), sinceOff: seg.idx.sinceOff,
-		sinceTime: seg.idx.sinceTime, maxTs: seg.idx.maxTs, maxTsOffset: seg.idx.maxTsOffset}
 	seg.idx.add(seg.base, base, h.MaxTimestamp, pos, size, l.opts.IndexInterval)
 	seg.placed, seg.placedNext = pos+size, last+1
 	l.next.Store(last + 1)
 	l.placedBytes.Add(size)
 	return persist.Placement{Base: base, Segment: seg.base, Pos: pos, Roll: roll}, nil
-}
-
-// placeUndo records what one Place changed.
-type placeUndo struct {
-	valid                bool
-	base, seg, pos, size int64
-	offs, times          int
-	sinceOff, sinceTime  int64
-	maxTs, maxTsOffset   int64
-}
-
-// Unplace undoes the last Place, whose Placement is p, when the caller could not keep the
-// batch's bytes (its write buffer refused them: the arena is full). A segment that Place
-// started stays, empty: the next Place goes into it. Owner only, right after the Place.
-func (l *Log) Unplace(p persist.Placement) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	u := l.mu.undo
-	seg := l.activeLocked()
-	if !u.valid || u.base != p.Base || u.seg != p.Segment || u.pos != p.Pos || seg.base != p.Segment {
-		return fmt.Errorf("BUG: cannot unplace offset %d at %d of segment %d: not the last placement", p.Base, p.Pos, p.Segment)
-	}
-	idx := seg.idx
-	// Readers may hold a snapshot of the index slices: give them fresh arrays rather than
-	// let a later append overwrite an entry they can see.
-	if len(idx.offs) > u.offs {
-		idx.offs = append([]offsetEntry(nil), idx.offs[:u.offs]...)
-	}
-	if len(idx.times) > u.times {
-		idx.times = append([]timeEntry(nil), idx.times[:u.times]...)
-	}
-	idx.sinceOff, idx.sinceTime, idx.maxTs, idx.maxTsOffset = u.sinceOff, u.sinceTime, u.maxTs, u.maxTsOffset
-	seg.placed, seg.placedNext = u.pos, u.base
-	l.next.Store(u.base)
-	l.placedBytes.Add(-u.size)
-	l.mu.undo.valid = false
-	return nil
 }
 
 // rollDueLocked reports whether a batch of size bytes whose last offset is last must go
