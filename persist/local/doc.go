@@ -21,7 +21,7 @@
 // copied through an aligned bounce buffer. Where the filesystem refuses O_DIRECT, the
 // same blocks go through the page cache (DirectIO reports which).
 //
-// Segment files are created by the persister, preallocated to SegmentBytes, and only
+// Segment files are created by the persister, preallocated 64 MiB ahead (allocStep), and only
 // once the segment before is finished: written, cut to its length, fdatasync'd, indexed
 // and sealed. So a file exists only once the one before it is whole, and the data of a
 // file ends at the first zeros where a batch header should be (scan.go).

@@ -500,3 +500,26 @@ func (refuseDirect) MaybeError(op errorfs.Op, _ string) error {
 	}
 	return nil
 }
+
+// TestPreallocationSteps: a segment file is preallocated one step ahead of its data, not
+// to the whole segment size, so that quiet partitions do not reserve a segment of disk
+// each.
+func TestPreallocationSteps(t *testing.T) {
+	dir := t.TempDir()
+	opts := Options{SegmentBytes: 1 << 30, Sync: SyncNever}
+	l := openLog(t, dir, opts)
+	appendN(t, l, 10)
+	l.Close()
+	files, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+	if len(files) != 1 {
+		t.Fatalf("%d segments", len(files))
+	}
+	if size := fileSize(t, files[0]); size != allocStep {
+		t.Fatalf("the active segment is %d bytes, want one preallocation step (%d)", size, allocStep)
+	}
+	l = openLog(t, dir, opts) // recovery preallocates it again, from its data
+	defer l.Close()
+	if size := fileSize(t, files[0]); size != allocStep {
+		t.Fatalf("after recovery the active segment is %d bytes, want %d", size, allocStep)
+	}
+}

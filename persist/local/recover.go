@@ -198,7 +198,7 @@ func (l *Log) finishLocked(sizes []int64) error {
 			return fmt.Errorf("cannot truncate segment %s at %d: %w", last.path, last.size, err)
 		}
 	}
-	allocated, err := l.preallocate(f, last.size, l.opts.SegmentBytes)
+	allocated, err := l.preallocate(f, last.size, l.allocTarget(last.size))
 	if err != nil {
 		if !vfs.IsNoSpace(err) {
 			f.Close()
