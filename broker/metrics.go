@@ -89,6 +89,8 @@ var (
 		"Connections closed because a partial request frame received nothing for net.frame_timeout.", nil, nil)
 	descPaused = prometheus.NewDesc("sluice_net_paused_total",
 		"Times a connection stopped taking requests, by reason: inflight (max requests in flight) or outbound (its unread answers hold its share of net.max_outbound_total).", []string{"reason"}, nil)
+	descDirectRead = prometheus.NewDesc("sluice_net_direct_read_bytes_total",
+		"Request bytes the broker read from sockets itself, straight into connections' buffers (the rest of a frame the event loop's first small read cut, and read-ahead between frames): never copied in user space before the handler.", nil, nil)
 	descClamped = prometheus.NewDesc("sluice_net_fetches_clamped_total",
 		"Fetches whose max bytes was lowered to the room their connection had in the outbound budget.", nil, nil)
 )
@@ -96,7 +98,7 @@ var (
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descSent, descConns, descRequests, descProtoErr, descArena, descReclaimed,
 		descFull, descLag, descHits, descState, descDirect, descPanics, descReleased, descSkipped, descParked, descProduced, descCopied,
-		descInbound, descOutbound, descRefused, descTimedOut, descPaused, descClamped} {
+		descInbound, descOutbound, descRefused, descTimedOut, descPaused, descClamped, descDirectRead} {
 		ch <- d
 	}
 }
@@ -136,6 +138,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descRefused, float64(ns.RefusedBudget), "budget")
 	counter(descRefused, float64(ns.RefusedConnLimit), "connection")
 	counter(descTimedOut, float64(ns.FramesTimedOut))
+	counter(descDirectRead, float64(ns.BytesReceived))
 	counter(descPaused, float64(ns.PausedInflight), "inflight")
 	counter(descPaused, float64(ns.PausedOutbound), "outbound")
 	counter(descClamped, float64(ns.FetchesClamped))

@@ -22,9 +22,10 @@
 // Limits. A frame larger than MaxFrame is refused from its length field, before anything
 // is allocated; a malformed frame is answered with an error frame and the connection
 // closed after it is written. gnet cannot stop reading a socket or push back on a client:
-// it reads whatever arrives and calls OnTraffic, and keeps what OnTraffic leaves in a
-// buffer of its own that grows without bound and goes to a process-wide pool when the
-// connection closes. So netio takes every byte gnet read (reader.go): whole frames go to
+// it reads whatever arrives and calls OnTraffic (at most 1 KiB per readable event: netio
+// reads the rest of a cut frame itself, straight into its own buffer, receive.go), and
+// keeps what OnTraffic leaves in a buffer of its own that grows without bound and goes to
+// a process-wide pool when the connection closes. So netio takes every byte gnet read (reader.go): whole frames go to
 // the handler in place, the rest into memory netio maps itself (inbuf.go), charged to one
 // broker-wide inbound budget (MaxInboundTotal) and capped per connection (MaxInbound) in
 // every state, including while the connection takes no requests. Half of the budget is

@@ -9,8 +9,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Inbound buffers. gnet reads whatever the socket holds into its loop's 64 KiB read buffer
-// and calls OnTraffic; anything OnTraffic leaves unconsumed it copies into the
+// Inbound buffers. gnet reads what a readable event brings into its loop's read buffer
+// (1 KiB: receive.go reads the rest itself, into the inbuf) and calls OnTraffic; anything OnTraffic leaves unconsumed it copies into the
 // connection's ring buffer, which grows by doubling and goes back to a process-wide
 // sync.Pool when the connection closes (a 60 MiB frame left a 128 MiB ring there). So
 // netio consumes every byte gnet read, every time: whole frames are handed to the handler

@@ -12,8 +12,8 @@ import (
 	"sluice/wire"
 )
 
-// Reading. gnet calls OnTraffic with whatever one read(2) brought (at most its 64 KiB read
-// buffer) and appends what OnTraffic leaves to its own unbounded buffer, so OnTraffic takes
+// Reading. gnet calls OnTraffic with whatever one read(2) brought (at most its read buffer,
+// gnetReadCap: see receive.go for what netio reads itself) and appends what OnTraffic leaves to its own unbounded buffer, so OnTraffic takes
 // everything, every time. Whole frames are handed to the handler in place while the
 // connection may take requests; the rest goes to the connection's inbuf, charged to the
 // inbound budget: the tail of a partial frame, and everything that arrives while the
@@ -34,6 +34,7 @@ func (s *Server) OnTraffic(gc gnet.Conn) gnet.Action {
 	if len(data) > 0 {
 		c.reads++
 	}
+	more := len(data) == gnetReadCap // gnet's read filled its buffer: the socket may hold more
 	if c.timerFired.Swap(false) {
 		if action := c.onFrameTimer(); action != gnet.None {
 			return action
@@ -48,7 +49,11 @@ func (s *Server) OnTraffic(gc gnet.Conn) gnet.Action {
 	if c.closeNext {
 		return c.closing()
 	}
-	return c.read(data)
+	action := c.read(data)
+	if action == gnet.None && more && !c.closeNext {
+		action = c.readMore(gc.Fd())
+	}
+	return action
 }
 
 // read hands whole frames to the handler in stream order — first those held from earlier
@@ -181,6 +186,12 @@ func (c *Conn) hold(p []byte) gnet.Action {
 	copied := copy(c.in.mem[c.in.w:], p)
 	c.in.w += copied
 	c.srv.stats.bytesHeld.Add(uint64(copied))
+	return c.took()
+}
+
+// took checks the headers of the frames that the bytes just added to the inbuf complete
+// or start and, once a partial frame's size is known, makes room for all of it.
+func (c *Conn) took() gnet.Action {
 	if hdr, err := c.scan(); err != nil {
 		return c.srv.refuseProtocol(c, hdr, err)
 	}

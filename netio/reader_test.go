@@ -126,14 +126,7 @@ func TestReadSplitFrames(t *testing.T) {
 			answered <- i + 1
 		}
 		c.Close()
-		// The server settles its accounts once it has seen the connection close.
-		st := s.Stats()
-		for deadline := time.Now().Add(time.Minute); st.Connections != 0; st = s.Stats() {
-			if time.Now().After(deadline) {
-				t.Fatal("the server did not see the connection close")
-			}
-			time.Sleep(time.Millisecond)
-		}
+		st := settled(t, s)
 		if st.Requests != uint64(len(crcs)) || st.InboundBuffered != 0 || st.OutboundQueued != 0 || st.OutboundReserved != 0 {
 			t.Fatalf("inflight %d: %+v", inflight, st)
 		}
@@ -144,6 +137,20 @@ func TestReadSplitFrames(t *testing.T) {
 			t.Fatalf("the pool keeps %d bytes", st.InboundIdle)
 		}
 	}
+}
+
+// settled returns the server's counters once it has seen every connection close: it
+// settles its accounts then.
+func settled(t *testing.T, s *Server) Stats {
+	t.Helper()
+	st := s.Stats()
+	for deadline := time.Now().Add(time.Minute); st.Connections != 0; st = s.Stats() {
+		if time.Now().After(deadline) {
+			t.Fatal("the server did not see the connection close")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return st
 }
 
 // start returns where frame i begins in the stream.

@@ -135,6 +135,7 @@ type Stats struct {
 	ProtocolErrs  uint64
 	WriteWaits    uint64 // times a connection waited for its socket to drain
 	BytesHeld     uint64 // request bytes copied into connections' own buffers (frames cut by a read)
+	BytesReceived uint64 // request bytes netio read from sockets itself, straight into those buffers
 	Panics        uint64 // panics recovered in Handle, each answered with an internal error
 	Released      uint64 // parked requests released early because a later answer was ready
 
@@ -157,7 +158,7 @@ type counters struct {
 	bytesRead, requests        atomic.Uint64
 	protocolErrs, writeWaits   atomic.Uint64
 	panics, released           atomic.Uint64
-	bytesHeld                  atomic.Uint64
+	bytesHeld, bytesReceived   atomic.Uint64
 	timedOut                   atomic.Uint64
 	pausedInflight             atomic.Uint64
 	pausedOutbound             atomic.Uint64
@@ -189,7 +190,8 @@ func Start(cfg Config, h Handler) (*Server, error) {
 	s.outBudget.limit, s.outBudget.connMax = cfg.MaxOutboundTotal, cfg.MaxOutbound
 	s.bufs.retain = min(cfg.MaxInboundTotal/16, 16<<20)
 	opts := []gnet.Option{gnet.WithMulticore(true), gnet.WithTCPNoDelay(gnet.TCPNoDelay),
-		gnet.WithReusePort(false), gnet.WithReuseAddr(true), gnet.WithLogLevel(4 /* errors only */)}
+		gnet.WithReusePort(false), gnet.WithReuseAddr(true), gnet.WithLogLevel(4 /* errors only */),
+		gnet.WithReadBufferCap(gnetReadCap)} // receive.go says why so small
 	if cfg.Loops > 0 {
 		opts = append(opts, gnet.WithNumEventLoop(cfg.Loops))
 	}
@@ -224,7 +226,8 @@ func (s *Server) Stats() Stats {
 		BytesCopied: s.stats.bytesCopied.Load(), BytesRead: s.stats.bytesRead.Load(),
 		Requests: s.stats.requests.Load(), ProtocolErrs: s.stats.protocolErrs.Load(),
 		WriteWaits: s.stats.writeWaits.Load(), Panics: s.stats.panics.Load(), BytesHeld: s.stats.bytesHeld.Load(),
-		Released: s.stats.released.Load(), InboundBuffered: s.inBudget.held(), InboundIdle: s.bufs.idle(),
+		BytesReceived: s.stats.bytesReceived.Load(),
+		Released:      s.stats.released.Load(), InboundBuffered: s.inBudget.held(), InboundIdle: s.bufs.idle(),
 		OutboundQueued: s.outBudget.queued.Load(), OutboundReserved: s.outBudget.reserved.Load(),
 		RefusedBudget: s.inBudget.refusedBudget.Load(), RefusedConnLimit: s.inBudget.refusedConn.Load(),
 		FramesTimedOut: s.stats.timedOut.Load(), PausedInflight: s.stats.pausedInflight.Load(),
