@@ -189,7 +189,11 @@ func (s *Suite) Markdown(charts []string) string {
 			if atMost {
 				met = v <= target
 			}
-			st = fmt.Sprintf("%.2f%s — %s", v, unit, map[bool]string{true: "met", false: "**not met**"}[met])
+			prec := 2
+			if !met && fmt.Sprintf("%.2f", v) == fmt.Sprintf("%.2f", target) {
+				prec = 4 // enough digits to show the miss
+			}
+			st = fmt.Sprintf("%.*f%s — %s", prec, v, unit, map[bool]string{true: "met", false: "**not met**"}[met])
 		}
 		w("- %s: %s\n", what, st)
 	}

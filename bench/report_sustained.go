@@ -74,7 +74,7 @@ func (s *Suite) sustainedMarkdown(w func(string, ...any)) {
 	s.diskMarkdown(w)
 	w("\n### Copies per produced byte (sluice)\n\n")
 	if c := s.Copies; c != nil && c.Produced > 0 {
-		w("The broker's counters `sluice_produce_bytes_total` and `sluice_produce_copied_bytes_total` (/metrics), read before and after the sustained 1 KiB run: %.2f GB produced, %.2f GB copied in user space: **%.2f copies per produced byte** (goal ≤ 1).\n",
+		w("The broker's counters `sluice_produce_bytes_total` and `sluice_produce_copied_bytes_total` (/metrics), read before and after the sustained 1 KiB run: %.2f GB produced, %.2f GB copied in user space: **%.4f copies per produced byte** (goal ≤ 1).\n",
 			c.Produced/1e9, c.Copied/1e9, c.Ratio())
 	} else {
 		w("Not measured in this run %s.\n", s.sustainSkipNote("sluice"))
