@@ -1,0 +1,187 @@
+package hdfs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/colinmarc/hdfs/v2"
+)
+
+// ErrTimeout is returned (wrapped) by a call to HDFS that did not return within the
+// connection's timeout.
+var ErrTimeout = errors.New("hdfs: call timed out")
+
+// Options say how to reach HDFS.
+type Options struct {
+	Addresses []string      // the NameNode's RPC addresses (host:port)
+	User      string        // the HDFS user the broker acts as
+	Timeout   time.Duration // bound of every call (a write round, a read, a listing); default 10 s
+}
+
+func (o *Options) ensureDefaults() error {
+	if len(o.Addresses) == 0 {
+		return errors.New("hdfs: no NameNode address")
+	}
+	if o.User == "" {
+		return errors.New("hdfs: no user (hdfs.user)")
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 10 * time.Second
+	}
+	return nil
+}
+
+// Conn is one connection to HDFS whose every call has a deadline. colinmarc/hdfs takes
+// no deadline or context for NameNode calls, and its client's Close waits for a call in
+// progress, so a call is run on a goroutine of its own; when it outlives the timeout, the
+// sockets the client dialed are closed under it (which ends the stuck call with an error
+// as soon as the kernel says so), the client is dropped, and the next call dials a new
+// one. Dropping the client also ends its lease renewal, so the NameNode recovers a file
+// it left open (after dfs.namenode.lease-hard-limit-sec).
+//
+// Safe for concurrent use, but calls on one Conn are serialized by the client itself:
+// the shipper gives each of its goroutines a Conn of its own.
+type Conn struct {
+	opts Options
+	mu   struct {
+		sync.Mutex
+		client *hdfs.Client
+		gen    *generation // client's sockets
+		closed bool
+	}
+}
+
+// generation is the sockets one client dialed (NameNode and DataNodes), closed together
+// when the client is dropped.
+type generation struct {
+	mu      sync.Mutex
+	socks   []net.Conn
+	dropped bool
+}
+
+func (g *generation) add(s net.Conn) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.dropped {
+		s.Close()
+		return errors.New("hdfs: connection reset")
+	}
+	g.socks = append(g.socks, s)
+	return nil
+}
+
+func (g *generation) drop() {
+	g.mu.Lock()
+	socks := g.socks
+	g.socks, g.dropped = nil, true
+	g.mu.Unlock()
+	for _, s := range socks {
+		s.Close()
+	}
+}
+
+// NewConn returns a connection to HDFS; it dials on first use.
+func NewConn(opts Options) (*Conn, error) {
+	if err := opts.ensureDefaults(); err != nil {
+		return nil, err
+	}
+	return &Conn{opts: opts}, nil
+}
+
+// client returns the current client, dialing one if there is none (colinmarc/hdfs dials
+// the NameNode when it makes a client, so that happens outside c.mu).
+func (c *Conn) client() (*hdfs.Client, error) {
+	c.mu.Lock()
+	if c.mu.closed {
+		c.mu.Unlock()
+		return nil, errors.New("hdfs: connection closed")
+	}
+	if cl := c.mu.client; cl != nil {
+		c.mu.Unlock()
+		return cl, nil
+	}
+	c.mu.Unlock()
+	gen := &generation{}
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		d := net.Dialer{Timeout: c.opts.Timeout}
+		s, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return s, gen.add(s)
+	}
+	cl, err := hdfs.NewClient(hdfs.ClientOptions{Addresses: c.opts.Addresses, User: c.opts.User,
+		NamenodeDialFunc: dial, DatanodeDialFunc: dial})
+	if err != nil {
+		gen.drop()
+		return nil, fmt.Errorf("cannot connect to the NameNode: %w", err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mu.closed || c.mu.client != nil { // closed, or another call dialed first
+		gen.drop()
+		go cl.Close()
+		if c.mu.closed {
+			return nil, errors.New("hdfs: connection closed")
+		}
+		return c.mu.client, nil
+	}
+	c.mu.client, c.mu.gen = cl, gen
+	return cl, nil
+}
+
+// Reset drops the current client: its sockets are closed at once and the client closed
+// in the background (its Close waits for a call in progress). The next call dials anew.
+func (c *Conn) Reset() {
+	c.mu.Lock()
+	cl, gen := c.mu.client, c.mu.gen
+	c.mu.client, c.mu.gen = nil, nil
+	c.mu.Unlock()
+	if gen != nil {
+		gen.drop()
+	}
+	if cl != nil {
+		go cl.Close()
+	}
+}
+
+// Close drops the client for good.
+func (c *Conn) Close() {
+	c.mu.Lock()
+	c.mu.closed = true
+	c.mu.Unlock()
+	c.Reset()
+}
+
+// do runs f with the client for at most the timeout (and ctx). On a timeout or ctx's end
+// the client is reset and f is left to end on its own; f must therefore touch nothing the
+// caller uses afterwards. what names the call in errors.
+func (c *Conn) do(ctx context.Context, what string, f func(cl *hdfs.Client) error) error {
+	done := make(chan error, 1)
+	go func() {
+		cl, err := c.client()
+		if err == nil {
+			err = f(cl)
+		}
+		done <- err
+	}()
+	timer := time.NewTimer(c.opts.Timeout)
+	defer timer.Stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			return fmt.Errorf("hdfs: %s: %w", what, err)
+		}
+		return nil
+	case <-timer.C:
+		c.Reset()
+		return fmt.Errorf("hdfs: %s: %w after %v", what, ErrTimeout, c.opts.Timeout)
+	case <-ctx.Done():
+		c.Reset()
+		return fmt.Errorf("hdfs: %s: %w", what, ctx.Err())
+	}
+}

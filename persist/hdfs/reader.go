@@ -1,0 +1,278 @@
+package hdfs
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path"
+	"sort"
+
+	"github.com/colinmarc/hdfs/v2"
+
+	"sluice/batch"
+)
+
+var (
+	// ErrCorrupt is wrapped by errors about data on HDFS that fails its checks (a batch
+	// that is not whole, fails its CRC or breaks the offset order) below the end of the
+	// partition's data there: it is never served.
+	ErrCorrupt = errors.New("hdfs: corrupt data")
+	// ErrOffsetNotFound is wrapped by Read's error for an offset HDFS does not hold:
+	// below the first file, or at or past the end.
+	ErrOffsetNotFound = errors.New("hdfs: offset not on HDFS")
+)
+
+// blockSize is the unit of reads from HDFS (Swift reads 1 MiB blocks too).
+const blockSize = 1 << 20
+
+// Reader reads one partition's batches from HDFS. It is used by one goroutine at a time.
+type Reader struct {
+	conn    *Conn
+	dir     string
+	files   []fileView
+	indexes map[string]*fileIndex // loaded; nil for a file whose index is missing or bad
+	block   struct {              // the last block read
+		name string
+		at   int64
+		b    []byte
+	}
+}
+
+// NewReader returns a reader of the partition whose files are in dir; Refresh lists
+// them.
+func NewReader(conn *Conn, dir string) *Reader {
+	return &Reader{conn: conn, dir: dir, indexes: map[string]*fileIndex{}}
+}
+
+// Refresh lists the partition's files again. A partition with no directory has no files.
+func (r *Reader) Refresh(ctx context.Context) error {
+	var infos []os.FileInfo
+	err := r.conn.do(ctx, "list "+r.dir, func(cl *hdfs.Client) error {
+		var err error
+		infos, err = cl.ReadDir(r.dir)
+		return err
+	})
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	r.files = trusted(infos)
+	r.block.name = ""
+	return nil
+}
+
+// Start returns the first offset on HDFS (as of the last Refresh), and false when there
+// is none.
+func (r *Reader) Start() (int64, bool) {
+	if len(r.files) == 0 {
+		return 0, false
+	}
+	return r.files[0].base, true
+}
+
+// End returns the offset after the last whole, valid batch on HDFS (as of the last
+// Refresh), and false when there is none. It reads the last file's index, or scans
+// the file when it has none (at most a file: Options.RollBytes).
+func (r *Reader) End(ctx context.Context) (int64, bool, error) {
+	for i := len(r.files) - 1; i >= 0; i-- {
+		f := &r.files[i]
+		if ix := r.index(ctx, f); ix != nil {
+			return min(ix.next, f.end), true, nil
+		}
+		next, _, err := r.scan(ctx, f, 0, f.base, f.base, -1, nil)
+		if err != nil {
+			return 0, false, err
+		}
+		if next > f.base {
+			return next, true, nil
+		}
+		// An empty last file (a round that never got acknowledged): the one before ends
+		// the data, at this file's base at most.
+	}
+	return 0, false, nil
+}
+
+// Read returns whole batches, each checked against its CRC, from the one holding offset
+// on, from one file, up to maxBytes but at least one batch, and the offset after them.
+func (r *Reader) Read(ctx context.Context, offset int64, maxBytes int) ([]byte, int64, error) {
+	i := sort.Search(len(r.files), func(i int) bool { return r.files[i].base > offset }) - 1
+	for ; i >= 0 && i < len(r.files); i++ {
+		f := &r.files[i]
+		if offset >= f.end {
+			continue
+		}
+		pos, from := int64(0), f.base
+		if ix := r.index(ctx, f); ix != nil {
+			e := ix.seek(offset)
+			pos, from = e.pos, e.offset
+		}
+		next, out, err := r.scan(ctx, f, pos, from, offset, maxBytes, nil)
+		if err != nil {
+			return nil, 0, err
+		}
+		if len(out) > 0 {
+			return out, next, nil
+		}
+		if i+1 < len(r.files) && next < f.end {
+			return nil, 0, fmt.Errorf("%w: %s ends at offset %d, the next file starts at %d", ErrCorrupt, path.Join(r.dir, f.name), next, f.end)
+		}
+	}
+	return nil, 0, fmt.Errorf("%w: offset %d in %s", ErrOffsetNotFound, offset, r.dir)
+}
+
+// scan walks f's batches from position pos, where the batch with base offset from
+// starts, and collects those holding offset want or later, up to maxBytes but at least
+// one (maxBytes < 0: none, just check every batch and find the end). It returns the
+// offset after the last batch it walked. It stops at f's end (the next file's base) and
+// at the end of the file's data. A batch that is cut short, fails its CRC or breaks the
+// offset order is corruption, except at the end of the last file, where it is a torn
+// tail (a writer that died mid-round) and ends the data: unless a valid batch follows
+// it, which only damage explains.
+func (r *Reader) scan(ctx context.Context, f *fileView, pos, from, want int64, maxBytes int, out []byte) (int64, []byte, error) {
+	next := from
+	for pos < f.size && next < f.end {
+		if maxBytes >= 0 && len(out) > 0 && len(out) >= maxBytes {
+			break
+		}
+		h, b, bad, err := r.batchAt(ctx, f, pos, next)
+		if err != nil {
+			return 0, nil, err
+		}
+		if bad == nil && h.LastOffset() < want && maxBytes >= 0 {
+			b = nil // below what was asked for: skipped (its CRC was checked all the same)
+		}
+		if bad != nil {
+			if f.end == math.MaxInt64 && !r.validAfter(ctx, f, pos, next, h) {
+				break // a torn tail
+			}
+			return 0, nil, fmt.Errorf("%w: %s at position %d: %v", ErrCorrupt, path.Join(r.dir, f.name), pos, bad)
+		}
+		out = append(out, b...)
+		pos += int64(h.Size())
+		next = h.LastOffset() + 1
+	}
+	return next, out, nil
+}
+
+// batchAt reads the batch at pos of f, which should have base offset next, and checks
+// it. bad says what is wrong with it (h is set when at least its header parsed); err is
+// an I/O error.
+func (r *Reader) batchAt(ctx context.Context, f *fileView, pos, next int64) (h batch.Header, b []byte, bad, err error) {
+	hb, err := r.readAt(ctx, f, pos, batch.HeaderSize)
+	if errors.Is(err, errShortFile) {
+		return h, nil, err, nil
+	}
+	if err != nil {
+		return h, nil, nil, err
+	}
+	if h, bad = batch.ParseHeader(hb); bad != nil {
+		// What the header's length and count fields say, unchecked: validAfter looks
+		// past the bad batch with them.
+		h = batch.Header{Length: binary.LittleEndian.Uint32(hb[8:]), Count: binary.LittleEndian.Uint32(hb[20:])}
+		if h.Size() > batch.MaxSize {
+			h = batch.Header{}
+		}
+		return h, nil, bad, nil
+	}
+	if h.BaseOffset != next {
+		return h, nil, fmt.Errorf("base offset %d, want %d", h.BaseOffset, next), nil
+	}
+	b, err = r.readAt(ctx, f, pos, h.Size())
+	if errors.Is(err, errShortFile) {
+		return h, nil, err, nil
+	}
+	if err != nil {
+		return h, nil, nil, err
+	}
+	_, bad = batch.Check(b)
+	return h, b, bad, nil
+}
+
+// validAfter reports whether a valid batch follows the bad one at pos, which should have
+// had base offset next (h is its header, if it parsed), where its length and record count
+// say: then the bad batch is damage, not a torn tail.
+func (r *Reader) validAfter(ctx context.Context, f *fileView, pos, next int64, h batch.Header) bool {
+	if h.Length == 0 || h.Count == 0 {
+		return false
+	}
+	_, _, bad, err := r.batchAt(ctx, f, pos+int64(h.Size()), next+int64(h.Count))
+	return err == nil && bad == nil
+}
+
+// errShortFile is readAt's error for bytes past the end of the file.
+var errShortFile = errors.New("past the end of the file")
+
+// readAt returns n bytes of f from pos, read in aligned blocks; the last block read is
+// kept for the next call.
+func (r *Reader) readAt(ctx context.Context, f *fileView, pos int64, n int) ([]byte, error) {
+	if pos+int64(n) > f.size {
+		return nil, fmt.Errorf("%d bytes at %d of %d: %w", n, pos, f.size, errShortFile)
+	}
+	out := make([]byte, 0, n)
+	for len(out) < n {
+		at := (pos + int64(len(out))) &^ (blockSize - 1)
+		if r.block.name != f.name || r.block.at != at {
+			b, err := r.readBlock(ctx, f, at)
+			if err != nil {
+				return nil, err
+			}
+			r.block.name, r.block.at, r.block.b = f.name, at, b
+		}
+		from := int(pos + int64(len(out)) - at)
+		if from >= len(r.block.b) {
+			return nil, fmt.Errorf("block at %d of %s has %d bytes: %w", at, f.name, len(r.block.b), errShortFile)
+		}
+		out = append(out, r.block.b[from:min(len(r.block.b), from+n-len(out))]...)
+	}
+	return out, nil
+}
+
+// readBlock reads the block of f at position at (up to blockSize bytes, fewer at the
+// end of the file).
+func (r *Reader) readBlock(ctx context.Context, f *fileView, at int64) ([]byte, error) {
+	buf := make([]byte, min(blockSize, f.size-at))
+	p := path.Join(r.dir, f.name)
+	err := r.conn.do(ctx, "read "+p, func(cl *hdfs.Client) error {
+		fr, err := cl.Open(p)
+		if err != nil {
+			return err
+		}
+		defer fr.Close()
+		_, err = fr.ReadAt(buf, at)
+		return err
+	})
+	if errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%s shorter than listed: %w", p, errShortFile)
+	}
+	return buf, err
+}
+
+// index returns f's index, reading it the first time; nil when f has none (not sealed)
+// or it cannot be used (then the reader scans the file).
+func (r *Reader) index(ctx context.Context, f *fileView) *fileIndex {
+	if !f.index {
+		return nil
+	}
+	if ix, ok := r.indexes[f.name]; ok {
+		return ix
+	}
+	p := path.Join(r.dir, f.name+indexSuffix)
+	var b []byte
+	err := r.conn.do(ctx, "read "+p, func(cl *hdfs.Client) error {
+		var err error
+		b, err = cl.ReadFile(p)
+		return err
+	})
+	if err != nil {
+		return nil // not remembered: read again next time
+	}
+	ix, err := decodeIndex(b, f.base)
+	if err != nil || ix.size > f.size {
+		ix = nil
+	}
+	r.indexes[f.name] = ix
+	return ix
+}
