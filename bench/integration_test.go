@@ -66,7 +66,7 @@ func TestMarkdown(t *testing.T) {
 		"| 1 KiB records, steady | 300 | 100 | — | 1200 | 350 | 3.00 | — | 0.25 |",
 		"sustained produce ≥ 0.5 of the O_DIRECT ceiling (1 KiB, steady): 0.25 — **not met**",
 		"sustained produce ≥ 3× Kafka (1 KiB, steady): 3.00× — met",
-		"**2.00 copies per produced byte**", "copies per produced byte ≤ 1 (sustained 1 KiB run): 2.00 — **not met**",
+		"**2.0000 copies per produced byte**", "copies per produced byte ≤ 1 (sustained 1 KiB run): 2.00 — **not met**",
 		"| direct | ext4 | 3.0 GiB |"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)

@@ -13,6 +13,7 @@ import (
 	"sluice/internal/dirlock"
 	"sluice/memarena"
 	"sluice/netio"
+	"sluice/persist/hdfs"
 	"sluice/sched"
 )
 
@@ -45,6 +46,7 @@ type Broker struct {
 	persisters   sync.WaitGroup
 	stopPersist  chan struct{}
 	kicks        []chan struct{} // per shard: wake its persister before its next tick
+	shipper      *hdfs.Shipper   // nil unless distributed mode ships to HDFS
 
 	panics      atomic.Uint64 // recovered on shards (netio counts the loops')
 	produced    atomic.Uint64 // batch bytes accepted by produce requests
@@ -87,6 +89,10 @@ func Start(cfg Config) (*Broker, error) {
 	for i := range b.kicks {
 		b.kicks[i] = make(chan struct{}, 1)
 	}
+	if err := b.startShipper(); err != nil {
+		b.closeAll()
+		return nil, err
+	}
 	if err := b.loadTopics(); err != nil {
 		b.closeAll()
 		return nil, err
@@ -107,6 +113,7 @@ func Start(cfg Config) (*Broker, error) {
 	if b.net, err = netio.Start(cfg.Net, b); err != nil {
 		close(b.stopPersist)
 		b.persisters.Wait()
+		b.stopShipper()
 		b.sched.Close()
 		b.arena.Close()
 		b.lock.Release()
@@ -139,6 +146,7 @@ func (b *Broker) addTopicLocked(t *topic) {
 	for _, pt := range t.parts {
 		id := pt.shard.ID()
 		b.mu.byShard[id] = append(b.mu.byShard[id], pt)
+		b.ship(pt)
 	}
 }
 
@@ -184,6 +192,7 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 		<-b.reclaimDone
 		close(b.stopPersist)
 		b.persisters.Wait()
+		b.stopShipper() // rounds under way end first: they read from the partitions
 		// Runs queued requests, then the OnClose hooks (shutdownPart: the last persist,
 		// the answers to everything parked), while the connections are still open.
 		b.sched.Close()
@@ -201,8 +210,16 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	return b.shutdownErr
 }
 
+// stopShipper stops shipping (rounds under way end, each bounded by the HDFS timeout).
+func (b *Broker) stopShipper() {
+	if b.shipper != nil {
+		b.shipper.Close()
+	}
+}
+
 // closeAll closes partitions and the arena when start fails.
 func (b *Broker) closeAll() {
+	b.stopShipper()
 	for _, t := range b.mu.topics {
 		closeTopic(t)
 	}

@@ -198,7 +198,7 @@ func (b *Broker) openPartition(m topicMeta, i int, opts local.Options) (*engine.
 		return nil, fmt.Errorf("cannot open partition %s/%d: %w", m.Name, i, err)
 	}
 	p, err := engine.Open(engine.PartitionConfig{Topic: m.Name, ID: i, Version: m.Version,
-		Session: b.newSession()}, l, b.arena)
+		Session: b.newSession(), Replicated: b.cfg.HDFS.Enabled()}, l, b.arena)
 	if err != nil {
 		l.Close()
 		return nil, err

@@ -30,7 +30,9 @@ type Config struct {
 	// produce's wait for durability. A client asking for more is answered at the cap.
 	// Default 60 s.
 	MaxWait time.Duration
-	Logger  *slog.Logger
+	// HDFS ships every partition to HDFS when its Addresses are set (distributed mode).
+	HDFS   HDFSConfig
+	Logger *slog.Logger
 }
 
 // EnsureDefaults fills unset fields.
@@ -75,6 +77,12 @@ func (c *Config) Validate() error {
 
 // String renders the configuration for the startup log.
 func (c *Config) String() string {
-	return fmt.Sprintf("data=%s listen=%s net={%s} arena={%v} shards={%v} log={%v} max_wait=%v",
+	s := fmt.Sprintf("data=%s listen=%s net={%s} arena={%v} shards={%v} log={%v} max_wait=%v",
 		c.DataDir, c.Net.Listen, c.Net.String(), c.Arena, c.Sched, c.Log.String(), c.MaxWait)
+	if c.HDFS.Enabled() {
+		h := &c.HDFS
+		s += fmt.Sprintf(" hdfs={addr=%v root=%s user=%s workers=%d commit_interval=%v commit_bytes=%d timeout=%v roll_bytes=%d}",
+			h.Addresses, h.Root, h.Conn.User, h.Workers, h.CommitInterval, h.CommitBytes, h.Conn.Timeout, h.Writer.RollBytes)
+	}
+	return s
 }

@@ -89,6 +89,16 @@ var (
 		"Connections closed because a partial request frame received nothing for net.frame_timeout.", nil, nil)
 	descPaused = prometheus.NewDesc("sluice_net_paused_total",
 		"Times a connection stopped taking requests, by reason: inflight (max requests in flight) or outbound (its unread answers hold its share of net.max_outbound_total).", []string{"reason"}, nil)
+	descHDFSLag = prometheus.NewDesc("sluice_partition_hdfs_lag_offsets",
+		"Distributed mode: offsets accepted and not yet acknowledged by HDFS (the checkpoint waits for them).", []string{"topic", "partition"}, nil)
+	descHDFSLagSec = prometheus.NewDesc("sluice_partition_hdfs_lag_seconds",
+		"Distributed mode: how long the partition has had data waiting to ship to HDFS (0 when HDFS has everything).", []string{"topic", "partition"}, nil)
+	descHDFSFailing = prometheus.NewDesc("sluice_partition_hdfs_failing",
+		"Distributed mode: 1 when the partition's last commit round to HDFS failed (retried with backoff).", []string{"topic", "partition"}, nil)
+	descHDFSRounds = prometheus.NewDesc("sluice_hdfs_commit_rounds_total",
+		"Distributed mode: commit rounds to HDFS, by result: ok or failed.", []string{"result"}, nil)
+	descHDFSBytes = prometheus.NewDesc("sluice_hdfs_shipped_bytes_total",
+		"Distributed mode: batch bytes HDFS acknowledged.", nil, nil)
 	descDirectRead = prometheus.NewDesc("sluice_net_direct_read_bytes_total",
 		"Request bytes the broker read from sockets itself, straight into connections' buffers (the rest of a frame the event loop's first small read cut, and read-ahead between frames): never copied in user space before the handler.", nil, nil)
 	descClamped = prometheus.NewDesc("sluice_net_fetches_clamped_total",
@@ -98,7 +108,8 @@ var (
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descSent, descConns, descRequests, descProtoErr, descArena, descReclaimed,
 		descFull, descLag, descHits, descState, descDirect, descPanics, descReleased, descSkipped, descParked, descProduced, descCopied,
-		descInbound, descOutbound, descRefused, descTimedOut, descPaused, descClamped, descDirectRead} {
+		descInbound, descOutbound, descRefused, descTimedOut, descPaused, descClamped, descDirectRead,
+		descHDFSLag, descHDFSLagSec, descHDFSFailing, descHDFSRounds, descHDFSBytes} {
 		ch <- d
 	}
 }
@@ -139,6 +150,22 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descRefused, float64(ns.RefusedConnLimit), "connection")
 	counter(descTimedOut, float64(ns.FramesTimedOut))
 	counter(descDirectRead, float64(ns.BytesReceived))
+	if b := c.b.shipper; b != nil {
+		commits, failures, bytes, parts := b.Stats()
+		counter(descHDFSRounds, float64(commits), "ok")
+		counter(descHDFSRounds, float64(failures), "failed")
+		counter(descHDFSBytes, float64(bytes))
+		for _, ps := range parts {
+			topic, id := ps.Topic, strconv.Itoa(ps.Partition)
+			gauge(descHDFSLag, float64(ps.LagOffsets), topic, id)
+			gauge(descHDFSLagSec, ps.Lag.Seconds(), topic, id)
+			failing := 0.0
+			if ps.Failing {
+				failing = 1
+			}
+			gauge(descHDFSFailing, failing, topic, id)
+		}
+	}
 	counter(descPaused, float64(ns.PausedInflight), "inflight")
 	counter(descPaused, float64(ns.PausedOutbound), "outbound")
 	counter(descClamped, float64(ns.FetchesClamped))

@@ -24,21 +24,24 @@ func (p *Partition) Pending() int64 { return p.store.Pending() }
 // it when Produce appended and FetchesParked said polls wait). Owner only.
 func (p *Partition) DataArrived() { p.waits.wakeAll(&p.waits.fetches, WokeData) }
 
-// Checkpointed takes the store's checkpoint C: what it covers becomes reclaimable in the
-// write buffer, and the produces waiting for it wake. Owner only.
+// Checkpointed takes the checkpoint C (the store's, bounded by the replica's in
+// distributed mode: replica.go): what the store made durable becomes reclaimable in the
+// write buffer, and the produces waiting for C wake. Owner only.
 func (p *Partition) Checkpointed() {
-	d := p.store.Durable()
-	if d == p.durable {
-		return
+	if d := p.store.Durable(); d != p.local {
+		p.local = d
+		p.buf.SetDurable(d)
 	}
-	p.durable = d
-	p.buf.SetDurable(d)
-	p.waits.wakeDurables(d)
+	if d := p.checkpoint(); d != p.durable {
+		p.durable = d
+		p.waits.wakeDurables(d)
+	}
 }
 
-// ApplyRetention deletes what the retention settings let go, never above C. Owner only.
+// ApplyRetention deletes what the retention settings let go, never above C (so never
+// what the replica has not acknowledged). Owner only.
 func (p *Partition) ApplyRetention() (int, error) {
-	return p.store.ApplyRetention(p.store.Durable())
+	return p.store.ApplyRetention(p.checkpoint())
 }
 
 // ParkFetch parks a long poll for offset until data exists there, deadline passes (on the

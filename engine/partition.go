@@ -39,8 +39,14 @@ type Partition struct {
 	// owner wake it (DataArrived), or the poll sees the new end and does not park.
 	fetchParked atomic.Int64
 
+	// replicated is set when C also waits for a replica (PartitionConfig.Replicated);
+	// shipped is the offset below which the replica acknowledged everything.
+	replicated bool
+	shipped    atomic.Int64
+
 	// Owner (shard) only.
-	durable int64 // checkpoint last passed to the write buffer and the waits
+	durable int64 // checkpoint C last passed to the waits
+	local   int64 // the store's durable offset last passed to the write buffer
 	waits   waits
 	closing bool
 
@@ -62,6 +68,9 @@ type PartitionConfig struct {
 	// Session is the S of this load; it must differ from every earlier load of the
 	// partition (the loader passes a clock reading or an epoch).
 	Session uint64
+	// Replicated makes C wait for a replica too (distributed mode: HDFS): the driver
+	// reports what it acknowledged with Shipped.
+	Replicated bool
 	// DedupHorizon bounds how many bytes at the end of the log are read, when loading, to
 	// rebuild the producers' sequences. 0 means 64 MiB.
 	DedupHorizon int64
@@ -77,7 +86,9 @@ type PartitionConfig struct {
 // arena refuses the write buffer.
 func Open(cfg PartitionConfig, store persist.Store, arena *memarena.Arena) (*Partition, error) {
 	p := &Partition{topic: cfg.Topic, id: cfg.ID, version: cfg.Version, session: cfg.Session,
-		store: store, arena: arena}
+		store: store, arena: arena, replicated: cfg.Replicated}
+	start, _ := store.Bounds()
+	p.shipped.Store(start) // nothing acknowledged by a replica yet: the shipper says what is
 	p.app.producers = map[int64]*producerState{}
 	p.waits.fetchesParked = &p.fetchParked
 	p.release = p.releaseHeld // made once: each Persist reuses it
@@ -98,8 +109,9 @@ func Open(cfg PartitionConfig, store persist.Store, arena *memarena.Arena) (*Par
 	}
 	p.app.segs = []segStart{{seg: seg, start: 0}}
 	p.buf = buf
-	p.durable = store.Durable()
-	buf.SetDurable(p.durable)
+	p.local = store.Durable()
+	buf.SetDurable(p.local)
+	p.durable = p.checkpoint()
 	return p, nil
 }
 
@@ -173,7 +185,7 @@ type Window struct {
 // answers a describe or a busy never waits for a write, a sync or a roll.
 func (p *Partition) Window() Window {
 	start, next := p.store.Bounds()
-	return Window{Version: p.version, Session: p.session, Checkpoint: p.store.Durable(),
+	return Window{Version: p.version, Session: p.session, Checkpoint: p.checkpoint(),
 		Next: next, Start: start}
 }
 

@@ -59,6 +59,14 @@ var brokerKeys = [][2]string{
 	{"net.frame_timeout", "close a connection whose partial request frame gets no byte for this long (default 30s)"},
 	{"broker.max_wait", "longest a fetch's long poll or a produce's wait for durability may last (default 60s)"},
 	{"broker.retention_check", "how often each partition applies retention (default 30s)"},
+	{"hdfs.addr", "NameNode RPC address(es), comma-separated: ship every partition to HDFS and let the checkpoint wait for it (distributed mode; default off)"},
+	{"hdfs.root", "directory of the topics on HDFS (default /sluice)"},
+	{"hdfs.user", "HDFS user the broker acts as (default sluice)"},
+	{"hdfs.workers", "partitions shipped at once, one HDFS connection each (default 2)"},
+	{"hdfs.commit_interval", "how often a partition with data waiting ships a commit round (default 50ms)"},
+	{"hdfs.commit_bytes", "most bytes of one partition in one commit round (default 16MiB)"},
+	{"hdfs.timeout", "bound of every HDFS call (default 10s)"},
+	{"hdfs.roll_bytes", "size at which a partition's HDFS file is sealed and a new one started (default 128MiB)"},
 }
 
 func newBrokerFlags() *brokerFlags {
@@ -193,6 +201,20 @@ func (f *brokerFlags) brokerConfig(logger *slog.Logger) (broker.Config, error) {
 	dur("net.frame_timeout", &cfg.Net.FrameTimeout)
 	dur("broker.max_wait", &cfg.MaxWait)
 	dur("broker.retention_check", &cfg.RetentionCheck)
+	if v := s("hdfs.addr"); v != "" {
+		for _, a := range strings.Split(v, ",") {
+			cfg.HDFS.Addresses = append(cfg.HDFS.Addresses, strings.TrimSpace(a))
+		}
+	}
+	cfg.HDFS.Root = cmp(s("hdfs.root"), "/sluice")
+	cfg.HDFS.Conn.User = cmp(s("hdfs.user"), "sluice")
+	integer("hdfs.workers", &cfg.HDFS.Workers)
+	dur("hdfs.commit_interval", &cfg.HDFS.CommitInterval)
+	var commitBytes int64
+	size("hdfs.commit_bytes", &commitBytes)
+	cfg.HDFS.CommitBytes = int(commitBytes)
+	dur("hdfs.timeout", &cfg.HDFS.Conn.Timeout)
+	size("hdfs.roll_bytes", &cfg.HDFS.Writer.RollBytes)
 	if cfg.DataDir == "" {
 		errs = append(errs, errors.New("-data is required"))
 	}

@@ -1,0 +1,156 @@
+package test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"sluice/batch"
+	"sluice/internal/hdfstest"
+	"sluice/internal/testbroker"
+	"sluice/persist/hdfs"
+	"sluice/wire"
+)
+
+// hdfsValues reads a partition's data on HDFS, as any reader would (persist/hdfs), and
+// returns its record values in offset order, checking that offsets follow each other
+// from the first file's base to the end.
+func hdfsValues(t *testing.T, addr, topic string, part int) []string {
+	t.Helper()
+	conn, err := hdfs.NewConn(hdfs.Options{Addresses: []string{addr}, User: "test", Timeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx := context.Background()
+	r := hdfs.NewReader(conn, hdfs.PartitionDir("/sluice", topic, part))
+	if err := r.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	start, ok := r.Start()
+	if !ok {
+		return nil
+	}
+	end, _, err := r.End(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vals []string
+	for o := start; o < end; {
+		b, next, err := r.Read(ctx, o, 1<<20)
+		if err != nil {
+			t.Fatalf("read %s/%d at %d from HDFS: %v", topic, part, o, err)
+		}
+		for len(b) > 0 {
+			var it batch.Iter
+			if err := it.Reset(b); err != nil {
+				t.Fatal(err)
+			}
+			h := it.Header()
+			if h.BaseOffset != o {
+				t.Fatalf("batch at %d on HDFS, want %d", h.BaseOffset, o)
+			}
+			for it.Next() {
+				vals = append(vals, string(it.Record().Value))
+			}
+			o = h.LastOffset() + 1
+			b = b[h.Size():]
+		}
+		if o != next {
+			t.Fatalf("read to %d, next %d", o, next)
+		}
+	}
+	return vals
+}
+
+// produceWait produces n records with values prefix-i, waiting up to wait for the
+// checkpoint, and returns the answer.
+func produceWait(t *testing.T, w *wireConn, topic string, part uint32, prefix string, n int, wait time.Duration) *wire.ProduceResponse {
+	t.Helper()
+	resp := w.call(&wire.ProduceRequest{Topic: []byte(topic), Partition: part, Version: 1,
+		WaitDurableMs: uint32(wait / time.Millisecond), Batches: records(0, -1, prefix, n)})
+	mustOK(t, resp)
+	return resp.Body.(*wire.ProduceResponse)
+}
+
+// TestShipToHDFS runs a broker in distributed mode against a real HDFS: the checkpoint
+// waits for HDFS; with HDFS down producers keep going and C stops; once HDFS is back
+// the backlog ships and C catches up; a restarted broker (a new epoch) continues where
+// HDFS ends. HDFS ends up holding every record exactly once, in order.
+func TestShipToHDFS(t *testing.T) {
+	c := hdfstest.Start(t)
+	b := testbroker.Start(t, t.TempDir(), "-metrics", "127.0.0.1:0", "-hdfs.addr", c.Addr,
+		"-hdfs.timeout", "2s", "-hdfs.commit_interval", "20ms", "-hdfs.roll_bytes", "64KiB")
+	w := dial(t, b.Addr)
+	createTopic(t, w, "h", 2)
+	var want []string
+	for i := range 20 {
+		pr := produceWait(t, w, "h", 1, fmt.Sprintf("a%d", i), 50, 30*time.Second)
+		if pr.Checkpoint < pr.LastOffset {
+			t.Fatalf("acks=persisted answered before HDFS had it: %+v", pr)
+		}
+		for j := range 50 {
+			want = append(want, fmt.Sprintf("a%d-%d", i, j))
+		}
+	}
+	if got := hdfsValues(t, c.Addr, "h", 1); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("HDFS holds %d records, want %d", len(got), len(want))
+	}
+
+	// HDFS down: producers are answered, C stays below what they produced.
+	c.Kill()
+	frozen := produceWait(t, w, "h", 1, "b", 50, 0)
+	want = appendValues(want, "b", 50)
+	pr := produceWait(t, w, "h", 1, "c", 50, 1500*time.Millisecond)
+	want = appendValues(want, "c", 50)
+	if pr.Checkpoint >= frozen.BaseOffset {
+		t.Fatalf("C moved to %d with HDFS down (the batch at %d was never shipped)", pr.Checkpoint, frozen.BaseOffset)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for scrape(t, b.MetricsAddr, `sluice_partition_hdfs_failing{partition="1",topic="h"}`) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the partition never reported failing shipments")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if lag := scrape(t, b.MetricsAddr, `sluice_partition_hdfs_lag_offsets{partition="1",topic="h"}`); lag < 100 {
+		t.Fatalf("HDFS lag %v offsets, want at least 100", lag)
+	}
+
+	// HDFS back: the backlog ships, C catches up.
+	c.Restart(t)
+	pr = produceWait(t, w, "h", 1, "d", 50, 60*time.Second)
+	want = appendValues(want, "d", 50)
+	if pr.Checkpoint < pr.LastOffset {
+		t.Fatalf("C did not catch up once HDFS was back: %+v", pr)
+	}
+	if got := hdfsValues(t, c.Addr, "h", 1); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("after the outage HDFS holds %d records, want %d:\n%v", len(got), len(want), got)
+	}
+
+	// A restart is a new epoch: shipping resumes at HDFS's end.
+	if err := b.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	b.Restart()
+	w = dial(t, b.Addr)
+	pr = produceWait(t, w, "h", 1, "e", 50, 30*time.Second)
+	want = appendValues(want, "e", 50)
+	if pr.Checkpoint < pr.LastOffset {
+		t.Fatalf("after a restart: %+v", pr)
+	}
+	if got := hdfsValues(t, c.Addr, "h", 1); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("after a broker restart HDFS holds %d records, want %d", len(got), len(want))
+	}
+	if got := hdfsValues(t, c.Addr, "h", 0); len(got) != 0 {
+		t.Fatalf("partition 0 was never produced to, HDFS holds %d records of it", len(got))
+	}
+}
+
+func appendValues(vals []string, prefix string, n int) []string {
+	for i := range n {
+		vals = append(vals, fmt.Sprintf("%s-%d", prefix, i))
+	}
+	return vals
+}
