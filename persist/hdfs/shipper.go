@@ -102,7 +102,7 @@ type shipPart struct {
 
 	acked   atomic.Int64 // Writer.Next after the last acknowledged round; -1 before the first
 	behind  atomic.Int64 // unix ns since when data has been waiting unshipped; 0 when caught up
-	failing atomic.Bool // the last round failed
+	failing atomic.Bool  // the last round failed
 }
 
 // NewShipper starts a shipper.
