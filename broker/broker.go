@@ -47,6 +47,7 @@ type Broker struct {
 	stopPersist  chan struct{}
 	kicks        []chan struct{} // per shard: wake its persister before its next tick
 	shipper      *hdfs.Shipper   // nil unless distributed mode ships to HDFS
+	remote       *remoteReads    // fetches served from HDFS; nil unless distributed mode
 
 	panics      atomic.Uint64 // recovered on shards (netio counts the loops')
 	produced    atomic.Uint64 // batch bytes accepted by produce requests
@@ -54,6 +55,7 @@ type Broker struct {
 	parkedFetch atomic.Int64  // long polls parked on partitions
 	parkedAck   atomic.Int64  // produces waiting for their checkpoint
 	skippedDirs atomic.Int64  // data directory entries that are not topics
+	remoteBytes atomic.Uint64 // batch bytes fetches read from HDFS
 }
 
 // Start opens the data directory (recovering every partition), starts the shards and
@@ -90,6 +92,10 @@ func Start(cfg Config) (*Broker, error) {
 		b.kicks[i] = make(chan struct{}, 1)
 	}
 	if err := b.startShipper(); err != nil {
+		b.closeAll()
+		return nil, err
+	}
+	if err := b.startRemoteReads(); err != nil {
 		b.closeAll()
 		return nil, err
 	}
@@ -215,6 +221,7 @@ func (b *Broker) stopShipper() {
 	if b.shipper != nil {
 		b.shipper.Close()
 	}
+	b.stopRemoteReads()
 }
 
 // closeAll closes partitions and the arena when start fails.

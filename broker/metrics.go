@@ -99,6 +99,8 @@ var (
 		"Distributed mode: commit rounds to HDFS, by result: ok or failed.", []string{"result"}, nil)
 	descHDFSBytes = prometheus.NewDesc("sluice_hdfs_shipped_bytes_total",
 		"Distributed mode: batch bytes HDFS acknowledged.", nil, nil)
+	descHDFSRead = prometheus.NewDesc("sluice_hdfs_fetched_bytes_total",
+		"Distributed mode: batch bytes fetches read from HDFS (offsets no longer held locally), through the arena's block cache.", nil, nil)
 	descDirectRead = prometheus.NewDesc("sluice_net_direct_read_bytes_total",
 		"Request bytes the broker read from sockets itself, straight into connections' buffers (the rest of a frame the event loop's first small read cut, and read-ahead between frames): never copied in user space before the handler.", nil, nil)
 	descClamped = prometheus.NewDesc("sluice_net_fetches_clamped_total",
@@ -109,7 +111,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descSent, descConns, descRequests, descProtoErr, descArena, descReclaimed,
 		descFull, descLag, descHits, descState, descDirect, descPanics, descReleased, descSkipped, descParked, descProduced, descCopied,
 		descInbound, descOutbound, descRefused, descTimedOut, descPaused, descClamped, descDirectRead,
-		descHDFSLag, descHDFSLagSec, descHDFSFailing, descHDFSRounds, descHDFSBytes} {
+		descHDFSLag, descHDFSLagSec, descHDFSFailing, descHDFSRounds, descHDFSBytes, descHDFSRead} {
 		ch <- d
 	}
 }
@@ -155,6 +157,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(descHDFSRounds, float64(commits), "ok")
 		counter(descHDFSRounds, float64(failures), "failed")
 		counter(descHDFSBytes, float64(bytes))
+		counter(descHDFSRead, float64(c.b.remoteBytes.Load()))
 		for _, ps := range parts {
 			topic, id := ps.Topic, strconv.Itoa(ps.Partition)
 			gauge(descHDFSLag, float64(ps.LagOffsets), topic, id)

@@ -15,6 +15,7 @@ import (
 
 	"sluice/batch"
 	"sluice/internal/hdfstest"
+	"sluice/memarena"
 )
 
 // Every test here runs against a real HDFS (a MiniDFSCluster JVM shared by the package's
@@ -111,7 +112,7 @@ func TestRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(1, 2))
 	w := NewWriter(dir, 1, 1000, WriterOptions{RollBytes: 64 << 10, IndexInterval: 4 << 10})
-	r := NewReader(conn, dir)
+	r := NewReader(conn, dir, nil)
 	for round := range 40 {
 		data, next := batches(w.Next(), 1+rng.IntN(300), "a")
 		if err := w.Commit(ctx, conn, cut(rng, data)); err != nil {
@@ -190,7 +191,7 @@ func TestShippedTwiceVisibleOnce(t *testing.T) {
 	if err := w.Commit(ctx, conn, [][]byte{again}); err != nil {
 		t.Fatal(err)
 	}
-	r := NewReader(conn, dir)
+	r := NewReader(conn, dir, nil)
 	if err := r.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +214,7 @@ func TestEpochFence(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	r := NewReader(conn, dir)
+	r := NewReader(conn, dir, nil)
 	if err := r.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +261,7 @@ func TestTornTailAndDamage(t *testing.T) {
 	torn := batchAt(end, "a") // one batch, cut short below
 	writeFile(t, conn, dir, fileName(0, 1), a)
 	writeFile(t, conn, dir, fileName(mid, 1), append(append([]byte{}, b...), torn[:len(torn)-7]...))
-	r := NewReader(conn, dir)
+	r := NewReader(conn, dir, nil)
 	if err := r.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -273,7 +274,7 @@ func TestTornTailAndDamage(t *testing.T) {
 	bad := append([]byte{}, a...)
 	bad[len(bad)/2] ^= 0x40
 	writeFile(t, conn, dir, fileName(0, 1), bad)
-	r = NewReader(conn, dir)
+	r = NewReader(conn, dir, nil)
 	if err := r.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -292,7 +293,7 @@ func TestTornTailAndDamage(t *testing.T) {
 	bad[100] ^= 0x40
 	writeFile(t, conn, dir, fileName(0, 1), a)
 	writeFile(t, conn, dir, fileName(mid, 1), bad)
-	r = NewReader(conn, dir)
+	r = NewReader(conn, dir, nil)
 	if err := r.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -340,7 +341,7 @@ func TestPausedNameNode(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	r := NewReader(conn, dir)
+	r := NewReader(conn, dir, nil)
 	if err := r.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -348,4 +349,62 @@ func TestPausedNameNode(t *testing.T) {
 		t.Fatalf("end %d %v, want %d", got, err, end)
 	}
 	readAll(t, r, 0, end, func(int64) string { return "a" })
+}
+
+// TestReadThroughArenaCache reads a partition twice through the arena's block cache:
+// the second time the sealed files come from memory alone, even with the NameNode
+// stopped (SIGSTOP), and every batch is the one shipped.
+func TestReadThroughArenaCache(t *testing.T) {
+	c := hdfstest.Start(t) // its own cluster: it is paused below
+	conn, err := NewConn(Options{Addresses: []string{c.Addr}, User: "sluice", Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	arena, err := memarena.New(memarena.Config{Size: 64 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer arena.Close()
+	blocks, err := arena.NewBlockCache(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache := ArenaCache{Blocks: blocks, Size: int(arena.Stats().ChunkSize)}
+	ctx := context.Background()
+	dir := PartitionDir("/cached", "topic", 0)
+	w := NewWriter(dir, 1, 0, WriterOptions{RollBytes: 1 << 20})
+	for w.Next() < 30000 {
+		data, _ := batches(w.Next(), 2000, "a")
+		if err := w.Commit(ctx, conn, [][]byte{data}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := NewReader(conn, dir, cache)
+	if err := r.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	end, _, err := r.End(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readAll(t, r, 0, end, func(int64) string { return "a" })
+	if len(r.files) < 3 || !r.files[0].index {
+		t.Fatalf("files %+v: want sealed files before the last", r.files)
+	}
+	sealedEnd := r.files[len(r.files)-1].base
+	r = NewReader(conn, dir, cache) // no block of its own: everything from the cache
+	if err := r.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range r.files[:len(r.files)-1] {
+		r.index(ctx, &f) // the indexes too, before the NameNode stops
+	}
+	hits := blocks.Stats().Hits
+	c.Pause()
+	defer c.Resume()
+	readAll(t, r, 0, sealedEnd, func(int64) string { return "a" })
+	if blocks.Stats().Hits == hits {
+		t.Fatal("the second pass never hit the cache")
+	}
 }

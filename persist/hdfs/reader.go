@@ -29,9 +29,23 @@ var (
 // blockSize is the unit of reads from HDFS (Swift reads 1 MiB blocks too).
 const blockSize = 1 << 20
 
+// Cache keeps blocks of HDFS files in memory for readers (in the broker, the arena's
+// block cache: one budget with the write buffers, under the same reclaimer). Blocks are
+// BlockSize bytes, the last block of a file fewer; file is an id of the file's path.
+// Safe for concurrent use.
+type Cache interface {
+	BlockSize() int
+	// Get copies the cached block into dst (BlockSize bytes) and returns its length;
+	// false when it is not cached.
+	Get(file uint64, block int64, dst []byte) (int, bool)
+	// Put caches a copy of the block (it may decline, for lack of room).
+	Put(file uint64, block int64, data []byte)
+}
+
 // Reader reads one partition's batches from HDFS. It is used by one goroutine at a time.
 type Reader struct {
 	conn    *Conn
+	cache   Cache // nil: none
 	dir     string
 	files   []fileView
 	indexes map[string]*fileIndex // loaded; nil for a file whose index is missing or bad
@@ -43,9 +57,9 @@ type Reader struct {
 }
 
 // NewReader returns a reader of the partition whose files are in dir; Refresh lists
-// them.
-func NewReader(conn *Conn, dir string) *Reader {
-	return &Reader{conn: conn, dir: dir, indexes: map[string]*fileIndex{}}
+// them. cache may be nil.
+func NewReader(conn *Conn, dir string, cache Cache) *Reader {
+	return &Reader{conn: conn, cache: cache, dir: dir, indexes: map[string]*fileIndex{}}
 }
 
 // Refresh lists the partition's files again. A partition with no directory has no files.
@@ -231,10 +245,66 @@ func (r *Reader) readAt(ctx context.Context, f *fileView, pos int64, n int) ([]b
 }
 
 // readBlock reads the block of f at position at (up to blockSize bytes, fewer at the
-// end of the file).
+// end of the file): from the cache when it holds all of it, else from HDFS, caching
+// what it read. Only whole cache blocks are cached, and a file's short last block only
+// once the file is sealed: appends never change bytes already in a file, so a cached
+// block never goes stale (a file is replaced under the same name only by the same
+// epoch's retry of a round never acknowledged, with the same batches).
 func (r *Reader) readBlock(ctx context.Context, f *fileView, at int64) ([]byte, error) {
 	buf := make([]byte, min(blockSize, f.size-at))
 	p := path.Join(r.dir, f.name)
+	if r.cache != nil {
+		if r.fromCache(fileID(p), at, buf) {
+			return buf, nil
+		}
+	}
+	if err := r.readHDFS(ctx, p, at, buf); err != nil {
+		return nil, err
+	}
+	if r.cache != nil {
+		id, cb := fileID(p), r.cache.BlockSize()
+		for i := 0; i < len(buf); i += cb {
+			if n := min(cb, len(buf)-i); n == cb || f.index {
+				r.cache.Put(id, (at+int64(i))/int64(cb), buf[i:i+n])
+			}
+		}
+	}
+	return buf, nil
+}
+
+// fromCache fills buf, the bytes of a file from position at, from the cache; false
+// unless every block is there.
+func (r *Reader) fromCache(id uint64, at int64, buf []byte) bool {
+	cb := r.cache.BlockSize()
+	if blockSize%cb != 0 {
+		return false
+	}
+	for i := 0; i < len(buf); i += cb {
+		want := min(cb, len(buf)-i)
+		tmp := buf[i : i+want]
+		if want < cb {
+			tmp = make([]byte, cb)
+		}
+		n, ok := r.cache.Get(id, (at+int64(i))/int64(cb), tmp)
+		if !ok || n < want {
+			return false
+		}
+		copy(buf[i:], tmp[:want])
+	}
+	return true
+}
+
+// fileID names a file for the cache: FNV-1a of its path.
+func fileID(p string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(p); i++ {
+		h = (h ^ uint64(p[i])) * 1099511628211
+	}
+	return h
+}
+
+// readHDFS reads buf from the file at p, from position at.
+func (r *Reader) readHDFS(ctx context.Context, p string, at int64, buf []byte) error {
 	err := r.conn.do(ctx, "read "+p, func(cl *hdfs.Client) error {
 		fr, err := cl.Open(p)
 		if err != nil {
@@ -245,9 +315,9 @@ func (r *Reader) readBlock(ctx context.Context, f *fileView, at int64) ([]byte, 
 		return err
 	})
 	if errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%s shorter than listed: %w", p, errShortFile)
+		return fmt.Errorf("%s shorter than listed: %w", p, errShortFile)
 	}
-	return buf, err
+	return err
 }
 
 // index returns f's index, reading it the first time; nil when f has none (not sealed)

@@ -312,7 +312,7 @@ func (s *Shipper) ship(ctx context.Context, conn *Conn, sp *shipPart) error {
 // end: the new epoch's file fences the rest. HDFS behind the partition's start (HDFS
 // enabled on an existing partition, or its data removed there) starts at the start.
 func (s *Shipper) resume(ctx context.Context, conn *Conn, sp *shipPart) (int64, error) {
-	r := NewReader(conn, sp.dir)
+	r := NewReader(conn, sp.dir, nil)
 	if err := r.Refresh(ctx); err != nil {
 		return 0, err
 	}
