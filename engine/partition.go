@@ -71,6 +71,11 @@ type PartitionConfig struct {
 	// Replicated makes C wait for a replica too (distributed mode: HDFS): the driver
 	// reports what it acknowledged with Shipped.
 	Replicated bool
+	// Prior are the headers of batches before the store's first offset, oldest first,
+	// that the producers' sequences must remember too: a partition loaded from its
+	// replica (HDFS) onto an empty or older local store gets the replica's tail here, so
+	// a resend of a batch the replica holds is recognized.
+	Prior []batch.Header
 	// DedupHorizon bounds how many bytes at the end of the log are read, when loading, to
 	// rebuild the producers' sequences. 0 means 64 MiB.
 	DedupHorizon int64
@@ -94,7 +99,7 @@ func Open(cfg PartitionConfig, store persist.Store, arena *memarena.Arena) (*Par
 	p.release = p.releaseHeld // made once: each Persist reuses it
 	if err := store.Damage(); err != nil {
 		p.setDamage(err)
-	} else if err := p.rebuildProducers(cfg.DedupHorizon); err != nil {
+	} else if err := p.rebuildProducers(cfg.Prior, cfg.DedupHorizon); err != nil {
 		// Without every producer's last sequences a resend could be appended twice:
 		// refuse writes rather than risk a duplicate.
 		p.setDamage(fmt.Errorf("cannot rebuild producer sequences: %w", err))
@@ -115,9 +120,16 @@ func Open(cfg PartitionConfig, store persist.Store, arena *memarena.Arena) (*Par
 	return p, nil
 }
 
-// rebuildProducers reads batch headers from the last horizon bytes of the store (whole
-// segments at least back to the active one) and records every idempotent batch.
-func (p *Partition) rebuildProducers(horizon int64) error {
+// rebuildProducers records every idempotent batch of prior (below the store's start),
+// then reads batch headers from the last horizon bytes of the store (whole segments at
+// least back to the active one) and records those.
+func (p *Partition) rebuildProducers(prior []batch.Header, horizon int64) error {
+	start, _ := p.store.Bounds()
+	for i := range prior {
+		if h := &prior[i]; h.BaseOffset < start {
+			p.remember(h, h.BaseOffset, h.LastOffset())
+		}
+	}
 	if horizon == 0 {
 		horizon = 64 << 20
 	}

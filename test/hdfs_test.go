@@ -199,3 +199,63 @@ func localStart(t *testing.T, w *wireConn) int64 {
 	mustOK(t, resp)
 	return resp.Body.(*wire.ListOffsetsResponse).Offset
 }
+
+// TestLoadFromHDFS: a partition created on a broker with an empty data directory, over
+// an HDFS that holds the partition from another broker, continues after HDFS's last
+// batch: offsets go on, a resend of a batch HDFS holds is recognized as a duplicate (the
+// producers' sequences come from HDFS's tail), and older offsets are served from HDFS.
+func TestLoadFromHDFS(t *testing.T) {
+	c := hdfstest.Start(t)
+	args := []string{"-hdfs.addr", c.Addr, "-hdfs.commit_interval", "20ms"}
+	a := testbroker.Start(t, t.TempDir(), args...)
+	w := dial(t, a.Addr)
+	createTopic(t, w, "m", 1)
+	var want []string
+	var last *wire.ProduceResponse
+	lastBatch := records(42, 20, "b", 5)
+	for i, batch := range [][]byte{records(42, 0, "a", 10), records(42, 10, "a2", 10), lastBatch} {
+		resp := w.call(&wire.ProduceRequest{Topic: []byte("m"), Partition: 0, Version: 1, WaitDurableMs: 30000, Batches: batch})
+		mustOK(t, resp)
+		last = resp.Body.(*wire.ProduceResponse)
+		if last.Checkpoint < last.LastOffset {
+			t.Fatalf("batch %d not on HDFS: %+v", i, last)
+		}
+	}
+	want = appendValues(appendValues(appendValues(want, "a", 10), "a2", 10), "b", 5)
+	if err := a.Stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	b := testbroker.Start(t, t.TempDir(), args...) // a new host: nothing on its disk
+	w = dial(t, b.Addr)
+	createTopic(t, w, "m", 1)
+	resp := w.call(&wire.ProduceRequest{Topic: []byte("m"), Partition: 0, Version: 1, Batches: lastBatch})
+	mustOK(t, resp)
+	if pr := resp.Body.(*wire.ProduceResponse); pr.BaseOffset != last.BaseOffset || pr.LastOffset != last.LastOffset {
+		t.Fatalf("a resend of the last batch on HDFS was answered %+v, want the offsets it has there [%d, %d]",
+			pr, last.BaseOffset, last.LastOffset)
+	}
+	pr := produceWaitBatch(t, w, "m", records(42, 25, "c", 5))
+	if pr.BaseOffset != last.LastOffset+1 {
+		t.Fatalf("new records at %d, want %d (after HDFS's last batch)", pr.BaseOffset, last.LastOffset+1)
+	}
+	want = appendValues(want, "c", 5)
+	if got := fetchValues(t, w, "m", 0, 0); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("fetched %v\nwant %v", got, want)
+	}
+	if got := hdfsValues(t, c.Addr, "m", 0); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("HDFS holds %v\nwant %v", got, want)
+	}
+}
+
+// produceWaitBatch produces one batch and waits for the checkpoint to cover it.
+func produceWaitBatch(t *testing.T, w *wireConn, topic string, batch []byte) *wire.ProduceResponse {
+	t.Helper()
+	resp := w.call(&wire.ProduceRequest{Topic: []byte(topic), Partition: 0, Version: 1, WaitDurableMs: 30000, Batches: batch})
+	mustOK(t, resp)
+	pr := resp.Body.(*wire.ProduceResponse)
+	if pr.Checkpoint < pr.LastOffset {
+		t.Fatalf("not durable: %+v", pr)
+	}
+	return pr
+}
