@@ -204,13 +204,7 @@ func (c *Cluster) run(format bool) error {
 }
 
 // tail returns the end of the cluster's log.
-func tail(dir string) string {
-	b, _ := os.ReadFile(filepath.Join(dir, "log"))
-	if len(b) > 4000 {
-		b = b[len(b)-4000:]
-	}
-	return string(b)
-}
+func tail(dir string) string { return tailOf(dir, "log") }
 
 // stop ends cmd by its pid: SIGTERM (it exits in about 2 s), SIGKILL after 20 s.
 func stop(cmd *exec.Cmd, exited <-chan struct{}) {

@@ -408,3 +408,84 @@ func TestReadThroughArenaCache(t *testing.T) {
 		t.Fatal("the second pass never hit the cache")
 	}
 }
+
+// startSeparate starts a NameNode and a DataNode in two JVMs, ready once a small file
+// can be created, written and closed.
+func startSeparate(t *testing.T) (*hdfstest.Separate, *Conn) {
+	t.Helper()
+	s := hdfstest.StartSeparate(t, func(addr string) error {
+		probe, err := NewConn(Options{Addresses: []string{addr}, User: "sluice", Timeout: 5 * time.Second})
+		if err != nil {
+			return err
+		}
+		defer probe.Close()
+		return probe.do(context.Background(), "probe", func(cl *hdfs.Client) error {
+			return writeWhole(cl, "/probe", []byte{1})
+		})
+	})
+	conn, err := NewConn(Options{Addresses: []string{s.Addr}, User: "sluice", Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Close)
+	return s, conn
+}
+
+// commitUntil retries a commit of data until it is acknowledged (the cluster is coming
+// back), for at most a minute.
+func commitUntil(t *testing.T, w *Writer, conn *Conn, data []byte) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		err := w.Commit(context.Background(), conn, [][]byte{data})
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("commit: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// TestDataNodeOrNameNodeKilled: a commit round fails when the DataNode or the NameNode
+// dies under it (the writer is abandoned, nothing is acknowledged); once the node is
+// back the same batches ship into a new file and every offset is read once, in order.
+func TestDataNodeOrNameNodeKilled(t *testing.T) {
+	s, conn := startSeparate(t)
+	ctx := context.Background()
+	dir := PartitionDir("/killed", "topic", 0)
+	w := NewWriter(dir, 1, 0, WriterOptions{})
+	for _, node := range []string{"datanode", "namenode"} {
+		data, _ := batches(w.Next(), 200, "a")
+		commitUntil(t, w, conn, data)
+		acked := w.Next()
+		more, _ := batches(acked, 200, "a")
+		if node == "datanode" {
+			s.KillDataNode()
+		} else {
+			s.KillNameNode()
+		}
+		if err := w.Commit(ctx, conn, [][]byte{more}); err == nil {
+			t.Fatalf("%s killed: a commit was acknowledged", node)
+		}
+		if w.Next() != acked {
+			t.Fatalf("%s killed: next %d after a failed commit, want %d", node, w.Next(), acked)
+		}
+		if node == "datanode" {
+			s.StartDataNode(t)
+		} else {
+			s.StartNameNode(t)
+		}
+		commitUntil(t, w, conn, more)
+	}
+	r := NewReader(conn, dir, nil)
+	if err := r.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	end, _, err := r.End(ctx)
+	if err != nil || end != w.Next() {
+		t.Fatalf("end %d %v, want %d", end, err, w.Next())
+	}
+	readAll(t, r, 0, end, func(int64) string { return "a" })
+}

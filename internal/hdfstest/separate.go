@@ -1,0 +1,212 @@
+package hdfstest
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Separate is a NameNode and a DataNode in two JVMs (the peers README's recipe), so
+// that either can be killed and started again alone. The NameNode keeps its port across
+// restarts.
+type Separate struct {
+	Addr  string // the NameNode's RPC address
+	dir   string
+	home  string
+	ready func(addr string) error
+	nn    *proc
+	dn    *proc
+}
+
+// proc is a JVM started by pid.
+type proc struct {
+	cmd    *exec.Cmd
+	exited chan struct{}
+}
+
+// StartSeparate formats and starts a NameNode and a DataNode for t and stops both when
+// t ends. ready reports whether the cluster takes writes (the caller's HDFS client
+// creates, writes and closes a small file): it is polled until it returns nil.
+func StartSeparate(t testing.TB, ready func(addr string) error) *Separate {
+	t.Helper()
+	h, err := home()
+	if err != nil {
+		fail(t, err)
+	}
+	port, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Separate{Addr: fmt.Sprintf("127.0.0.1:%d", port), dir: t.TempDir(), home: h, ready: ready}
+	if err := s.writeConf(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		s.KillDataNode()
+		s.KillNameNode()
+	})
+	format, err := s.java("format.log", "org.apache.hadoop.hdfs.server.namenode.NameNode", "-format", "-force", "-nonInteractive")
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-format.exited:
+	case <-time.After(readyTimeout):
+		stop(format.cmd, format.exited)
+		t.Fatalf("formatting the NameNode took more than %v:\n%s", readyTimeout, tailOf(s.dir, "format.log"))
+	}
+	s.StartNameNode(t)
+	s.StartDataNode(t)
+	return s
+}
+
+// freePort returns a loopback port free a moment ago.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// writeConf writes the cluster's core-site.xml and hdfs-site.xml: every port on
+// loopback, the NameNode's fixed, the others ephemeral.
+func (s *Separate) writeConf() error {
+	conf := filepath.Join(s.dir, "conf")
+	if err := os.MkdirAll(conf, 0o755); err != nil {
+		return err
+	}
+	prop := func(k, v string) string { return "<property><name>" + k + "</name><value>" + v + "</value></property>\n" }
+	core := "<configuration>\n" + prop("fs.defaultFS", "hdfs://"+s.Addr) + prop("hadoop.tmp.dir", filepath.Join(s.dir, "tmp")) + "</configuration>\n"
+	site := "<configuration>\n" +
+		prop("dfs.namenode.name.dir", "file://"+filepath.Join(s.dir, "name")) +
+		prop("dfs.datanode.data.dir", "file://"+filepath.Join(s.dir, "data")) +
+		prop("dfs.namenode.rpc-address", s.Addr) +
+		prop("dfs.namenode.http-address", "127.0.0.1:0") +
+		prop("dfs.datanode.address", "127.0.0.1:0") +
+		prop("dfs.datanode.http.address", "127.0.0.1:0") +
+		prop("dfs.datanode.ipc.address", "127.0.0.1:0") +
+		prop("dfs.replication", "1") +
+		prop("dfs.permissions.enabled", "false") +
+		prop("dfs.namenode.safemode.extension", "0") +
+		prop("dfs.heartbeat.interval", "1") +
+		prop("dfs.namenode.lease-hard-limit-sec", "5") +
+		"</configuration>\n"
+	if err := os.WriteFile(filepath.Join(conf, "core-site.xml"), []byte(core), 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(conf, "hdfs-site.xml"), []byte(site), 0o644); err != nil {
+		return err
+	}
+	logs, err := os.ReadFile(filepath.Join(s.home, "conf", "log4j.properties"))
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(conf, "log4j.properties"), logs, 0o644)
+}
+
+// java starts a JVM running main with the cluster's configuration first on the class
+// path, logging to the named file in the cluster's directory.
+func (s *Separate) java(logName, main string, args ...string) (*proc, error) {
+	cp, err := os.ReadFile(filepath.Join(s.home, "classpath"))
+	if err != nil {
+		return nil, err
+	}
+	tmp := filepath.Join(s.dir, "tmp")
+	if err := os.MkdirAll(tmp, 0o755); err != nil {
+		return nil, err
+	}
+	log, err := os.OpenFile(filepath.Join(s.dir, logName), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	defer log.Close()
+	jargs := append([]string{"-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Djava.io.tmpdir=" + tmp,
+		"-cp", filepath.Join(s.dir, "conf") + ":" + strings.TrimSpace(string(cp)), main}, args...)
+	cmd := exec.Command("java", jargs...)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("cannot start %s: %w", main, err)
+	}
+	p := &proc{cmd: cmd, exited: make(chan struct{})}
+	go func() { cmd.Wait(); close(p.exited) }()
+	return p, nil
+}
+
+// StartNameNode starts the NameNode (again) on its data and waits until the cluster
+// takes writes, when a DataNode runs.
+func (s *Separate) StartNameNode(t testing.TB) {
+	t.Helper()
+	p, err := s.java("nn.log", "org.apache.hadoop.hdfs.server.namenode.NameNode")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.nn = p
+	if s.dn != nil {
+		s.waitReady(t)
+	}
+}
+
+// StartDataNode starts the DataNode (again) and waits until the cluster takes writes.
+func (s *Separate) StartDataNode(t testing.TB) {
+	t.Helper()
+	p, err := s.java("dn.log", "org.apache.hadoop.hdfs.server.datanode.DataNode")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.dn = p
+	s.waitReady(t)
+}
+
+func (s *Separate) waitReady(t testing.TB) {
+	t.Helper()
+	deadline := time.Now().Add(readyTimeout)
+	for {
+		err := s.ready(s.Addr)
+		if err == nil {
+			return
+		}
+		for _, p := range []*proc{s.nn, s.dn} {
+			select {
+			case <-p.exited:
+				t.Fatalf("HDFS exited before it was ready (%v):\n%s\n%s", p.cmd.ProcessState, tailOf(s.dir, "nn.log"), tailOf(s.dir, "dn.log"))
+			default:
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("HDFS not ready after %v (%v):\n%s\n%s", readyTimeout, err, tailOf(s.dir, "nn.log"), tailOf(s.dir, "dn.log"))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// KillNameNode kills the NameNode (SIGKILL) and waits for it to exit.
+func (s *Separate) KillNameNode() { s.nn = kill(s.nn) }
+
+// KillDataNode kills the DataNode (SIGKILL) and waits for it to exit.
+func (s *Separate) KillDataNode() { s.dn = kill(s.dn) }
+
+func kill(p *proc) *proc {
+	if p != nil {
+		p.cmd.Process.Kill()
+		<-p.exited
+	}
+	return nil
+}
+
+// tailOf returns the end of one of the cluster's logs.
+func tailOf(dir, name string) string {
+	b, _ := os.ReadFile(filepath.Join(dir, name))
+	if len(b) > 3000 {
+		b = b[len(b)-3000:]
+	}
+	return string(b)
+}
