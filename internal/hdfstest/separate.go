@@ -83,7 +83,9 @@ func (s *Separate) writeConf() error {
 	if err := os.MkdirAll(conf, 0o755); err != nil {
 		return err
 	}
-	prop := func(k, v string) string { return "<property><name>" + k + "</name><value>" + v + "</value></property>\n" }
+	prop := func(k, v string) string {
+		return "<property><name>" + k + "</name><value>" + v + "</value></property>\n"
+	}
 	core := "<configuration>\n" + prop("fs.defaultFS", "hdfs://"+s.Addr) + prop("hadoop.tmp.dir", filepath.Join(s.dir, "tmp")) + "</configuration>\n"
 	site := "<configuration>\n" +
 		prop("dfs.namenode.name.dir", "file://"+filepath.Join(s.dir, "name")) +

@@ -21,12 +21,7 @@ import (
 //
 //	go test -run '^$' -bench BenchmarkShip -benchtime 20x -count 3 ./persist/hdfs
 func BenchmarkShip(b *testing.B) {
-	c := hdfstest.Shared(b)
-	conn, err := NewConn(Options{Addresses: []string{c.Addr}, User: "sluice", Timeout: time.Minute})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer conn.Close()
+	conn := benchConn(b)
 	ctx := context.Background()
 	dir := fmt.Sprintf("/bench-ship-%d", time.Now().UnixNano())
 	w := NewWriter(dir, 1, 0, WriterOptions{})
@@ -60,6 +55,17 @@ func BenchmarkShip(b *testing.B) {
 	b.ReportMetric(raw.Seconds()/ship.Seconds(), "ship/raw")
 }
 
+// benchConn returns a connection to the shared cluster, closed when b ends.
+func benchConn(b *testing.B) *Conn {
+	c := hdfstest.Shared(b)
+	conn, err := NewConn(Options{Addresses: []string{c.Addr}, User: "sluice", Timeout: time.Minute})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(conn.Close)
+	return conn
+}
+
 // bigBatch builds a batch of n records of 1 KiB values at offset o, as a producer
 // batching by size sends them.
 func bigBatch(o int64, n int) []byte {
@@ -82,12 +88,7 @@ func bigBatch(o int64, n int) []byte {
 //
 //	go test -run '^$' -bench BenchmarkReadHDFS -benchtime 10x -count 3 ./persist/hdfs
 func BenchmarkReadHDFS(b *testing.B) {
-	c := hdfstest.Shared(b)
-	conn, err := NewConn(Options{Addresses: []string{c.Addr}, User: "sluice", Timeout: time.Minute})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer conn.Close()
+	conn := benchConn(b)
 	ctx := context.Background()
 	dir := fmt.Sprintf("/bench-read-%d", time.Now().UnixNano())
 	w := NewWriter(dir, 1, 0, WriterOptions{RollBytes: 1 << 40})
