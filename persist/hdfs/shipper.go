@@ -101,7 +101,7 @@ type shipPart struct {
 	retryAt  time.Time
 
 	acked   atomic.Int64 // Writer.Next after the last acknowledged round; -1 before the first
-	behind  atomic.Int64 // unix ns since when data has been waiting unshipped; 0 when caught up
+	arrived arrivals     // when offsets appeared, for the lag in seconds
 	failing atomic.Bool  // the last round failed
 }
 
@@ -183,12 +183,10 @@ func (s *Shipper) tick() {
 		now := time.Now()
 		for _, sp := range due {
 			_, next := sp.src.Bounds()
-			if acked := sp.acked.Load(); acked >= 0 && next <= acked {
-				sp.behind.Store(0)
+			acked := sp.acked.Load()
+			sp.arrived.note(next, acked, now)
+			if acked >= 0 && next <= acked {
 				continue
-			}
-			if acked := sp.acked.Load(); sp.behind.Load() == 0 && acked >= 0 {
-				sp.behind.Store(now.UnixNano())
 			}
 			s.enqueue(sp)
 		}
@@ -257,11 +255,7 @@ func (s *Shipper) round(conn *Conn, sp *shipPart) bool {
 		sp.failures, sp.retryAt = 0, time.Time{}
 		sp.failing.Store(false)
 		_, next := sp.src.Bounds()
-		if next <= sp.acked.Load() {
-			sp.behind.Store(0)
-			return false
-		}
-		return true
+		return next > sp.acked.Load()
 	}
 	s.failures.Add(1)
 	sp.failing.Store(true)
@@ -340,6 +334,52 @@ func (s *Shipper) resume(ctx context.Context, conn *Conn, sp *shipPart) (int64, 
 	return end, nil
 }
 
+// arrivals remembers, every commit interval, the partition's end and the time it was
+// seen, so that the lag in seconds is the age of the oldest offset HDFS has not
+// acknowledged (to a commit interval), not the time since the shipper was last caught
+// up. At most arrivalsKept samples: beyond that the lag is at least the oldest's age.
+type arrivals struct {
+	mu      sync.Mutex
+	samples []arrival
+}
+
+type arrival struct {
+	next int64 // offsets below existed at
+	at   time.Time
+}
+
+const arrivalsKept = 4096
+
+// note records the end next seen at now, and forgets samples HDFS has acknowledged.
+func (a *arrivals) note(next, acked int64, now time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	drop := 0
+	for drop < len(a.samples) && a.samples[drop].next <= acked {
+		drop++
+	}
+	a.samples = append(a.samples[:0], a.samples[drop:]...)
+	if n := len(a.samples); n == 0 || a.samples[n-1].next < next {
+		if n == arrivalsKept {
+			copy(a.samples[1:], a.samples[2:]) // keep the oldest: the lag's lower bound
+			a.samples = a.samples[:n-1]
+		}
+		a.samples = append(a.samples, arrival{next, now})
+	}
+}
+
+// lag returns the age of the oldest offset not acknowledged (acked < 0: not started).
+func (a *arrivals) lag(acked int64, now time.Time) time.Duration {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, s := range a.samples {
+		if s.next > max(acked, 0) {
+			return now.Sub(s.at)
+		}
+	}
+	return 0
+}
+
 // PartStats are one partition's shipping figures.
 type PartStats struct {
 	Topic      string
@@ -359,9 +399,7 @@ func (s *Shipper) Stats() (commits, failures, bytes uint64, parts []PartStats) {
 		if ps.Acked >= 0 {
 			ps.LagOffsets = max(next-ps.Acked, 0)
 		}
-		if b := sp.behind.Load(); b != 0 {
-			ps.Lag = now.Sub(time.Unix(0, b))
-		}
+		ps.Lag = sp.arrived.lag(ps.Acked, now)
 		ps.Failing = sp.failing.Load()
 		parts = append(parts, ps)
 	}

@@ -126,3 +126,28 @@ func FuzzDecodeIndex(f *testing.F) {
 		}
 	})
 }
+
+// TestArrivalsLag: the lag is the age of the oldest offset not acknowledged, whatever the
+// shipper did since it was last caught up.
+func TestArrivalsLag(t *testing.T) {
+	var a arrivals
+	t0 := time.Unix(1000, 0)
+	a.note(10, 0, t0)                     // offsets 0-9 by t0
+	a.note(20, 0, t0.Add(time.Second))    // 10-19 by t0+1s
+	a.note(30, 10, t0.Add(2*time.Second)) // HDFS has 0-9
+	if got := a.lag(10, t0.Add(3*time.Second)); got != 2*time.Second {
+		t.Fatalf("lag %v, want 2s (offset 10 arrived at t0+1s)", got)
+	}
+	if got := a.lag(30, t0.Add(3*time.Second)); got != 0 {
+		t.Fatalf("caught up, lag %v", got)
+	}
+	for i := range 2 * arrivalsKept {
+		a.note(int64(40+i), 10, t0.Add(time.Duration(3+i)*time.Second))
+	}
+	if len(a.samples) > arrivalsKept {
+		t.Fatalf("%d samples kept", len(a.samples))
+	}
+	if got := a.lag(10, t0.Add(time.Hour)); got != time.Hour-time.Second {
+		t.Fatalf("lag %v past the kept samples, want the oldest's age", got)
+	}
+}
