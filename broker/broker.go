@@ -198,6 +198,7 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 		<-b.reclaimDone
 		close(b.stopPersist)
 		b.persisters.Wait()
+		b.flushShipper(ctx)
 		b.stopShipper() // rounds under way end first: they read from the partitions
 		// Runs queued requests, then the OnClose hooks (shutdownPart: the last persist,
 		// the answers to everything parked), while the connections are still open.
@@ -214,6 +215,19 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 		b.lock.Release()
 	})
 	return b.shutdownErr
+}
+
+// flushShipper gives HDFS what it lacks, for shutdownFlushWait at most: nothing is
+// appended any more, and the produces waiting for C hear whether it reached HDFS.
+func (b *Broker) flushShipper(ctx context.Context) {
+	if b.shipper == nil {
+		return
+	}
+	fctx, cancel := context.WithTimeout(ctx, shutdownFlushWait)
+	defer cancel()
+	if err := b.shipper.Flush(fctx); err != nil {
+		b.cfg.Logger.Warn("stopping with data not yet on HDFS: the next start ships it", "err", err)
+	}
 }
 
 // stopShipper stops shipping (rounds under way end, each bounded by the HDFS timeout).

@@ -259,3 +259,21 @@ func produceWaitBatch(t *testing.T, w *wireConn, topic string, batch []byte) *wi
 	}
 	return pr
 }
+
+// TestShutdownShipsTheRest: a broker stopping gives HDFS what it lacks before it exits
+// (commit rounds are an hour apart here, so only the last round at shutdown ships).
+func TestShutdownShipsTheRest(t *testing.T) {
+	c := hdfstest.Start(t)
+	b := testbroker.Start(t, t.TempDir(), "-hdfs.addr", c.Addr, "-hdfs.commit_interval", "1h")
+	w := dial(t, b.Addr)
+	createTopic(t, w, "s", 1)
+	produceWait(t, w, "s", 0, "x", 30, 0)
+	produceWait(t, w, "s", 0, "y", 30, 0)
+	if err := b.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	want := appendValues(appendValues(nil, "x", 30), "y", 30)
+	if got := hdfsValues(t, c.Addr, "s", 0); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("after a clean stop HDFS holds %d records, want %d", len(got), len(want))
+	}
+}

@@ -153,6 +153,29 @@ func (s *Shipper) Remove(topic string, id int) {
 	}
 }
 
+// Flush ships until HDFS holds everything every partition holds, or ctx ends (a
+// partition backing off after failures is retried when its backoff ends): the broker's
+// last round at shutdown, once nothing is appended any more.
+func (s *Shipper) Flush(ctx context.Context) error {
+	for {
+		pending := false
+		for _, sp := range s.list(nil) {
+			if _, next := sp.src.Bounds(); sp.acked.Load() < next {
+				pending = true
+				s.enqueue(sp)
+			}
+		}
+		if !pending {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(min(s.opts.CommitInterval, 20*time.Millisecond)):
+		}
+	}
+}
+
 // Close stops the shipper: no new round starts, rounds under way end (each bounded by
 // the connection's timeout) and Close waits for them.
 func (s *Shipper) Close() {
