@@ -234,6 +234,7 @@ func (c *Conn) room(capacity, fill int) refusal {
 	}
 	if r != admitted {
 		c.in.abandon(&s.bufs, g)
+		c.settleShed()
 		return r
 	}
 	if err := c.in.apply(&s.bufs, g); err != nil {
@@ -243,6 +244,22 @@ func (c *Conn) room(capacity, fill int) refusal {
 	}
 	c.held = charge
 	return admitted
+}
+
+// settleShed brings the charge down to what the buffer costs after a shed that did not
+// make the room asked for: a caller that goes on with the connection (receive, which then
+// reads nothing) must not keep it charged for the pages the shed gave back. It never
+// grows the charge: a large frame whose reservation is not charged yet (the caller is
+// about to refuse the connection) keeps what it had.
+func (c *Conn) settleShed() {
+	charge := c.reserved()
+	if c.in.mem != nil {
+		charge = max(charge, cost(len(c.in.mem), c.in.touched))
+	}
+	if charge < c.held {
+		c.srv.inBudget.resize(c.held, charge) // never refused: it does not grow
+		c.held = charge
+	}
 }
 
 // reserved returns what the connection's partial frame reserves of the inbound budget: a

@@ -67,12 +67,24 @@ func (c *Conn) readMore(fd int) gnet.Action {
 
 // receive reads from the socket into the inbuf until it holds want bytes or a read comes
 // back short, and returns the bytes read. It reads nothing when the inbound budget will
-// not take want bytes.
+// not take want bytes. The pages the read may fill are charged before it; those it did
+// not fill are given back after it, so that a read that found little (a read ahead
+// between frames, typically) is charged for what it brought, not for what it asked.
 func (c *Conn) receive(fd, want int) int {
-	if c.room(want, want) != admitted {
+	b := &c.in
+	if c.room(want, b.len()) != admitted { // room for want bytes, charged for those held
 		return 0
 	}
-	b := &c.in
+	base := b.touched // resident before the read
+	touched := max(base, b.r+want)
+	charge := max(cost(len(b.mem), touched), c.reserved())
+	if c.srv.inBudget.resize(c.held, charge) != admitted {
+		if b.len() == 0 {
+			c.dropInbound()
+		}
+		return 0
+	}
+	c.held, b.touched = charge, touched
 	got := 0
 	for b.len() < want {
 		dst := b.mem[b.w : b.r+want]
@@ -91,6 +103,9 @@ func (c *Conn) receive(fd, want int) int {
 	}
 	if b.len() == 0 {
 		c.dropInbound() // nothing came: an idle connection holds no buffer
+	} else {
+		b.touched = max(base, b.w) // what the read wrote, and no further
+		c.recharge()
 	}
 	if got > 0 {
 		c.reads++
