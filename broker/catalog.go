@@ -195,12 +195,13 @@ func (b *Broker) clampStored(m topicMeta) wire.TopicOptions {
 // mode, in line with what HDFS holds of it (openLocal).
 func (b *Broker) openPartition(m topicMeta, i int, opts local.Options) (*engine.Partition, error) {
 	dir := filepath.Join(b.topicDir(m.Name), fmt.Sprint(i))
-	l, prior, err := b.openLocal(m.Name, i, dir, opts)
+	l, replica, err := b.openLocal(m.Name, i, dir, opts)
 	if err != nil {
 		return nil, fmt.Errorf("cannot open partition %s/%d: %w", m.Name, i, err)
 	}
 	p, err := engine.Open(engine.PartitionConfig{Topic: m.Name, ID: i, Version: m.Version,
-		Session: b.newSession(), Replicated: b.cfg.HDFS.Enabled(), Prior: prior}, l, b.arena)
+		Session: b.newSession(), Replicated: b.cfg.HDFS.Enabled(), ReplicaStart: replica.start,
+		Prior: replica.prior}, l, b.arena)
 	if err != nil {
 		l.Close()
 		return nil, err

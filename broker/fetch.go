@@ -73,7 +73,7 @@ func (t *fetchTask) Release() { _ = t.pt.shard.Submit(t) }
 func (t *fetchTask) serve() {
 	res, err := t.pt.p.Fetch(t.req.Offset, int(max(t.req.MaxBytes, 1)), nil)
 	if err != nil {
-		if rr := t.b.remote; rr != nil && codeOf(err) == wire.CodeOffsetOutOfRange && t.req.Offset < t.pt.p.Window().Start {
+		if rr := t.b.remote; rr != nil && codeOf(err) == wire.CodeOffsetOutOfRange && t.req.Offset < t.pt.p.LocalStart() {
 			// Below what this broker holds: HDFS may have it (remote.go).
 			if !rr.submit(t) {
 				t.b.respond(t.c, t.slot, t.hdr, wire.NewError(wire.CodeBusy, "too many fetches from HDFS waiting"), nil)

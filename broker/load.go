@@ -22,48 +22,62 @@ import (
 // with local data opens from it alone (logged; shipping resumes where HDFS ends once it
 // answers); one without local data is not opened: starting it at offset 0 would give
 // new data offsets HDFS already holds.
-func (b *Broker) openLocal(topic string, id int, dir string, opts local.Options) (*local.Log, []batch.Header, error) {
+func (b *Broker) openLocal(topic string, id int, dir string, opts local.Options) (*local.Log, replicaInfo, error) {
+	none := replicaInfo{start: -1}
 	if !b.cfg.HDFS.Enabled() {
 		l, err := local.Open(dir, opts)
-		return l, nil, err
+		return l, none, err
 	}
 	empty := !hasSegments(dir)
 	tail, ok, err := b.replicaTail(topic, id)
 	switch {
 	case err != nil && empty:
-		return nil, nil, fmt.Errorf("its local directory holds no data and HDFS cannot be read to load it from there: %w", err)
+		return nil, none, fmt.Errorf("its local directory holds no data and HDFS cannot be read to load it from there: %w", err)
 	case err != nil:
 		b.cfg.Logger.Warn("cannot read the partition's tail on HDFS: opening from the local disk alone",
 			"topic", topic, "partition", id, "err", err)
 		l, err := local.Open(dir, opts)
-		return l, nil, err
-	case !ok:
-		l, err := local.Open(dir, opts)
-		return l, nil, err
+		return l, none, err
 	}
-	opts.InitialOffset = tail.End // used when the directory holds no segment
+	if ok {
+		opts.InitialOffset = tail.End // used when the directory holds no segment
+	}
 	l, err := local.Open(dir, opts)
 	if err != nil {
-		return nil, nil, err
+		return nil, none, err
+	}
+	start, _ := l.Bounds()
+	if !ok || tail.End < start {
+		// HDFS holds nothing of it, or nothing joining the local data: shipping starts at
+		// the local start, which is then where HDFS's copy begins.
+		return l, replicaInfo{start: start}, nil
 	}
 	if _, next := l.Bounds(); next < tail.End {
 		b.cfg.Logger.Warn("the local log ends below HDFS: continuing after HDFS's last batch, older offsets served from HDFS",
 			"topic", topic, "partition", id, "local_next", next, "hdfs_end", tail.End)
 		if err := l.Close(); err != nil {
-			return nil, nil, err
+			return nil, none, err
 		}
 		if err := os.RemoveAll(dir); err != nil {
-			return nil, nil, fmt.Errorf("cannot remove the local log behind HDFS: %w", err)
+			return nil, none, fmt.Errorf("cannot remove the local log behind HDFS: %w", err)
 		}
 		if l, err = local.Open(dir, opts); err != nil {
-			return nil, nil, err
+			return nil, none, err
 		}
 	}
 	if empty {
 		b.cfg.Logger.Info("loaded from HDFS", "topic", topic, "partition", id, "hdfs_start", tail.Start,
 			"next", tail.End, "batches_for_dedup", len(tail.Headers))
 	}
-	return l, tail.Headers, nil
+	return l, replicaInfo{start: tail.Start, prior: tail.Headers}, nil
+}
+
+// replicaInfo is what loading learned of a partition on HDFS: where its copy there
+// starts (-1: unknown), and the headers of its last batches (for the producers'
+// sequences).
+type replicaInfo struct {
+	start int64
+	prior []batch.Header
 }
 
 // replicaTail reads where HDFS's data of a partition ends and the headers of its last

@@ -41,8 +41,9 @@ type Partition struct {
 
 	// replicated is set when C also waits for a replica (PartitionConfig.Replicated);
 	// shipped is the offset below which the replica acknowledged everything.
-	replicated bool
-	shipped    atomic.Int64
+	replicated   bool
+	shipped      atomic.Int64
+	replicaStart int64 // PartitionConfig.ReplicaStart; -1 when unknown or not replicated
 
 	// Owner (shard) only.
 	durable int64 // checkpoint C last passed to the waits
@@ -71,6 +72,11 @@ type PartitionConfig struct {
 	// Replicated makes C wait for a replica too (distributed mode: HDFS): the driver
 	// reports what it acknowledged with Shipped.
 	Replicated bool
+	// ReplicaStart is the first offset the replica holds, from which it holds every
+	// offset up to the store's data (the driver read it from HDFS at load), or -1 when
+	// unknown: with Replicated, the partition's start (Window.Start: what a consumer asking
+	// for the earliest offset gets) is the lower of it and the store's.
+	ReplicaStart int64
 	// Prior are the headers of batches before the store's first offset, oldest first,
 	// that the producers' sequences must remember too: a partition loaded from its
 	// replica (HDFS) onto an empty or older local store gets the replica's tail here, so
@@ -91,7 +97,10 @@ type PartitionConfig struct {
 // arena refuses the write buffer.
 func Open(cfg PartitionConfig, store persist.Store, arena *memarena.Arena) (*Partition, error) {
 	p := &Partition{topic: cfg.Topic, id: cfg.ID, version: cfg.Version, session: cfg.Session,
-		store: store, arena: arena, replicated: cfg.Replicated}
+		store: store, arena: arena, replicated: cfg.Replicated, replicaStart: -1}
+	if cfg.Replicated {
+		p.replicaStart = cfg.ReplicaStart
+	}
 	start, _ := store.Bounds()
 	p.shipped.Store(start) // nothing acknowledged by a replica yet: the shipper says what is
 	p.app.producers = map[int64]*producerState{}
@@ -197,6 +206,9 @@ type Window struct {
 // answers a describe or a busy never waits for a write, a sync or a roll.
 func (p *Partition) Window() Window {
 	start, next := p.store.Bounds()
+	if p.replicaStart >= 0 {
+		start = min(start, p.replicaStart) // older offsets are read from the replica
+	}
 	return Window{Version: p.version, Session: p.session, Checkpoint: p.checkpoint(),
 		Next: next, Start: start}
 }

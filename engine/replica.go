@@ -29,6 +29,13 @@ func (p *Partition) Shipped(next int64) {
 	}
 }
 
+// LocalStart returns the first offset the local store holds: a fetch below it (and at
+// or above Window.Start) is for the replica. Any goroutine.
+func (p *Partition) LocalStart() int64 {
+	start, _ := p.store.Bounds()
+	return start
+}
+
 // ShippedNext returns the offset below which the replica acknowledged everything.
 // Any goroutine.
 func (p *Partition) ShippedNext() int64 { return p.shipped.Load() }

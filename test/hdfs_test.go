@@ -174,30 +174,24 @@ func TestFetchFromHDFS(t *testing.T) {
 		}
 		want = appendValues(want, fmt.Sprintf("v%d", i), 40)
 	}
+	// Once retention removed offset 0 here, a fetch of it is served from HDFS.
 	deadline := time.Now().Add(time.Minute)
-	for {
-		if start := localStart(t, w); start > 500 {
-			break
-		}
+	for scrape(t, b.MetricsAddr, "sluice_hdfs_fetched_bytes_total") <= 0 {
+		mustOK(t, w.call(&wire.FetchRequest{Topic: []byte("r"), Partition: 0, Offset: 0, MaxBytes: 1}))
 		if time.Now().After(deadline) {
-			t.Fatal("retention never removed the old segments")
+			t.Fatal("retention never removed the old segments (no fetch of offset 0 went to HDFS)")
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	if got := fetchValues(t, w, "r", 0, 0); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("fetched %d records, want %d", len(got), len(want))
 	}
-	if n := scrape(t, b.MetricsAddr, "sluice_hdfs_fetched_bytes_total"); n <= 0 {
-		t.Fatalf("sluice_hdfs_fetched_bytes_total %v: nothing was read from HDFS", n)
-	}
-}
-
-// localStart returns the first offset the broker holds locally (a list-offsets earliest).
-func localStart(t *testing.T, w *wireConn) int64 {
-	t.Helper()
+	// The earliest offset is HDFS's start, not the local one.
 	resp := w.call(&wire.ListOffsetsRequest{Topic: []byte("r"), Partition: 0, Timestamp: wire.TimestampEarliest})
 	mustOK(t, resp)
-	return resp.Body.(*wire.ListOffsetsResponse).Offset
+	if lo := resp.Body.(*wire.ListOffsetsResponse); lo.Offset != 0 || lo.LogStartOffset != 0 {
+		t.Fatalf("earliest %+v, want offset 0 (on HDFS)", lo)
+	}
 }
 
 // TestLoadFromHDFS: a partition created on a broker with an empty data directory, over
