@@ -153,10 +153,14 @@ func (b *Broker) openTopic(m topicMeta) *topic {
 	m.Options = b.clampStored(m)
 	t := &topic{meta: m}
 	opts, err := b.logOptions(m.Options)
+	var tails []tailRead
+	if err == nil {
+		tails = b.replicaTails(m.Name, int(m.Partitions))
+	}
 	for i := range m.Partitions {
 		pt := b.newPart(t, i)
 		if err == nil {
-			pt.p, pt.offline = b.openPartition(m, i, opts)
+			pt.p, pt.offline = b.openPartition(m, i, opts, tails[i])
 		} else {
 			pt.offline = fmt.Errorf("bad options in %s: %w", metaFile, err)
 		}
@@ -193,9 +197,9 @@ func (b *Broker) clampStored(m topicMeta) wire.TopicOptions {
 
 // openPartition opens one partition's store and its engine partition; in distributed
 // mode, in line with what HDFS holds of it (openLocal).
-func (b *Broker) openPartition(m topicMeta, i int, opts local.Options) (*engine.Partition, error) {
+func (b *Broker) openPartition(m topicMeta, i int, opts local.Options, tr tailRead) (*engine.Partition, error) {
 	dir := filepath.Join(b.topicDir(m.Name), fmt.Sprint(i))
-	l, replica, err := b.openLocal(m.Name, i, dir, opts)
+	l, replica, err := b.openLocal(m.Name, i, dir, opts, tr)
 	if err != nil {
 		return nil, fmt.Errorf("cannot open partition %s/%d: %w", m.Name, i, err)
 	}

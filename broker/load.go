@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 
 	"sluice/batch"
 	"sluice/persist/hdfs"
@@ -22,22 +23,29 @@ import (
 // with local data opens from it alone (logged; shipping resumes where HDFS ends once it
 // answers); one without local data is not opened: starting it at offset 0 would give
 // new data offsets HDFS already holds.
-func (b *Broker) openLocal(topic string, id int, dir string, opts local.Options) (*local.Log, replicaInfo, error) {
+func (b *Broker) openLocal(topic string, id int, dir string, opts local.Options, tr tailRead) (*local.Log, replicaInfo, error) {
 	none := replicaInfo{start: -1}
 	if !b.cfg.HDFS.Enabled() {
 		l, err := local.Open(dir, opts)
 		return l, none, err
 	}
 	empty := !hasSegments(dir)
-	tail, ok, err := b.replicaTail(topic, id)
-	switch {
-	case err != nil && empty:
-		return nil, none, fmt.Errorf("its local directory holds no data and HDFS cannot be read to load it from there: %w", err)
-	case err != nil:
+	tail, ok, err := tr.tail, tr.ok, tr.err
+	if err != nil {
+		if empty {
+			return nil, none, fmt.Errorf("its local directory holds no data and HDFS cannot be read to load it from there: %w", err)
+		}
+		l, lerr := local.Open(dir, opts)
+		if lerr != nil {
+			return nil, none, lerr
+		}
+		if start, next := l.Bounds(); start == next { // segments, but not a batch
+			l.Close()
+			return nil, none, fmt.Errorf("its local log holds no data and HDFS cannot be read to load it from there: %w", err)
+		}
 		b.cfg.Logger.Warn("cannot read the partition's tail on HDFS: opening from the local disk alone",
 			"topic", topic, "partition", id, "err", err)
-		l, err := local.Open(dir, opts)
-		return l, none, err
+		return l, none, nil
 	}
 	if ok {
 		opts.InitialOffset = tail.End // used when the directory holds no segment
@@ -80,17 +88,58 @@ type replicaInfo struct {
 	prior []batch.Header
 }
 
-// replicaTail reads where HDFS's data of a partition ends and the headers of its last
-// batches (the dedup horizon's worth).
-func (b *Broker) replicaTail(topic string, id int) (hdfs.Tail, bool, error) {
+// tailRead is what reading a partition's tail on HDFS gave.
+type tailRead struct {
+	tail hdfs.Tail
+	ok   bool // HDFS holds some of the partition
+	err  error
+}
+
+// tailReaders bounds how many partitions' tails are read from HDFS at once at load.
+const tailReaders = 8
+
+// replicaTails reads where HDFS's data of each of a topic's partitions ends and the
+// headers of its last batches (the dedup horizon's worth), several partitions at once.
+// A NameNode that does not answer a first call makes every read fail at once, so a
+// broker starting (or a topic created) while HDFS is down waits one timeout, not one
+// per partition. Nil outside distributed mode.
+func (b *Broker) replicaTails(topic string, partitions int) []tailRead {
+	if !b.cfg.HDFS.Enabled() {
+		return make([]tailRead, partitions)
+	}
 	opts := b.cfg.HDFS.ShipperOptions.Conn
 	opts.Addresses = b.cfg.HDFS.Addresses
-	conn, err := hdfs.NewConn(opts)
-	if err != nil {
-		return hdfs.Tail{}, false, err
+	out := make([]tailRead, partitions)
+	probe, err := hdfs.NewConn(opts)
+	if err == nil {
+		err = probe.Ping(context.Background())
+		probe.Close()
 	}
-	defer conn.Close()
-	return hdfs.ReadTail(context.Background(), conn, hdfs.PartitionDir(b.cfg.HDFS.Root, topic, id), dedupHorizon)
+	if err != nil {
+		for i := range out {
+			out[i].err = err
+		}
+		return out
+	}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, tailReaders)
+	for i := range out {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			conn, err := hdfs.NewConn(opts)
+			if err != nil {
+				out[i].err = err
+				return
+			}
+			defer conn.Close()
+			out[i].tail, out[i].ok, out[i].err = hdfs.ReadTail(context.Background(), conn,
+				hdfs.PartitionDir(b.cfg.HDFS.Root, topic, i), dedupHorizon)
+		}()
+	}
+	wg.Wait()
+	return out
 }
 
 // dedupHorizon is how much of a partition's end is read to rebuild its producers'

@@ -3,6 +3,7 @@ package test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -269,5 +270,39 @@ func TestShutdownShipsTheRest(t *testing.T) {
 	want := appendValues(appendValues(nil, "x", 30), "y", 30)
 	if got := hdfsValues(t, c.Addr, "s", 0); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("after a clean stop HDFS holds %d records, want %d", len(got), len(want))
+	}
+}
+
+// TestHDFSDownAtStart: a broker in distributed mode that starts while HDFS is down opens
+// the partitions it holds data of from its local disk (and ships once HDFS is back),
+// and keeps offline the partitions it holds nothing of: starting those at offset 0
+// could reuse offsets HDFS holds.
+func TestHDFSDownAtStart(t *testing.T) {
+	c := hdfstest.Start(t)
+	b := testbroker.Start(t, t.TempDir(), "-hdfs.addr", c.Addr, "-hdfs.timeout", "1s", "-hdfs.commit_interval", "20ms")
+	w := dial(t, b.Addr)
+	createTopic(t, w, "d", 2)
+	produceWaitBatch(t, w, "d", records(0, -1, "a", 10)) // partition 0 only
+	if err := b.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	c.Kill()
+	b.Restart()
+	w = dial(t, b.Addr)
+	pr := produceWait(t, w, "d", 0, "b", 10, 0)
+	if pr.BaseOffset != 10 {
+		t.Fatalf("partition 0 after a start with HDFS down: %+v", pr)
+	}
+	resp := w.call(&wire.ProduceRequest{Topic: []byte("d"), Partition: 1, Version: 1, Batches: records(0, -1, "x", 1)})
+	if resp.Header.Code != wire.CodeNotServing || !strings.Contains(resp.Text, "HDFS") {
+		t.Fatalf("partition 1 (no local data, HDFS down): %v %s", resp.Header.Code, resp.Text)
+	}
+	c.Restart(t)
+	if pr := produceWait(t, w, "d", 0, "c", 10, 60*time.Second); pr.Checkpoint < pr.LastOffset {
+		t.Fatalf("C did not reach HDFS once it was back: %+v", pr)
+	}
+	want := appendValues(appendValues(appendValues(nil, "a", 10), "b", 10), "c", 10)
+	if got := hdfsValues(t, c.Addr, "d", 0); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("HDFS holds %v", got)
 	}
 }

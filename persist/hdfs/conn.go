@@ -185,3 +185,11 @@ func (c *Conn) do(ctx context.Context, what string, f func(cl *hdfs.Client) erro
 		return fmt.Errorf("hdfs: %s: %w", what, ctx.Err())
 	}
 }
+
+// Ping checks that the NameNode answers (a Stat of "/"), within the timeout.
+func (c *Conn) Ping(ctx context.Context) error {
+	return c.do(ctx, "ping", func(cl *hdfs.Client) error {
+		_, err := cl.Stat("/")
+		return err
+	})
+}
