@@ -306,3 +306,36 @@ func TestHDFSDownAtStart(t *testing.T) {
 		t.Fatalf("HDFS holds %v", got)
 	}
 }
+
+// TestPausedNameNodeUnderBroker: with the NameNode stopped (SIGSTOP) every HDFS call
+// hangs; the shipper's calls time out on its own goroutines, and produces, fetches and
+// the metrics endpoint keep answering. Once the NameNode runs again C catches up.
+func TestPausedNameNodeUnderBroker(t *testing.T) {
+	c := hdfstest.Start(t)
+	b := testbroker.Start(t, t.TempDir(), "-metrics", "127.0.0.1:0", "-hdfs.addr", c.Addr,
+		"-hdfs.timeout", "1s", "-hdfs.commit_interval", "20ms")
+	w := dial(t, b.Addr)
+	createTopic(t, w, "p", 1)
+	produceWaitBatch(t, w, "p", records(0, -1, "a", 10))
+	c.Pause()
+	for i := range 20 {
+		produceWait(t, w, "p", 0, fmt.Sprintf("b%d", i), 10, 0)
+	}
+	if got := fetchValues(t, w, "p", 0, 0); len(got) != 210 {
+		t.Fatalf("fetched %d records with the NameNode paused, want 210", len(got))
+	}
+	deadline := time.Now().Add(time.Minute)
+	for scrape(t, b.MetricsAddr, `sluice_partition_hdfs_failing{partition="0",topic="p"}`) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("shipping against a paused NameNode never reported failing")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	c.Resume()
+	if pr := produceWait(t, w, "p", 0, "c", 10, 60*time.Second); pr.Checkpoint < pr.LastOffset {
+		t.Fatalf("C did not catch up after the NameNode resumed: %+v", pr)
+	}
+	if got := hdfsValues(t, c.Addr, "p", 0); len(got) != 220 {
+		t.Fatalf("HDFS holds %d records, want 220", len(got))
+	}
+}
