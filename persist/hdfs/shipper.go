@@ -69,8 +69,8 @@ func (o *ShipperOptions) ensureDefaults() error {
 // interval each partition with batches waiting is queued once, and a worker ships up
 // to CommitBytes of it in one round (Writer.Commit), then requeues it if more waits. A
 // failed round is retried from the first offset not acknowledged, into a new file,
-// after a backoff that doubles up to 10 s; nothing ever runs on an event loop or a
-// shard, and every HDFS call has the connection's timeout.
+// after a backoff that doubles up to maxBackoff; nothing ever runs on an event loop or
+// a shard, and every HDFS call has the connection's timeout.
 type Shipper struct {
 	opts  ShipperOptions
 	queue chan *shipPart
@@ -84,6 +84,12 @@ type Shipper struct {
 	}
 	commits, failures, shippedBytes atomic.Uint64
 }
+
+// maxBackoff bounds the wait before a failed partition is shipped again: short, since a
+// retry against a NameNode that is down fails at once (one against a paused one waits
+// the connection's timeout). After a 60 s outage a 10 s cap held shipping back 9 s past
+// HDFS's return.
+const maxBackoff = 2 * time.Second
 
 // shipPart is one partition's shipping state.
 type shipPart struct {
@@ -286,7 +292,7 @@ func (s *Shipper) round(conn *Conn, sp *shipPart) bool {
 		s.opts.Logger.Warn("cannot ship to HDFS: retrying with backoff (the checkpoint waits)", "partition", sp.key, "err", err)
 	}
 	sp.failures++
-	sp.retryAt = time.Now().Add(min(100*time.Millisecond<<min(sp.failures, 8), 10*time.Second))
+	sp.retryAt = time.Now().Add(min(100*time.Millisecond<<min(sp.failures, 8), maxBackoff))
 	return false
 }
 
