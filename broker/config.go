@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"sluice/memarena"
@@ -50,6 +51,12 @@ func (c *Config) EnsureDefaults() *Config {
 	if c.MaxWait == 0 {
 		c.MaxWait = time.Minute
 	}
+	if c.HDFS.Root == "" {
+		c.HDFS.Root = "/sluice"
+	}
+	if c.HDFS.Conn.User == "" {
+		c.HDFS.Conn.User = "sluice"
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -67,6 +74,9 @@ func (c *Config) Validate() error {
 	if c.MaxWait < time.Millisecond || c.RetentionCheck <= 0 || c.BusyRetryAfter <= 0 {
 		errs = append(errs, fmt.Errorf("max wait %v (at least 1ms), retention check %v and busy retry %v must be positive",
 			c.MaxWait, c.RetentionCheck, c.BusyRetryAfter))
+	}
+	if c.HDFS.Enabled() && !strings.HasPrefix(c.HDFS.Root, "/") {
+		errs = append(errs, fmt.Errorf("hdfs.root %q must be an absolute path", c.HDFS.Root))
 	}
 	errs = append(errs, c.Net.Validate(), c.Arena.Validate(), c.Sched.Validate(), c.Log.Validate())
 	if err := errors.Join(errs...); err != nil {

@@ -3,14 +3,21 @@ package test
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"sluice/batch"
+	"sluice/broker"
 	"sluice/internal/hdfstest"
 	"sluice/internal/testbroker"
 	"sluice/persist/hdfs"
+	"sluice/persist/local"
+	"sluice/persist/vfs"
+	"sluice/persist/vfs/errorfs"
+	"sluice/sched"
 	"sluice/wire"
 )
 
@@ -337,5 +344,105 @@ func TestPausedNameNodeUnderBroker(t *testing.T) {
 	}
 	if got := hdfsValues(t, c.Addr, "p", 0); len(got) != 220 {
 		t.Fatalf("HDFS holds %d records, want 220", len(got))
+	}
+}
+
+// TestLongHDFSOutageFillsTheDisk: with HDFS down for long, retention keeps every
+// segment HDFS has not acknowledged, so the local disk fills with the backlog (the full
+// disk is injected: errorfs, since filling a real disk is not an option here);
+// producers are then refused with no_space, retriable, and nothing accepted is lost.
+// Once HDFS is back and there is room again the backlog ships, C catches up, retention
+// lets the shipped segments go, and HDFS holds every record once, in order.
+func TestLongHDFSOutageFillsTheDisk(t *testing.T) {
+	c := hdfstest.Start(t)
+	disk := &fullDisk{}
+	dir := t.TempDir()
+	logs := &syncBuf{}
+	cfg := broker.Config{DataDir: dir, RetentionCheck: 50 * time.Millisecond,
+		Log:    local.Options{FS: errorfs.Wrap(vfs.Default(), disk), Sync: local.SyncGroup},
+		Sched:  sched.Config{Shards: 1, QueueLen: 8},
+		Logger: slog.New(slog.NewTextHandler(logs, nil))}
+	cfg.Net.Listen = "127.0.0.1:0"
+	cfg.Arena.Size = 64 << 20
+	cfg.HDFS.Addresses = []string{c.Addr}
+	cfg.HDFS.Conn.User, cfg.HDFS.Conn.Timeout = "sluice", time.Second
+	cfg.HDFS.CommitInterval = 20 * time.Millisecond
+	b, err := broker.Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		b.Shutdown(ctx)
+	})
+	w := dial(t, b.Addr())
+	mustOK(t, w.call(&wire.CreateTopicRequest{Name: "o", Partitions: 1,
+		Options: wire.TopicOptions{RetentionMs: -1, RetentionBytes: 8 << 10, SegmentBytes: 4 << 10, SegmentMs: -1}}))
+	segments := func() int {
+		files, _ := filepath.Glob(filepath.Join(dir, "o", "0", "*.log"))
+		return len(files)
+	}
+	value := strings.Repeat("v", 200)
+	var want []string
+	produce := func(i int) wire.Code {
+		prefix := fmt.Sprintf("%s%d", value, i)
+		r := w.call(&wire.ProduceRequest{Topic: []byte("o"), Version: 1, Batches: records(0, -1, prefix, 5)})
+		if r.Header.Code == wire.CodeNone {
+			want = appendValues(want, prefix, 5)
+		}
+		return r.Header.Code
+	}
+	for i := range 20 { // shipped as it goes: retention keeps the log short
+		if code := produce(i); code != wire.CodeNone {
+			t.Fatalf("produce %d: %v", i, code)
+		}
+	}
+	c.Kill()
+	for i := 20; i < 120; i++ {
+		if code := produce(i); code != wire.CodeNone {
+			t.Fatalf("produce %d with HDFS down: %v", i, code)
+		}
+	}
+	time.Sleep(300 * time.Millisecond) // several retention passes
+	if n := segments(); n < 20 {
+		t.Fatalf("%d segments with HDFS down: retention deleted what HDFS did not have", n)
+	}
+	disk.set(true) // the backlog has filled the disk
+	refused := false
+	for i := 120; i < 400 && !refused; i++ {
+		switch code := produce(i); code {
+		case wire.CodeNone:
+		case wire.CodeNoSpace:
+			refused = true
+		default:
+			t.Fatalf("produce on a full disk with HDFS down: %v", code)
+		}
+	}
+	if !refused {
+		t.Fatal("producers were never refused with the disk full of unshipped data")
+	}
+	c.Restart(t)
+	disk.set(false)
+	deadline := time.Now().Add(time.Minute)
+	for produce(1000) != wire.CodeNone {
+		if time.Now().After(deadline) {
+			t.Fatal("produce never resumed once HDFS and space were back")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	pr := produceWaitBatch(t, w, "o", records(0, -1, "last", 1))
+	want = appendValues(want, "last", 1)
+	if pr.Checkpoint < pr.LastOffset {
+		t.Fatalf("C did not catch up: %+v", pr)
+	}
+	if got := hdfsValues(t, c.Addr, "o", 0); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("HDFS holds %d records, want %d", len(got), len(want))
+	}
+	for deadline := time.Now().Add(time.Minute); segments() > 5; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d segments: retention never let the shipped ones go", segments())
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
