@@ -91,6 +91,8 @@ var (
 		"Times a connection stopped taking requests, by reason: inflight (max requests in flight) or outbound (its unread answers hold its share of net.max_outbound_total).", []string{"reason"}, nil)
 	descHDFSLag = prometheus.NewDesc("sluice_partition_hdfs_lag_offsets",
 		"Distributed mode: offsets accepted and not yet acknowledged by HDFS (the checkpoint waits for them).", []string{"topic", "partition"}, nil)
+	descHDFSLagBytes = prometheus.NewDesc("sluice_partition_hdfs_lag_bytes",
+		"Distributed mode: batch bytes accepted since the partition loaded and not yet acknowledged by HDFS (a backlog left by the previous run is not counted).", []string{"topic", "partition"}, nil)
 	descHDFSLagSec = prometheus.NewDesc("sluice_partition_hdfs_lag_seconds",
 		"Distributed mode: how long the partition has had data waiting to ship to HDFS (0 when HDFS has everything).", []string{"topic", "partition"}, nil)
 	descHDFSFailing = prometheus.NewDesc("sluice_partition_hdfs_failing",
@@ -111,7 +113,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descSent, descConns, descRequests, descProtoErr, descArena, descReclaimed,
 		descFull, descLag, descHits, descState, descDirect, descPanics, descReleased, descSkipped, descParked, descProduced, descCopied,
 		descInbound, descOutbound, descRefused, descTimedOut, descPaused, descClamped, descDirectRead,
-		descHDFSLag, descHDFSLagSec, descHDFSFailing, descHDFSRounds, descHDFSBytes, descHDFSRead} {
+		descHDFSLag, descHDFSLagBytes, descHDFSLagSec, descHDFSFailing, descHDFSRounds, descHDFSBytes, descHDFSRead} {
 		ch <- d
 	}
 }
@@ -161,6 +163,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		for _, ps := range parts {
 			topic, id := ps.Topic, strconv.Itoa(ps.Partition)
 			gauge(descHDFSLag, float64(ps.LagOffsets), topic, id)
+			if pt, err := c.b.lookup([]byte(ps.Topic), uint32(ps.Partition)); err == nil {
+				appended := pt.appended.Load()
+				gauge(descHDFSLagBytes, float64(appended-min(appended, ps.Shipped)), topic, id)
+			}
 			gauge(descHDFSLagSec, ps.Lag.Seconds(), topic, id)
 			failing := 0.0
 			if ps.Failing {

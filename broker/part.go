@@ -40,8 +40,9 @@ type part struct {
 	persistErrLogged bool
 
 	// Any goroutine.
-	failed                  atomic.Bool // a write or sync failed the store for good
-	noSpace                 atomic.Bool // the last append found the disk full
+	appended                atomic.Uint64 // batch bytes accepted since load (distributed mode only)
+	failed                  atomic.Bool   // a write or sync failed the store for good
+	noSpace                 atomic.Bool   // the last append found the disk full
 	appendLog, persistLog   everyLog
 	retentionLog, answerLog everyLog
 }

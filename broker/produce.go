@@ -49,6 +49,9 @@ func (b *Broker) handleProduce(c *netio.Conn, slot netio.Slot, hdr wire.Response
 	if n := uint64(res.AppendedBytes); n > 0 {
 		b.produced.Add(n)
 		b.copied.Add(n) // the one copy, into the arena's write buffer
+		if b.shipper != nil {
+			pt.appended.Add(n) // for the HDFS lag in bytes
+		}
 		if pt.p.FetchesParked() {
 			_ = pt.shard.SubmitFunc(pt.dataArrived) // a full queue: the polls answer at their deadline
 		}

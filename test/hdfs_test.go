@@ -125,6 +125,9 @@ func TestShipToHDFS(t *testing.T) {
 	if lag := scrape(t, b.MetricsAddr, `sluice_partition_hdfs_lag_offsets{partition="1",topic="h"}`); lag < 100 {
 		t.Fatalf("HDFS lag %v offsets, want at least 100", lag)
 	}
+	if lag := scrape(t, b.MetricsAddr, `sluice_partition_hdfs_lag_bytes{partition="1",topic="h"}`); lag < 100*8 {
+		t.Fatalf("HDFS lag %v bytes, want at least the 100 records' values", lag)
+	}
 
 	// HDFS back: the backlog ships, C catches up.
 	c.Restart(t)

@@ -106,9 +106,10 @@ type shipPart struct {
 	failures int
 	retryAt  time.Time
 
-	acked   atomic.Int64 // Writer.Next after the last acknowledged round; -1 before the first
-	arrived arrivals     // when offsets appeared, for the lag in seconds
-	failing atomic.Bool  // the last round failed
+	acked   atomic.Int64  // Writer.Next after the last acknowledged round; -1 before the first
+	arrived arrivals      // when offsets appeared, for the lag in seconds
+	failing atomic.Bool   // the last round failed
+	bytes   atomic.Uint64 // batch bytes HDFS acknowledged since the partition was added
 }
 
 // NewShipper starts a shipper.
@@ -321,9 +322,12 @@ func (s *Shipper) ship(ctx context.Context, conn *Conn, sp *shipPart) error {
 		return err
 	}
 	s.commits.Add(1)
+	var n uint64
 	for _, p := range pieces {
-		s.shippedBytes.Add(uint64(len(p)))
+		n += uint64(len(p))
 	}
+	s.shippedBytes.Add(n)
+	sp.bytes.Add(n)
 	sp.acked.Store(sp.w.Next())
 	sp.src.Shipped(sp.w.Next())
 	return nil
@@ -417,6 +421,7 @@ type PartStats struct {
 	LagOffsets int64         // offsets waiting to ship
 	Lag        time.Duration // how long data has been waiting (0 when caught up)
 	Failing    bool          // the last round failed
+	Shipped    uint64        // batch bytes HDFS acknowledged since the partition was added
 }
 
 // Stats returns the shipper's counters and each partition's figures.
@@ -430,6 +435,7 @@ func (s *Shipper) Stats() (commits, failures, bytes uint64, parts []PartStats) {
 		}
 		ps.Lag = sp.arrived.lag(ps.Acked, now)
 		ps.Failing = sp.failing.Load()
+		ps.Shipped = sp.bytes.Load()
 		parts = append(parts, ps)
 	}
 	return s.commits.Load(), s.failures.Load(), s.shippedBytes.Load(), parts
