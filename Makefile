@@ -18,12 +18,13 @@ run: build
 
 test: deps check unit fuzz
 
-# Everything the tests need: Go modules, and the HDFS the persist/hdfs tests run against
-# (hadoop-client-minicluster from Maven Central, cached in ~/.cache/sluice-peers: needs
-# Java 17 and Maven). (ZooKeeper joins here with the admin's tests.)
+# Everything the tests need: Go modules, and the HDFS and ZooKeeper the tests run against
+# (hadoop-client-minicluster and zookeeper from Maven Central, cached in
+# ~/.cache/sluice-peers: needs Java 17 and Maven).
 deps:
 	$(GO) mod download
 	scripts/hdfs-peer >/dev/null
+	scripts/zk-peer >/dev/null
 
 check:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -32,7 +33,7 @@ check:
 	$(GO) vet -tags invariants ./...
 
 unit:
-	SLUICE_HDFS_HOME=$$(scripts/hdfs-peer) $(GO) test -race -tags invariants -count=1 ./...
+	SLUICE_HDFS_HOME=$$(scripts/hdfs-peer) SLUICE_ZK_HOME=$$(scripts/zk-peer) $(GO) test -race -tags invariants -count=1 ./...
 
 # Every fuzz target for FUZZTIME, starting from its checked-in corpus (testdata/fuzz).
 fuzz:

@@ -11,7 +11,7 @@ import (
 
 	"sluice/batch"
 	"sluice/broker"
-	"sluice/internal/hdfstest"
+	"sluice/internal/peer/hdfstest"
 	"sluice/internal/testbroker"
 	"sluice/persist/hdfs"
 	"sluice/persist/local"

@@ -14,7 +14,7 @@ import (
 	"github.com/colinmarc/hdfs/v2"
 
 	"sluice/batch"
-	"sluice/internal/hdfstest"
+	"sluice/internal/peer/hdfstest"
 	"sluice/memarena"
 )
 

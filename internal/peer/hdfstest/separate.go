@@ -2,14 +2,13 @@ package hdfstest
 
 import (
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"sluice/internal/peer"
 )
 
 // Separate is a NameNode and a DataNode in two JVMs (the peers README's recipe), so
@@ -20,14 +19,8 @@ type Separate struct {
 	dir   string
 	home  string
 	ready func(addr string) error
-	nn    *proc
-	dn    *proc
-}
-
-// proc is a JVM started by pid.
-type proc struct {
-	cmd    *exec.Cmd
-	exited chan struct{}
+	nn    *peer.Proc
+	dn    *peer.Proc
 }
 
 // StartSeparate formats and starts a NameNode and a DataNode for t and stops both when
@@ -39,7 +32,7 @@ func StartSeparate(t testing.TB, ready func(addr string) error) *Separate {
 	if err != nil {
 		fail(t, err)
 	}
-	port, err := freePort()
+	port, err := peer.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,24 +49,14 @@ func StartSeparate(t testing.TB, ready func(addr string) error) *Separate {
 		t.Fatal(err)
 	}
 	select {
-	case <-format.exited:
+	case <-format.Exited:
 	case <-time.After(readyTimeout):
-		stop(format.cmd, format.exited)
-		t.Fatalf("formatting the NameNode took more than %v:\n%s", readyTimeout, tailOf(s.dir, "format.log"))
+		format.Stop()
+		t.Fatalf("formatting the NameNode took more than %v:\n%s", readyTimeout, peer.Tail(s.dir, "format.log"))
 	}
 	s.StartNameNode(t)
 	s.StartDataNode(t)
 	return s
-}
-
-// freePort returns a loopback port free a moment ago.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // writeConf writes the cluster's core-site.xml and hdfs-site.xml: every port on
@@ -116,7 +99,7 @@ func (s *Separate) writeConf() error {
 
 // java starts a JVM running main with the cluster's configuration first on the class
 // path, logging to the named file in the cluster's directory.
-func (s *Separate) java(logName, main string, args ...string) (*proc, error) {
+func (s *Separate) java(logName, main string, args ...string) (*peer.Proc, error) {
 	cp, err := os.ReadFile(filepath.Join(s.home, "classpath"))
 	if err != nil {
 		return nil, err
@@ -125,22 +108,8 @@ func (s *Separate) java(logName, main string, args ...string) (*proc, error) {
 	if err := os.MkdirAll(tmp, 0o755); err != nil {
 		return nil, err
 	}
-	log, err := os.OpenFile(filepath.Join(s.dir, logName), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	defer log.Close()
-	jargs := append([]string{"-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Djava.io.tmpdir=" + tmp,
-		"-cp", filepath.Join(s.dir, "conf") + ":" + strings.TrimSpace(string(cp)), main}, args...)
-	cmd := exec.Command("java", jargs...)
-	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("cannot start %s: %w", main, err)
-	}
-	p := &proc{cmd: cmd, exited: make(chan struct{})}
-	go func() { cmd.Wait(); close(p.exited) }()
-	return p, nil
+	return peer.Java(s.dir, logName, append([]string{"-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
+		"-Djava.io.tmpdir=" + tmp, "-cp", filepath.Join(s.dir, "conf") + ":" + strings.TrimSpace(string(cp)), main}, args...)...)
 }
 
 // StartNameNode starts the NameNode (again) on its data and waits until the cluster
@@ -176,15 +145,15 @@ func (s *Separate) waitReady(t testing.TB) {
 		if err == nil {
 			return
 		}
-		for _, p := range []*proc{s.nn, s.dn} {
+		for _, p := range []*peer.Proc{s.nn, s.dn} {
 			select {
-			case <-p.exited:
-				t.Fatalf("HDFS exited before it was ready (%v):\n%s\n%s", p.cmd.ProcessState, tailOf(s.dir, "nn.log"), tailOf(s.dir, "dn.log"))
+			case <-p.Exited:
+				t.Fatalf("HDFS exited before it was ready (%v):\n%s\n%s", p.Cmd.ProcessState, peer.Tail(s.dir, "nn.log"), peer.Tail(s.dir, "dn.log"))
 			default:
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("HDFS not ready after %v (%v):\n%s\n%s", readyTimeout, err, tailOf(s.dir, "nn.log"), tailOf(s.dir, "dn.log"))
+			t.Fatalf("HDFS not ready after %v (%v):\n%s\n%s", readyTimeout, err, peer.Tail(s.dir, "nn.log"), peer.Tail(s.dir, "dn.log"))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -196,19 +165,9 @@ func (s *Separate) KillNameNode() { s.nn = kill(s.nn) }
 // KillDataNode kills the DataNode (SIGKILL) and waits for it to exit.
 func (s *Separate) KillDataNode() { s.dn = kill(s.dn) }
 
-func kill(p *proc) *proc {
+func kill(p *peer.Proc) *peer.Proc {
 	if p != nil {
-		p.cmd.Process.Kill()
-		<-p.exited
+		p.Kill()
 	}
 	return nil
-}
-
-// tailOf returns the end of one of the cluster's logs.
-func tailOf(dir, name string) string {
-	b, _ := os.ReadFile(filepath.Join(dir, name))
-	if len(b) > 3000 {
-		b = b[len(b)-3000:]
-	}
-	return string(b)
 }

@@ -11,18 +11,18 @@
 package hdfstest
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"sluice/internal/peer"
 )
 
 // readyTimeout bounds a cluster's start: 3-7 s on a quiet machine, 11-34 s while other
@@ -40,33 +40,8 @@ type Cluster struct {
 	cmd  *exec.Cmd // nil while stopped
 }
 
-var install struct {
-	once sync.Once
-	home string
-	err  error
-}
-
 // home returns the HDFS install directory, installing it the first time if needed.
-func home() (string, error) {
-	install.once.Do(func() {
-		if h := os.Getenv("SLUICE_HDFS_HOME"); h != "" {
-			install.home = h
-			return
-		}
-		_, file, _, _ := runtime.Caller(0)
-		script := filepath.Join(filepath.Dir(file), "..", "..", "scripts", "hdfs-peer")
-		var stderr bytes.Buffer
-		cmd := exec.Command(script)
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		if err != nil {
-			install.err = fmt.Errorf("cannot install HDFS with %s: %w: %s", script, err, stderr.String())
-			return
-		}
-		install.home = strings.TrimSpace(string(out))
-	})
-	return install.home, install.err
-}
+func home() (string, error) { return peer.Install("hdfs-peer", "SLUICE_HDFS_HOME") }
 
 // Start starts a cluster for t and stops it when t ends.
 func Start(t testing.TB) *Cluster {
@@ -81,10 +56,7 @@ func Start(t testing.TB) *Cluster {
 
 func fail(t testing.TB, err error) {
 	t.Helper()
-	if os.Getenv("SLUICE_SKIP_HDFS") == "1" {
-		t.Skipf("SLUICE_SKIP_HDFS=1 and HDFS cannot start here: %v", err)
-	}
-	t.Fatal(err)
+	peer.Fail(t, "SLUICE_SKIP_HDFS", err)
 }
 
 var shared struct {
@@ -148,11 +120,6 @@ func (c *Cluster) run(format bool) error {
 	if err := os.MkdirAll(tmp, 0o755); err != nil {
 		return err
 	}
-	log, err := os.OpenFile(filepath.Join(c.dir, "log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	defer log.Close()
 	args := []string{"-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Djava.io.tmpdir=" + tmp,
 		"-cp", strings.TrimSpace(string(cp)), "org.apache.hadoop.mapreduce.MiniHadoopClusterManager",
 		"-nomr", "-nnport", fmt.Sprint(c.port), "-nnhttpport", "0", "-datanodes", "1",
@@ -161,14 +128,11 @@ func (c *Cluster) run(format bool) error {
 	if format {
 		args = append(args, "-format")
 	}
-	cmd := exec.Command("java", args...)
-	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // dies with the test binary
-	if err := cmd.Start(); err != nil {
+	p, err := peer.Java(c.dir, "log", args...)
+	if err != nil {
 		return fmt.Errorf("cannot start HDFS: %w", err)
 	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
+	cmd, exited := p.Cmd, p.Exited
 	deadline := time.After(readyTimeout)
 	for {
 		if b, err := os.ReadFile(ready); err == nil && len(b) > 0 {
@@ -184,7 +148,7 @@ func (c *Cluster) run(format bool) error {
 		case <-exited:
 			return fmt.Errorf("HDFS exited before it was ready (%v); log in %s:\n%s", cmd.ProcessState, c.dir, tail(c.dir))
 		case <-deadline:
-			stop(cmd, exited)
+			p.Stop()
 			return fmt.Errorf("HDFS not ready after %v; log in %s:\n%s", readyTimeout, c.dir, tail(c.dir))
 		case <-time.After(50 * time.Millisecond):
 		}
@@ -204,18 +168,7 @@ func (c *Cluster) run(format bool) error {
 }
 
 // tail returns the end of the cluster's log.
-func tail(dir string) string { return tailOf(dir, "log") }
-
-// stop ends cmd by its pid: SIGTERM (it exits in about 2 s), SIGKILL after 20 s.
-func stop(cmd *exec.Cmd, exited <-chan struct{}) {
-	cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-exited:
-	case <-time.After(20 * time.Second):
-		cmd.Process.Kill()
-		<-exited
-	}
-}
+func tail(dir string) string { return peer.Tail(dir, "log") }
 
 // Stop stops the cluster (SIGTERM, by pid) and waits for it to exit. Its data stays
 // until the test's directory is removed; Restart starts it again on it.

@@ -1,0 +1,250 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// Cluster is a broker's or an admin's connection to the cluster state in ZooKeeper
+// (docs/cluster.md). go-zookeeper opens a new session by itself after an expiry, and a
+// new session has none of the old one's ephemeral znodes: Cluster re-creates the ones
+// registered through it on every new session.
+type Cluster struct {
+	conn *zk.Conn
+	root string
+	log  *slog.Logger
+
+	mu struct {
+		sync.Mutex
+		ephemerals map[string][]byte // path -> content, re-created on a new session
+		session    int64
+		expired    []chan struct{} // closed on the next expiry
+	}
+	done chan struct{}
+}
+
+// BrokerInfo is a broker's registration.
+type BrokerInfo struct {
+	ID       string  `json:"-"`
+	Addr     string  `json:"addr"`
+	Capacity float64 `json:"capacity"`
+	Load     float64 `json:"load"`
+}
+
+// Dial connects to ZooKeeper (addrs) with the given session timeout; the cluster state
+// is under root. It returns once the session is established or ctx ends.
+func Dial(ctx context.Context, addrs []string, root string, sessionTimeout time.Duration, log *slog.Logger) (*Cluster, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	conn, events, err := zk.Connect(addrs, sessionTimeout, zk.WithLogger(zkLogger{log}))
+	if err != nil {
+		return nil, fmt.Errorf("cannot connect to ZooKeeper %v: %w", addrs, err)
+	}
+	c := &Cluster{conn: conn, root: path.Clean("/" + root), log: log, done: make(chan struct{})}
+	c.mu.ephemerals = map[string][]byte{}
+	ready := make(chan struct{})
+	go c.watchSession(events, ready)
+	select {
+	case <-ready:
+	case <-ctx.Done():
+		c.Close()
+		return nil, fmt.Errorf("no ZooKeeper session with %v: %w", addrs, ctx.Err())
+	}
+	for _, p := range []string{"brokers", "admin/election", "topics", "assignments"} {
+		if err := c.ensure(path.Join(c.root, p)); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// Close ends the session: its ephemeral znodes go at once.
+func (c *Cluster) Close() {
+	select {
+	case <-c.done:
+	default:
+		close(c.done)
+		c.conn.Close()
+	}
+}
+
+// watchSession follows the session's events: on every new session it re-creates the
+// registered ephemerals; on an expiry it wakes Expired's callers.
+func (c *Cluster) watchSession(events <-chan zk.Event, ready chan struct{}) {
+	first := true
+	for ev := range events {
+		switch ev.State {
+		case zk.StateHasSession:
+			c.mu.Lock()
+			id := c.conn.SessionID()
+			renewed := id != c.mu.session && !first
+			c.mu.session = id
+			eph := make(map[string][]byte, len(c.mu.ephemerals))
+			for p, b := range c.mu.ephemerals {
+				eph[p] = b
+			}
+			c.mu.Unlock()
+			if first {
+				first = false
+				close(ready)
+			}
+			if renewed {
+				c.log.Warn("new ZooKeeper session: registering again", "session", fmt.Sprintf("%x", id))
+				for p, b := range eph {
+					if err := c.createEphemeral(p, b); err != nil {
+						c.log.Error("cannot register again after a new session", "znode", p, "err", err)
+					}
+				}
+			}
+		case zk.StateExpired:
+			c.log.Warn("ZooKeeper session expired")
+			c.mu.Lock()
+			for _, ch := range c.mu.expired {
+				close(ch)
+			}
+			c.mu.expired = nil
+			c.mu.Unlock()
+		}
+	}
+}
+
+// Expired returns a channel closed at the session's next expiry (a broker stops taking
+// writes then: its partitions may have moved).
+func (c *Cluster) Expired() <-chan struct{} {
+	ch := make(chan struct{})
+	c.mu.Lock()
+	c.mu.expired = append(c.mu.expired, ch)
+	c.mu.Unlock()
+	return ch
+}
+
+// ensure creates a persistent znode and its parents if missing.
+func (c *Cluster) ensure(p string) error {
+	parts := strings.Split(strings.TrimPrefix(p, "/"), "/")
+	for i := range parts {
+		q := "/" + strings.Join(parts[:i+1], "/")
+		if _, err := c.conn.Create(q, nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			return fmt.Errorf("cannot create znode %s: %w", q, err)
+		}
+	}
+	return nil
+}
+
+func (c *Cluster) createEphemeral(p string, b []byte) error {
+	_, err := c.conn.Create(p, b, zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
+	if errors.Is(err, zk.ErrNodeExists) {
+		// Ours from the same session, or left by a session not expired yet (a restart
+		// faster than the session timeout): replace it.
+		if err = c.conn.Delete(p, -1); err == nil || errors.Is(err, zk.ErrNoNode) {
+			_, err = c.conn.Create(p, b, zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
+		}
+	}
+	return err
+}
+
+// Register publishes the broker's registration (ephemeral: it lasts as long as the
+// session, and is made again on every new one).
+func (c *Cluster) Register(b BrokerInfo) error {
+	if b.ID == "" || strings.Contains(b.ID, "/") {
+		return fmt.Errorf("invalid broker id %q", b.ID)
+	}
+	data, err := json.Marshal(b)
+	if err != nil {
+		return err
+	}
+	p := path.Join(c.root, "brokers", b.ID)
+	c.mu.Lock()
+	c.mu.ephemerals[p] = data
+	c.mu.Unlock()
+	if err := c.createEphemeral(p, data); err != nil {
+		return fmt.Errorf("cannot register broker %s: %w", b.ID, err)
+	}
+	return nil
+}
+
+// Brokers returns the live brokers, sorted by id, and a channel that fires once when
+// the set changes. A registration that cannot be read is left out and logged.
+func (c *Cluster) Brokers() ([]BrokerInfo, <-chan zk.Event, error) {
+	dir := path.Join(c.root, "brokers")
+	ids, _, ch, err := c.conn.ChildrenW(dir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("cannot list brokers: %w", err)
+	}
+	slices.Sort(ids)
+	var out []BrokerInfo
+	for _, id := range ids {
+		data, _, err := c.conn.Get(path.Join(dir, id))
+		if errors.Is(err, zk.ErrNoNode) {
+			continue // gone since the listing
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("cannot read broker %s: %w", id, err)
+		}
+		b := BrokerInfo{ID: id}
+		if err := json.Unmarshal(data, &b); err != nil {
+			c.log.Error("unreadable broker registration: left out", "broker", id, "err", err)
+			continue
+		}
+		out = append(out, b)
+	}
+	return out, ch, nil
+}
+
+// Campaign enters the admin election as id and blocks until this admin leads (it
+// returns nil) or ctx ends. Candidates are ephemeral sequential znodes; the lowest
+// leads, and each other watches only the one just before it.
+func (c *Cluster) Campaign(ctx context.Context, id string) error {
+	dir := path.Join(c.root, "admin", "election")
+	data, _ := json.Marshal(map[string]string{"id": id})
+	me, err := c.conn.Create(path.Join(dir, "n_"), data, zk.FlagEphemeral|zk.FlagSequence, zk.WorldACL(zk.PermAll))
+	if err != nil {
+		return fmt.Errorf("cannot enter the admin election: %w", err)
+	}
+	mine := path.Base(me)
+	for {
+		kids, _, err := c.conn.Children(dir)
+		if err != nil {
+			return fmt.Errorf("cannot read the admin election: %w", err)
+		}
+		slices.Sort(kids)
+		i := slices.Index(kids, mine)
+		switch {
+		case i < 0:
+			return errors.New("admin election: this candidate's znode is gone (session expired)")
+		case i == 0:
+			return nil
+		}
+		exists, _, ch, err := c.conn.ExistsW(path.Join(dir, kids[i-1]))
+		if err != nil {
+			return fmt.Errorf("cannot watch the admin before this one: %w", err)
+		}
+		if !exists {
+			continue
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			c.conn.Delete(me, -1)
+			return ctx.Err()
+		}
+	}
+}
+
+// zkLogger sends go-zookeeper's log lines to slog at debug level.
+type zkLogger struct{ log *slog.Logger }
+
+func (l zkLogger) Printf(format string, args ...any) {
+	l.log.Debug(fmt.Sprintf(format, args...), "from", "zookeeper")
+}

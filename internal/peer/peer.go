@@ -1,0 +1,130 @@
+// Package peer runs the real services tests need next to sluice (HDFS, ZooKeeper) as
+// JVMs: it installs them once per test binary with the repository's scripts (cached
+// outside the repo), starts them with a given class path, and stops them by pid. A JVM
+// dies with the test binary (Pdeathsig).
+package peer
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var installs struct {
+	mu   sync.Mutex
+	done map[string]result
+}
+
+type result struct {
+	home string
+	err  error
+}
+
+// Install returns the install directory of a peer: the environment variable env when
+// set (the Makefile passes it), else what scripts/<script> prints, run once per test
+// binary (the script caches the install).
+func Install(script, env string) (string, error) {
+	if h := os.Getenv(env); h != "" {
+		return h, nil
+	}
+	installs.mu.Lock()
+	defer installs.mu.Unlock()
+	if r, ok := installs.done[script]; ok {
+		return r.home, r.err
+	}
+	_, file, _, _ := runtime.Caller(0)
+	path := filepath.Join(filepath.Dir(file), "..", "..", "scripts", script)
+	var stderr bytes.Buffer
+	cmd := exec.Command(path)
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	r := result{home: strings.TrimSpace(string(out))}
+	if err != nil {
+		r.err = fmt.Errorf("cannot install with %s: %w: %s", path, err, stderr.String())
+	}
+	if installs.done == nil {
+		installs.done = map[string]result{}
+	}
+	installs.done[script] = r
+	return r.home, r.err
+}
+
+// Fail fails t for a peer that cannot run here, or skips it, saying why, when the
+// environment variable skipEnv is 1 (never set by `make test` or CI).
+func Fail(t testing.TB, skipEnv string, err error) {
+	t.Helper()
+	if os.Getenv(skipEnv) == "1" {
+		t.Skipf("%s=1 and a service the test needs cannot start here: %v", skipEnv, err)
+	}
+	t.Fatal(err)
+}
+
+// FreePort returns a loopback port that was free a moment ago (a service that must keep
+// its port across restarts is given one).
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Proc is a started JVM.
+type Proc struct {
+	Cmd    *exec.Cmd
+	Exited chan struct{} // closed once it has exited
+}
+
+// Java starts java with args, its output appended to dir/logName.
+func Java(dir, logName string, args ...string) (*Proc, error) {
+	log, err := os.OpenFile(filepath.Join(dir, logName), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	defer log.Close()
+	cmd := exec.Command("java", args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // dies with the test binary
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("cannot start java: %w", err)
+	}
+	p := &Proc{Cmd: cmd, Exited: make(chan struct{})}
+	go func() { cmd.Wait(); close(p.Exited) }()
+	return p, nil
+}
+
+// Stop ends the JVM by its pid: SIGTERM, SIGKILL after 20 s; it waits for the exit.
+func (p *Proc) Stop() {
+	p.Cmd.Process.Signal(syscall.SIGCONT) // a paused JVM does not handle SIGTERM
+	p.Cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.Exited:
+	case <-time.After(20 * time.Second):
+		p.Kill()
+	}
+}
+
+// Kill kills the JVM (SIGKILL) and waits for the exit.
+func (p *Proc) Kill() {
+	p.Cmd.Process.Kill()
+	<-p.Exited
+}
+
+// Tail returns the end of dir/name (a log), for error messages.
+func Tail(dir, name string) string {
+	b, _ := os.ReadFile(filepath.Join(dir, name))
+	if len(b) > 3000 {
+		b = b[len(b)-3000:]
+	}
+	return string(b)
+}

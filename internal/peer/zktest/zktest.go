@@ -1,0 +1,123 @@
+// Package zktest runs a real ZooKeeper for tests: a standalone server
+// (org.apache.zookeeper:zookeeper from Maven Central, installed and cached by
+// scripts/zk-peer) bound to 127.0.0.1 on a free port, with its data in the test's
+// directory, stopped by its pid when the test ends (and killed with the test binary).
+//
+// Java 17 and Maven are needed: without them a test that asks for ZooKeeper fails and
+// says so, unless SLUICE_SKIP_ZK=1 is set, which skips it saying why (`make test` and CI
+// never set it). SLUICE_ZK_HOME names an install from scripts/zk-peer.
+package zktest
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"sluice/internal/peer"
+)
+
+// readyTimeout bounds a start: 0.3-0.4 s on a quiet machine (peers README), far longer
+// while the suite's other JVMs hold the cores.
+const readyTimeout = 2 * time.Minute
+
+// Server is a running standalone ZooKeeper.
+type Server struct {
+	Addr string // 127.0.0.1:port
+	dir  string
+	cp   string
+	proc *peer.Proc
+}
+
+// Start starts a server for t (tickTime 500 ms, so sessions may be as short as 1 s) and
+// stops it when t ends.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	home, err := peer.Install("zk-peer", "SLUICE_ZK_HOME")
+	if err != nil {
+		peer.Fail(t, "SLUICE_SKIP_ZK", err)
+	}
+	cp, err := os.ReadFile(filepath.Join(home, "classpath"))
+	if err != nil {
+		peer.Fail(t, "SLUICE_SKIP_ZK", err)
+	}
+	port, err := peer.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{Addr: fmt.Sprintf("127.0.0.1:%d", port), dir: t.TempDir(), cp: strings.TrimSpace(string(cp))}
+	cfg := fmt.Sprintf("tickTime=500\ndataDir=%s\nclientPort=%d\nclientPortAddress=127.0.0.1\n"+
+		"admin.enableServer=false\n4lw.commands.whitelist=ruok,srvr,stat,mntr\nforceSync=no\n",
+		filepath.Join(s.dir, "data"), port)
+	if err := os.WriteFile(filepath.Join(s.dir, "zoo.cfg"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	s.Restart(t)
+	return s
+}
+
+// Restart starts the server (again, on its data) and waits until it serves.
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	p, err := peer.Java(s.dir, "log", "-Xms32m", "-Xmx128m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
+		"-cp", s.cp, "org.apache.zookeeper.server.ZooKeeperServerMain", filepath.Join(s.dir, "zoo.cfg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.proc = p
+	deadline := time.Now().Add(readyTimeout)
+	for !s.serving() {
+		select {
+		case <-p.Exited:
+			t.Fatalf("ZooKeeper exited before it served (%v):\n%s", p.Cmd.ProcessState, peer.Tail(s.dir, "log"))
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ZooKeeper not serving after %v:\n%s", readyTimeout, peer.Tail(s.dir, "log"))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// serving asks the server "srvr" (a four-letter command) and looks for its mode.
+func (s *Server) serving() bool {
+	c, err := net.DialTimeout("tcp", s.Addr, time.Second)
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := c.Write([]byte("srvr")); err != nil {
+		return false
+	}
+	buf := make([]byte, 4096)
+	n, _ := c.Read(buf)
+	return strings.Contains(string(buf[:n]), "Mode: standalone")
+}
+
+// Stop stops the server (SIGTERM by pid) and waits for it.
+func (s *Server) Stop() {
+	if s.proc != nil {
+		s.proc.Stop()
+		s.proc = nil
+	}
+}
+
+// Kill kills the server (SIGKILL) and waits for it.
+func (s *Server) Kill() {
+	if s.proc != nil {
+		s.proc.Kill()
+		s.proc = nil
+	}
+}
+
+// Pause stops the server with SIGSTOP; Resume continues it.
+func (s *Server) Pause() { s.proc.Cmd.Process.Signal(syscall.SIGSTOP) }
+
+// Resume continues a paused server (SIGCONT).
+func (s *Server) Resume() { s.proc.Cmd.Process.Signal(syscall.SIGCONT) }
