@@ -2,7 +2,10 @@ package admin
 
 import (
 	"context"
+	"io"
+	"net"
 	"path"
+	"sync"
 	"testing"
 	"time"
 
@@ -77,5 +80,112 @@ func TestElection(t *testing.T) {
 	kids, _, err := b.conn.Children(path.Join("/sluice", "admin", "election"))
 	if err != nil || len(kids) != 1 {
 		t.Fatalf("candidates %v, %v", kids, err)
+	}
+}
+
+// proxy forwards TCP to ZooKeeper and can cut every connection (and refuse new ones)
+// for a while: the fault injection for a session expiry, which pausing the server does
+// not reliably cause (peers README) and which a test cannot do to its own process.
+type proxy struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	cut    bool
+	conns  []net.Conn
+}
+
+func newProxy(t *testing.T, target string) *proxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proxy{ln: ln, target: target}
+	t.Cleanup(func() { ln.Close(); p.setCut(true) })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			p.mu.Lock()
+			if p.cut {
+				p.mu.Unlock()
+				c.Close()
+				continue
+			}
+			s, err := net.Dial("tcp", target)
+			if err != nil {
+				p.mu.Unlock()
+				c.Close()
+				continue
+			}
+			p.conns = append(p.conns, c, s)
+			p.mu.Unlock()
+			go func() { io.Copy(s, c); s.Close() }()
+			go func() { io.Copy(c, s); c.Close() }()
+		}
+	}()
+	return p
+}
+
+func (p *proxy) setCut(cut bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = cut
+	if cut {
+		for _, c := range p.conns {
+			c.Close()
+		}
+		p.conns = nil
+	}
+}
+
+// TestSessionExpiryRegistersAgain: a broker cut off from ZooKeeper past its session
+// timeout loses its registration (others see it go), hears of the expiry once it can
+// reach ZooKeeper again, and registers again on its new session.
+func TestSessionExpiryRegistersAgain(t *testing.T) {
+	s := zktest.Start(t)
+	px := newProxy(t, s.Addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b, err := Dial(ctx, []string{px.ln.Addr().String()}, "/sluice", 2*time.Second, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := b.Register(BrokerInfo{ID: "b1", Addr: "127.0.0.1:9440"}); err != nil {
+		t.Fatal(err)
+	}
+	expired := b.Expired()
+	observer := dial(t, s)
+	registered := func() bool {
+		brokers, _, err := observer.Brokers()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(brokers) == 1 && brokers[0].ID == "b1"
+	}
+	if !registered() {
+		t.Fatal("not registered")
+	}
+	px.setCut(true)
+	deadline := time.Now().Add(30 * time.Second)
+	for registered() {
+		if time.Now().After(deadline) {
+			t.Fatal("the registration outlived the session timeout")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	px.setCut(false)
+	select {
+	case <-expired:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the broker never heard of its session's expiry")
+	}
+	for !registered() {
+		if time.Now().After(deadline.Add(30 * time.Second)) {
+			t.Fatal("the broker did not register again on its new session")
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
