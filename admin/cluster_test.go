@@ -2,6 +2,7 @@ package admin
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"path"
@@ -187,5 +188,92 @@ func TestSessionExpiryRegistersAgain(t *testing.T) {
 			t.Fatal("the broker did not register again on its new session")
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// owners reads the assignments of topic t, by partition.
+func owners(t *testing.T, c *Cluster, topic string, n int) []Owner {
+	t.Helper()
+	all, err := c.Owners()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]Owner, n)
+	for i := range n {
+		out[i] = all[PartitionID{topic, i}].Owner
+	}
+	return out
+}
+
+// waitOwners waits until ok holds of topic t's assignments.
+func waitOwners(t *testing.T, c *Cluster, topic string, n int, what string, ok func([]Owner) bool) []Owner {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		o := owners(t, c, topic, n)
+		if ok(o) {
+			return o
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: assignments %+v", what, o)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func perBroker(o []Owner) map[string]int {
+	m := map[string]int{}
+	for _, x := range o {
+		m[x.Broker]++
+	}
+	return m
+}
+
+// TestLeaderPlaces: the leader spreads a topic over the live brokers, moves a dead
+// broker's partitions (raising their epoch) and gives a joining broker its share.
+func TestLeaderPlaces(t *testing.T) {
+	s := zktest.Start(t)
+	leader := dial(t, s)
+	b1, b2 := dial(t, s), dial(t, s)
+	for id, c := range map[string]*Cluster{"b1": b1, "b2": b2} {
+		if err := c.Register(BrokerInfo{ID: id, Addr: "127.0.0.1:1", Capacity: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := leader.CreateTopic("t", TopicInfo{Partitions: 4, Version: 1}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := leader.Campaign(ctx, "admin"); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- leader.Lead(ctx, Limits{MaxMoves: 2, Slack: 0.1}, 100*time.Millisecond) }()
+	first := waitOwners(t, leader, "t", 4, "spread over b1 and b2", func(o []Owner) bool {
+		m := perBroker(o)
+		return m["b1"] == 2 && m["b2"] == 2
+	})
+	b2.Close()
+	after := waitOwners(t, leader, "t", 4, "b2's partitions to b1", func(o []Owner) bool { return perBroker(o)["b1"] == 4 })
+	for i := range first {
+		if first[i].Broker == "b2" && after[i].Epoch <= first[i].Epoch {
+			t.Fatalf("partition %d moved without a new epoch: %+v -> %+v", i, first[i], after[i])
+		}
+		if first[i].Broker == "b1" && after[i] != first[i] {
+			t.Fatalf("partition %d on a live broker moved: %+v -> %+v", i, first[i], after[i])
+		}
+	}
+	b3 := dial(t, s)
+	if err := b3.Register(BrokerInfo{ID: "b3", Addr: "127.0.0.1:2", Capacity: 1}); err != nil {
+		t.Fatal(err)
+	}
+	waitOwners(t, leader, "t", 4, "b3 takes its share", func(o []Owner) bool {
+		m := perBroker(o)
+		return m["b1"] == 2 && m["b3"] == 2
+	})
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Lead returned %v", err)
 	}
 }

@@ -1,0 +1,207 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// TopicInfo is a topic's znode (ROOT/topics/NAME).
+type TopicInfo struct {
+	Partitions int    `json:"partitions"`
+	Version    uint32 `json:"version"`
+}
+
+// Owner is a partition's assignment znode (ROOT/assignments/TOPIC/PARTITION): the broker
+// that serves it and the epoch of that placement, raised on every move (the broker
+// loading it takes a new session S above it).
+type Owner struct {
+	Broker string `json:"broker"`
+	Epoch  uint64 `json:"epoch"`
+}
+
+// CreateTopic writes a topic's znode; it fails with zk.ErrNodeExists if the topic
+// exists.
+func (c *Cluster) CreateTopic(name string, info TopicInfo) error {
+	if name == "" || path.Base(name) != name || info.Partitions < 1 {
+		return fmt.Errorf("invalid topic %q with %d partitions", name, info.Partitions)
+	}
+	data, _ := json.Marshal(info)
+	if _, err := c.conn.Create(path.Join(c.root, "topics", name), data, 0, zk.WorldACL(zk.PermAll)); err != nil {
+		return fmt.Errorf("cannot create topic %s: %w", name, err)
+	}
+	return nil
+}
+
+// Topics returns every topic's metadata and a channel that fires once when topics are
+// added or removed. A topic znode that cannot be read is left out and logged.
+func (c *Cluster) Topics() (map[string]TopicInfo, <-chan zk.Event, error) {
+	dir := path.Join(c.root, "topics")
+	names, _, ch, err := c.conn.ChildrenW(dir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("cannot list topics: %w", err)
+	}
+	out := map[string]TopicInfo{}
+	for _, n := range names {
+		data, _, err := c.conn.Get(path.Join(dir, n))
+		if errors.Is(err, zk.ErrNoNode) {
+			continue
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("cannot read topic %s: %w", n, err)
+		}
+		var ti TopicInfo
+		if err := json.Unmarshal(data, &ti); err != nil || ti.Partitions < 1 {
+			c.log.Error("unreadable topic znode: left out", "topic", n, "err", err)
+			continue
+		}
+		out[n] = ti
+	}
+	return out, ch, nil
+}
+
+// owned is an assignment as read, with the znode's version for the conditional write.
+type owned struct {
+	Owner
+	version int32 // -1: no znode yet
+}
+
+// Owners returns every partition's assignment (those whose znode cannot be read are
+// missing: the leader places them again).
+func (c *Cluster) Owners() (map[PartitionID]owned, error) {
+	out := map[PartitionID]owned{}
+	dir := path.Join(c.root, "assignments")
+	topics, _, err := c.conn.Children(dir)
+	if err != nil {
+		return nil, fmt.Errorf("cannot list assignments: %w", err)
+	}
+	for _, topic := range topics {
+		ids, _, err := c.conn.Children(path.Join(dir, topic))
+		if err != nil && !errors.Is(err, zk.ErrNoNode) {
+			return nil, fmt.Errorf("cannot list assignments of %s: %w", topic, err)
+		}
+		for _, id := range ids {
+			n, err := strconv.Atoi(id)
+			if err != nil {
+				continue
+			}
+			data, st, err := c.conn.Get(path.Join(dir, topic, id))
+			if errors.Is(err, zk.ErrNoNode) {
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("cannot read the assignment of %s/%s: %w", topic, id, err)
+			}
+			var o Owner
+			if err := json.Unmarshal(data, &o); err != nil {
+				c.log.Error("unreadable assignment: placing the partition again", "topic", topic, "partition", id, "err", err)
+				out[PartitionID{topic, n}] = owned{version: st.Version}
+				continue
+			}
+			out[PartitionID{topic, n}] = owned{Owner: o, version: st.Version}
+		}
+	}
+	return out, nil
+}
+
+// setOwner writes an assignment if its znode is still at version (-1: create it).
+func (c *Cluster) setOwner(pid PartitionID, o Owner, version int32) error {
+	data, _ := json.Marshal(o)
+	p := path.Join(c.root, "assignments", pid.Topic, strconv.Itoa(pid.ID))
+	if version < 0 {
+		if err := c.ensure(path.Dir(p)); err != nil {
+			return err
+		}
+		_, err := c.conn.Create(p, data, 0, zk.WorldACL(zk.PermAll))
+		return err
+	}
+	_, err := c.conn.Set(p, data, version)
+	return err
+}
+
+// Lead runs the leader's placement until ctx ends or the session is lost: whenever the
+// brokers or the topics change, and every interval (a rebalance moves MaxMoves at a time),
+// it places every partition (Place) and writes the assignments that changed, each
+// conditional on the version it read, with the epoch raised. Only the elected leader
+// may call it (Campaign).
+func (c *Cluster) Lead(ctx context.Context, lim Limits, interval time.Duration) error {
+	expired := c.Expired()
+	for {
+		brokers, bch, err := c.Brokers()
+		if err != nil {
+			return err
+		}
+		topics, tch, err := c.Topics()
+		if err != nil {
+			return err
+		}
+		owners, err := c.Owners()
+		if err != nil {
+			return err
+		}
+		if err := c.placeOnce(brokers, topics, owners, lim); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-expired:
+			return errors.New("ZooKeeper session expired: no longer the leader")
+		case <-bch:
+		case <-tch:
+		case <-time.After(interval):
+		}
+	}
+}
+
+// placeOnce computes one placement and writes what changed.
+func (c *Cluster) placeOnce(brokers []BrokerInfo, topics map[string]TopicInfo, owners map[PartitionID]owned, lim Limits) error {
+	live := make([]Broker, 0, len(brokers))
+	for _, b := range brokers {
+		live = append(live, Broker{ID: b.ID, Capacity: b.Capacity})
+	}
+	var parts []Partition
+	prev := Assignment{}
+	names := make([]string, 0, len(topics))
+	for n := range topics {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		for i := range topics[n].Partitions {
+			pid := PartitionID{n, i}
+			parts = append(parts, Partition{PartitionID: pid, Load: 1})
+			if o, ok := owners[pid]; ok && o.Broker != "" {
+				prev[pid] = o.Broker
+			}
+		}
+	}
+	next := Place(live, parts, prev, lim)
+	for _, p := range parts {
+		b, ok := next[p.PartitionID]
+		if !ok || b == prev[p.PartitionID] {
+			continue
+		}
+		o, had := owners[p.PartitionID]
+		version := int32(-1)
+		if had {
+			version = o.version
+		}
+		err := c.setOwner(p.PartitionID, Owner{Broker: b, Epoch: o.Epoch + 1}, version)
+		if errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrNodeExists) {
+			return fmt.Errorf("assignment of %v changed under the leader (another leader?): %w", p.PartitionID, err)
+		}
+		if err != nil {
+			return fmt.Errorf("cannot assign %v to %s: %w", p.PartitionID, b, err)
+		}
+		c.log.Info("assigned", "topic", p.Topic, "partition", p.ID, "broker", b, "epoch", o.Epoch+1)
+	}
+	return nil
+}
