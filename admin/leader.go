@@ -67,16 +67,17 @@ func (c *Cluster) Topics() (map[string]TopicInfo, <-chan zk.Event, error) {
 	return out, ch, nil
 }
 
-// owned is an assignment as read, with the znode's version for the conditional write.
-type owned struct {
+// Owned is an assignment as read, with its znode's version (for the leader's
+// conditional write).
+type Owned struct {
 	Owner
-	version int32 // -1: no znode yet
+	Version int32
 }
 
 // Owners returns every partition's assignment (those whose znode cannot be read are
 // missing: the leader places them again).
-func (c *Cluster) Owners() (map[PartitionID]owned, error) {
-	out := map[PartitionID]owned{}
+func (c *Cluster) Owners() (map[PartitionID]Owned, error) {
+	out := map[PartitionID]Owned{}
 	dir := path.Join(c.root, "assignments")
 	topics, _, err := c.conn.Children(dir)
 	if err != nil {
@@ -102,10 +103,10 @@ func (c *Cluster) Owners() (map[PartitionID]owned, error) {
 			var o Owner
 			if err := json.Unmarshal(data, &o); err != nil {
 				c.log.Error("unreadable assignment: placing the partition again", "topic", topic, "partition", id, "err", err)
-				out[PartitionID{topic, n}] = owned{version: st.Version}
+				out[PartitionID{topic, n}] = Owned{Version: st.Version}
 				continue
 			}
-			out[PartitionID{topic, n}] = owned{Owner: o, version: st.Version}
+			out[PartitionID{topic, n}] = Owned{Owner: o, Version: st.Version}
 		}
 	}
 	return out, nil
@@ -162,7 +163,7 @@ func (c *Cluster) Lead(ctx context.Context, lim Limits, interval time.Duration) 
 }
 
 // placeOnce computes one placement and writes what changed.
-func (c *Cluster) placeOnce(brokers []BrokerInfo, topics map[string]TopicInfo, owners map[PartitionID]owned, lim Limits) error {
+func (c *Cluster) placeOnce(brokers []BrokerInfo, topics map[string]TopicInfo, owners map[PartitionID]Owned, lim Limits) error {
 	live := make([]Broker, 0, len(brokers))
 	for _, b := range brokers {
 		live = append(live, Broker{ID: b.ID, Capacity: b.Capacity})
@@ -192,7 +193,7 @@ func (c *Cluster) placeOnce(brokers []BrokerInfo, topics map[string]TopicInfo, o
 		o, had := owners[p.PartitionID]
 		version := int32(-1)
 		if had {
-			version = o.version
+			version = o.Version
 		}
 		err := c.setOwner(p.PartitionID, Owner{Broker: b, Epoch: o.Epoch + 1}, version)
 		if errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrNodeExists) {

@@ -1,0 +1,104 @@
+package test
+
+import (
+	"context"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"sluice/admin"
+	"sluice/internal/peer/zktest"
+	"sluice/internal/testbroker"
+)
+
+// startAdmin runs `sluice admin` against ZooKeeper at addr; it is killed by pid when the
+// test ends.
+func startAdmin(t *testing.T, addr, id string) (*exec.Cmd, *syncBuf) {
+	t.Helper()
+	log := &syncBuf{}
+	cmd := exec.Command(testbroker.Binary(t), "admin", "-zk", addr, "-id", id, "-zk-session-timeout", "2s", "-interval", "100ms")
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-done
+	})
+	return cmd, log
+}
+
+// TestAdminFailover: two `sluice admin` processes; one leads and places a topic over the
+// registered brokers; kill -9 of it makes the other lead, and it places what changes
+// next (a broker that joins gets its share).
+func TestAdminFailover(t *testing.T) {
+	s := zktest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := admin.Dial(ctx, []string{s.Addr}, "/sluice", 2*time.Second, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Register(admin.BrokerInfo{ID: "b1", Addr: "127.0.0.1:1", Capacity: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CreateTopic("t", admin.TopicInfo{Partitions: 4, Version: 1}); err != nil {
+		t.Fatal(err)
+	}
+	first, firstLog := startAdmin(t, s.Addr, "a1")
+	waitFor(t, "a1 to lead", func() bool { return strings.Contains(firstLog.String(), "admin leading") })
+	_, secondLog := startAdmin(t, s.Addr, "a2")
+	waitFor(t, "a2 to stand by", func() bool { return strings.Contains(secondLog.String(), "admin standing by") })
+	waitFor(t, "the topic placed on b1", func() bool { return placedOn(t, c, 4)["b1"] == 4 })
+	if strings.Contains(secondLog.String(), "admin leading") {
+		t.Fatal("two admins lead at once")
+	}
+	first.Process.Kill()
+	waitFor(t, "a2 to lead after a1 died", func() bool { return strings.Contains(secondLog.String(), "admin leading") })
+	b2, err := admin.Dial(ctx, []string{s.Addr}, "/sluice", 2*time.Second, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b2.Close()
+	if err := b2.Register(admin.BrokerInfo{ID: "b2", Addr: "127.0.0.1:2", Capacity: 1}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "b2 to get its share from the new leader", func() bool {
+		m := placedOn(t, c, 4)
+		return m["b1"] == 2 && m["b2"] == 2
+	})
+}
+
+// placedOn counts topic t's partitions per broker.
+func placedOn(t *testing.T, c *admin.Cluster, n int) map[string]int {
+	t.Helper()
+	owners, err := c.Owners()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]int{}
+	for i := range n {
+		if o, ok := owners[admin.PartitionID{Topic: "t", ID: i}]; ok {
+			m[o.Broker]++
+		}
+	}
+	return m
+}
+
+// waitFor polls ok for up to a minute.
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
