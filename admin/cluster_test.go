@@ -277,3 +277,39 @@ func TestLeaderPlaces(t *testing.T) {
 		t.Fatalf("Lead returned %v", err)
 	}
 }
+
+// TestLeaderSurvivesJunk: a topic znode and an assignment znode edited by hand into
+// junk: the leader leaves the topic out (its placements stay as they were) and places
+// the partition with the junk assignment again; it keeps running.
+func TestLeaderSurvivesJunk(t *testing.T) {
+	s := zktest.Start(t)
+	leader, b1 := dial(t, s), dial(t, s)
+	if err := b1.Register(BrokerInfo{ID: "b1", Addr: "127.0.0.1:1"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"good", "bad"} {
+		if err := leader.CreateTopic(name, TopicInfo{Partitions: 2, Version: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- leader.Lead(ctx, Limits{MaxMoves: 2}, 50*time.Millisecond) }()
+	waitOwners(t, leader, "bad", 2, "bad placed", func(o []Owner) bool { return o[0].Broker == "b1" && o[1].Broker == "b1" })
+	if _, err := leader.conn.Set("/sluice/topics/bad", []byte("{junk"), -1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := leader.conn.Set("/sluice/assignments/good/1", []byte("not json"), -1); err != nil {
+		t.Fatal(err)
+	}
+	waitOwners(t, leader, "good", 2, "the junk assignment placed again", func(o []Owner) bool { return o[1].Broker == "b1" })
+	if o := owners(t, leader, "bad", 2); o[0].Broker != "b1" || o[1].Broker != "b1" {
+		t.Fatalf("the unreadable topic's placements changed: %+v", o)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("the leader stopped: %v", err)
+	default:
+	}
+}

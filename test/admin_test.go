@@ -102,3 +102,18 @@ func waitFor(t *testing.T, what string, ok func() bool) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestTwoAdminsAtOnce: two admins started together; exactly one leads.
+func TestTwoAdminsAtOnce(t *testing.T) {
+	s := zktest.Start(t)
+	_, a := startAdmin(t, s.Addr, "a1")
+	_, b := startAdmin(t, s.Addr, "a2")
+	leading := func() int {
+		return strings.Count(a.String(), "admin leading") + strings.Count(b.String(), "admin leading")
+	}
+	waitFor(t, "one admin to lead", func() bool { return leading() >= 1 })
+	time.Sleep(time.Second) // time for a second leader to show, if there were one
+	if n := leading(); n != 1 {
+		t.Fatalf("%d admins lead:\n%s\n%s", n, a.String(), b.String())
+	}
+}
