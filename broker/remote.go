@@ -17,6 +17,10 @@ import (
 // hands the fetch over and goes on, and the answer is written when the read returns. The
 // blocks read go through the arena's block cache (one budget with the write buffers).
 
+// readersKept bounds the partitions' readers one worker keeps (each lists its files once
+// and holds its last two 1 MiB blocks).
+const readersKept = 64
+
 // remoteReads is the pool that serves fetches from HDFS.
 type remoteReads struct {
 	b     *Broker
@@ -105,6 +109,12 @@ func (rr *remoteReads) serve(conn *hdfs.Conn, readers map[*part]*hdfs.Reader, t 
 	r := readers[pt]
 	fresh := r == nil
 	if fresh {
+		if len(readers) >= readersKept {
+			for k := range readers { // any one: a reader holds up to 2 MiB of blocks
+				delete(readers, k)
+				break
+			}
+		}
 		r = hdfs.NewReader(conn, hdfs.PartitionDir(b.cfg.HDFS.Root, pt.topic.meta.Name, pt.id), rr.cache)
 		readers[pt] = r
 	}
