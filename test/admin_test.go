@@ -73,6 +73,23 @@ func TestAdminFailover(t *testing.T) {
 		m := placedOn(t, c, 4)
 		return m["b1"] == 2 && m["b2"] == 2
 	})
+	// The operator's view: both brokers, each partition's owner.
+	out, err := exec.Command(testbroker.Binary(t), "cluster", "status", "-zk", s.Addr).CombinedOutput()
+	if err != nil {
+		t.Fatalf("cluster status: %v\n%s", err, out)
+	}
+	lines := map[string]bool{}
+	parts := 0
+	for _, l := range strings.Split(string(out), "\n") {
+		f := strings.Fields(l)
+		lines[strings.Join(f, " ")] = true
+		if len(f) == 4 && f[0] == "t" && (f[2] == "b1" || f[2] == "b2") {
+			parts++
+		}
+	}
+	if !lines["b1 127.0.0.1:1 1 0 2"] || !lines["b2 127.0.0.1:2 1 0 2"] || parts != 4 {
+		t.Fatalf("cluster status does not show both brokers with 2 partitions each and the topic's 4 partitions:\n%s", out)
+	}
 }
 
 // placedOn counts topic t's partitions per broker.
