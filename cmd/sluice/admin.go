@@ -21,8 +21,7 @@ import (
 // or loses its session.
 func runAdmin(args []string, _ io.Reader, _, stderr io.Writer) error {
 	fs := flag.NewFlagSet("admin", flag.ContinueOnError)
-	zkAddrs := fs.String("zk", "", "ZooKeeper addresses, comma-separated (required)")
-	root := fs.String("zk-root", "/sluice", "root of the cluster's znodes")
+	zkf := newZKFlags(fs)
 	session := fs.Duration("zk-session-timeout", 6*time.Second, "ZooKeeper session timeout")
 	host, _ := os.Hostname()
 	id := fs.String("id", fmt.Sprintf("%s-%d", host, os.Getpid()), "this admin's name in the election")
@@ -32,9 +31,6 @@ func runAdmin(args []string, _ io.Reader, _, stderr io.Writer) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *zkAddrs == "" {
-		return usageError{"-zk is required"}
-	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
 		return usageError{"-log-level: " + err.Error()}
@@ -42,9 +38,7 @@ func runAdmin(args []string, _ io.Reader, _, stderr io.Writer) error {
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	dctx, cancel := context.WithTimeout(ctx, *session*3)
-	c, err := admin.Dial(dctx, strings.Split(*zkAddrs, ","), *root, *session, log)
-	cancel()
+	c, err := zkf.dial(ctx, *session*3, *session, log)
 	if err != nil {
 		return err
 	}
@@ -62,4 +56,22 @@ func runAdmin(args []string, _ io.Reader, _, stderr io.Writer) error {
 		return nil
 	}
 	return err
+}
+
+// zkFlags are the flags of the commands that talk to a cluster's ZooKeeper.
+type zkFlags struct{ addrs, root *string }
+
+func newZKFlags(fs *flag.FlagSet) zkFlags {
+	return zkFlags{addrs: fs.String("zk", "", "ZooKeeper addresses, comma-separated (required)"),
+		root: fs.String("zk-root", "/sluice", "root of the cluster's znodes")}
+}
+
+// dial connects with the given session timeout, waiting at most wait for the session.
+func (z zkFlags) dial(ctx context.Context, wait, session time.Duration, log *slog.Logger) (*admin.Cluster, error) {
+	if *z.addrs == "" {
+		return nil, usageError{"-zk is required"}
+	}
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	return admin.Dial(ctx, strings.Split(*z.addrs, ","), *z.root, session, log)
 }

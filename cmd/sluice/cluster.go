@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -17,18 +16,12 @@ import (
 // then every topic's partitions with the broker that owns each and its epoch.
 func clusterStatus(args []string, _ io.Reader, stdout, _ io.Writer) error {
 	fs := flag.NewFlagSet("cluster status", flag.ContinueOnError)
-	zkAddrs := fs.String("zk", "", "ZooKeeper addresses, comma-separated (required)")
-	root := fs.String("zk-root", "/sluice", "root of the cluster's znodes")
+	zkf := newZKFlags(fs)
 	timeout := fs.Duration("timeout", 10*time.Second, "give up after this long")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *zkAddrs == "" {
-		return usageError{"-zk is required"}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-	defer cancel()
-	c, err := admin.Dial(ctx, strings.Split(*zkAddrs, ","), *root, *timeout, nil)
+	c, err := zkf.dial(context.Background(), *timeout, *timeout, nil)
 	if err != nil {
 		return err
 	}
