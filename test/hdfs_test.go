@@ -449,3 +449,52 @@ func TestLongHDFSOutageFillsTheDisk(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestCorruptHDFSDataNotServed: a file on HDFS whose batch fails its CRC, below where
+// the partition's local data starts, makes a fetch there answer corrupt_data: never the
+// damaged bytes, never a silent skip. (The damaged file is written with persist/hdfs's
+// own writer, whose commit does not check CRCs: the fault a real disk would cause.)
+func TestCorruptHDFSDataNotServed(t *testing.T) {
+	c := hdfstest.Start(t)
+	b := testbroker.Start(t, t.TempDir(), "-metrics", "127.0.0.1:0", "-hdfs.addr", c.Addr,
+		"-hdfs.commit_interval", "20ms", "-broker.retention_check", "100ms")
+	w := dial(t, b.Addr)
+	mustOK(t, w.call(&wire.CreateTopicRequest{Name: "c", Partitions: 1,
+		Options: wire.TopicOptions{RetentionMs: -1, RetentionBytes: 8 << 10, SegmentBytes: 4 << 10, SegmentMs: -1}}))
+	for i := range 60 {
+		produceWaitBatch(t, w, "c", records(0, -1, fmt.Sprintf("v%d", i), 40))
+	}
+	deadline := time.Now().Add(time.Minute)
+	for scrape(t, b.MetricsAddr, "sluice_hdfs_fetched_bytes_total") <= 0 { // offset 0 only on HDFS now
+		mustOK(t, w.call(&wire.FetchRequest{Topic: []byte("c"), Partition: 0, Offset: 0, MaxBytes: 1}))
+		if time.Now().After(deadline) {
+			t.Fatal("retention never removed offset 0 locally")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// A newer epoch's file at offset 0 whose first batch is damaged, a valid one after it.
+	bad := records(0, -1, "x", 40)
+	batch.SetBaseOffset(bad, 0)
+	bad[len(bad)/2] ^= 0x40
+	good := records(0, -1, "y", 1)
+	batch.SetBaseOffset(good, 40)
+	conn, err := hdfs.NewConn(hdfs.Options{Addresses: []string{c.Addr}, User: "test", Timeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	hw := hdfs.NewWriter(hdfs.PartitionDir("/sluice", "c", 0), uint64(time.Now().UnixNano()), 0, hdfs.WriterOptions{})
+	if err := hw.Commit(context.Background(), conn, [][]byte{bad, good}); err != nil {
+		t.Fatal(err)
+	}
+	// A restarted broker (a newer epoch still) lists HDFS afresh.
+	if err := b.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	b.Restart()
+	w = dial(t, b.Addr)
+	resp := w.call(&wire.FetchRequest{Topic: []byte("c"), Partition: 0, Offset: 0, MaxBytes: 1 << 20})
+	if resp.Header.Code != wire.CodeCorruptData {
+		t.Fatalf("fetch over a damaged batch on HDFS answered %v %q", resp.Header.Code, resp.Text)
+	}
+}
