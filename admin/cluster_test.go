@@ -296,7 +296,9 @@ func TestLeaderSurvivesJunk(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- leader.Lead(ctx, Limits{MaxMoves: 2}, 50*time.Millisecond) }()
-	waitOwners(t, leader, "bad", 2, "bad placed", func(o []Owner) bool { return o[0].Broker == "b1" && o[1].Broker == "b1" })
+	for _, topic := range []string{"bad", "good"} {
+		waitOwners(t, leader, topic, 2, topic+" placed", func(o []Owner) bool { return o[0].Broker == "b1" && o[1].Broker == "b1" })
+	}
 	if _, err := leader.conn.Set("/sluice/topics/bad", []byte("{junk"), -1); err != nil {
 		t.Fatal(err)
 	}
