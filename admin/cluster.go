@@ -245,6 +245,7 @@ func (c *Cluster) Campaign(ctx context.Context, id string) error {
 // zkLogger sends go-zookeeper's log lines to slog at debug level.
 type zkLogger struct{ log *slog.Logger }
 
+// Printf logs one of go-zookeeper's lines.
 func (l zkLogger) Printf(format string, args ...any) {
 	l.log.Debug(fmt.Sprintf(format, args...), "from", "zookeeper")
 }

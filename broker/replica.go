@@ -52,6 +52,7 @@ type shipSource struct {
 	out   [][]byte
 }
 
+// Bounds returns the partition's first offset and the offset its next batch gets.
 func (s *shipSource) Bounds() (int64, int64) {
 	w := s.pt.p.Window()
 	return w.Start, w.Next
