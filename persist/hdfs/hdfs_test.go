@@ -31,7 +31,9 @@ func newConn(t *testing.T, timeout time.Duration) (*Conn, string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(conn.Close)
-	return conn, PartitionDir("/"+strings.ReplaceAll(t.Name(), "/", "_"), "topic", 0)
+	// A directory of its own per run: with -count, runs share the cluster.
+	root := fmt.Sprintf("/%s-%d", strings.ReplaceAll(t.Name(), "/", "_"), time.Now().UnixNano())
+	return conn, PartitionDir(root, "topic", 0)
 }
 
 // batchAt builds the batch at offset o, 1 to 3 records whose values say their offset and
