@@ -3,7 +3,6 @@ package test
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,10 +13,8 @@ import (
 	"sluice/internal/peer/hdfstest"
 	"sluice/internal/testbroker"
 	"sluice/persist/hdfs"
-	"sluice/persist/local"
 	"sluice/persist/vfs"
 	"sluice/persist/vfs/errorfs"
-	"sluice/sched"
 	"sluice/wire"
 )
 
@@ -172,28 +169,7 @@ func appendValues(vals []string, prefix string, n int) []string {
 // once, in order.
 func TestFetchFromHDFS(t *testing.T) {
 	c := hdfstest.Start(t)
-	b := testbroker.Start(t, t.TempDir(), "-metrics", "127.0.0.1:0", "-hdfs.addr", c.Addr,
-		"-hdfs.commit_interval", "20ms", "-broker.retention_check", "100ms")
-	w := dial(t, b.Addr)
-	mustOK(t, w.call(&wire.CreateTopicRequest{Name: "r", Partitions: 1,
-		Options: wire.TopicOptions{RetentionMs: -1, RetentionBytes: 8 << 10, SegmentBytes: 4 << 10, SegmentMs: -1}}))
-	var want []string
-	for i := range 60 {
-		pr := produceWait(t, w, "r", 0, fmt.Sprintf("v%d", i), 40, 30*time.Second)
-		if pr.Checkpoint < pr.LastOffset {
-			t.Fatalf("not on HDFS: %+v", pr)
-		}
-		want = appendValues(want, fmt.Sprintf("v%d", i), 40)
-	}
-	// Once retention removed offset 0 here, a fetch of it is served from HDFS.
-	deadline := time.Now().Add(time.Minute)
-	for scrape(t, b.MetricsAddr, "sluice_hdfs_fetched_bytes_total") <= 0 {
-		mustOK(t, w.call(&wire.FetchRequest{Topic: []byte("r"), Partition: 0, Offset: 0, MaxBytes: 1}))
-		if time.Now().After(deadline) {
-			t.Fatal("retention never removed the old segments (no fetch of offset 0 went to HDFS)")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	_, w, want := retainedOnHDFS(t, c, "r")
 	if got := fetchValues(t, w, "r", 0, 0); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("fetched %d records, want %d", len(got), len(want))
 	}
@@ -203,6 +179,33 @@ func TestFetchFromHDFS(t *testing.T) {
 	if lo := resp.Body.(*wire.ListOffsetsResponse); lo.Offset != 0 || lo.LogStartOffset != 0 {
 		t.Fatalf("earliest %+v, want offset 0 (on HDFS)", lo)
 	}
+}
+
+// retainedOnHDFS starts a broker shipping to c, produces 60 batches of 40 records to
+// a new one-partition topic whose retention keeps 8 KiB here, and returns once offset 0
+// is no longer held locally (a fetch of it went to HDFS), with the values produced.
+func retainedOnHDFS(t *testing.T, c *hdfstest.Cluster, topic string) (*testbroker.Broker, *wireConn, []string) {
+	t.Helper()
+	b := testbroker.Start(t, t.TempDir(), "-metrics", "127.0.0.1:0", "-hdfs.addr", c.Addr,
+		"-hdfs.commit_interval", "20ms", "-broker.retention_check", "100ms")
+	w := dial(t, b.Addr)
+	mustOK(t, w.call(&wire.CreateTopicRequest{Name: topic, Partitions: 1,
+		Options: wire.TopicOptions{RetentionMs: -1, RetentionBytes: 8 << 10, SegmentBytes: 4 << 10, SegmentMs: -1}}))
+	var want []string
+	for i := range 60 {
+		prefix := fmt.Sprintf("v%d", i)
+		produceWaitBatch(t, w, topic, records(0, -1, prefix, 40)) // C covers it: it is on HDFS
+		want = appendValues(want, prefix, 40)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for scrape(t, b.MetricsAddr, "sluice_hdfs_fetched_bytes_total") <= 0 {
+		mustOK(t, w.call(&wire.FetchRequest{Topic: []byte(topic), Partition: 0, Offset: 0, MaxBytes: 1}))
+		if time.Now().After(deadline) {
+			t.Fatal("retention never removed the old segments (no fetch of offset 0 went to HDFS)")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return b, w, want
 }
 
 // TestLoadFromHDFS: a partition created on a broker with an empty data directory, over
@@ -360,24 +363,11 @@ func TestLongHDFSOutageFillsTheDisk(t *testing.T) {
 	c := hdfstest.Start(t)
 	disk := &fullDisk{}
 	dir := t.TempDir()
-	logs := &syncBuf{}
-	cfg := broker.Config{DataDir: dir, RetentionCheck: 50 * time.Millisecond,
-		Log:    local.Options{FS: errorfs.Wrap(vfs.Default(), disk), Sync: local.SyncGroup},
-		Sched:  sched.Config{Shards: 1, QueueLen: 8},
-		Logger: slog.New(slog.NewTextHandler(logs, nil))}
-	cfg.Net.Listen = "127.0.0.1:0"
-	cfg.Arena.Size = 64 << 20
-	cfg.HDFS.Addresses = []string{c.Addr}
-	cfg.HDFS.Conn.User, cfg.HDFS.Conn.Timeout = "sluice", time.Second
-	cfg.HDFS.CommitInterval = 20 * time.Millisecond
-	b, err := broker.Start(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		b.Shutdown(ctx)
+	b, _ := startInProcessAt(t, dir, errorfs.Wrap(vfs.Default(), disk), 0, func(cfg *broker.Config) {
+		cfg.RetentionCheck = 50 * time.Millisecond
+		cfg.HDFS.Addresses = []string{c.Addr}
+		cfg.HDFS.Conn.Timeout = time.Second
+		cfg.HDFS.CommitInterval = 20 * time.Millisecond
 	})
 	w := dial(t, b.Addr())
 	mustOK(t, w.call(&wire.CreateTopicRequest{Name: "o", Partitions: 1,
@@ -456,22 +446,7 @@ func TestLongHDFSOutageFillsTheDisk(t *testing.T) {
 // own writer, whose commit does not check CRCs: the fault a real disk would cause.)
 func TestCorruptHDFSDataNotServed(t *testing.T) {
 	c := hdfstest.Start(t)
-	b := testbroker.Start(t, t.TempDir(), "-metrics", "127.0.0.1:0", "-hdfs.addr", c.Addr,
-		"-hdfs.commit_interval", "20ms", "-broker.retention_check", "100ms")
-	w := dial(t, b.Addr)
-	mustOK(t, w.call(&wire.CreateTopicRequest{Name: "c", Partitions: 1,
-		Options: wire.TopicOptions{RetentionMs: -1, RetentionBytes: 8 << 10, SegmentBytes: 4 << 10, SegmentMs: -1}}))
-	for i := range 60 {
-		produceWaitBatch(t, w, "c", records(0, -1, fmt.Sprintf("v%d", i), 40))
-	}
-	deadline := time.Now().Add(time.Minute)
-	for scrape(t, b.MetricsAddr, "sluice_hdfs_fetched_bytes_total") <= 0 { // offset 0 only on HDFS now
-		mustOK(t, w.call(&wire.FetchRequest{Topic: []byte("c"), Partition: 0, Offset: 0, MaxBytes: 1}))
-		if time.Now().After(deadline) {
-			t.Fatal("retention never removed offset 0 locally")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	b, w, _ := retainedOnHDFS(t, c, "c")
 	// A newer epoch's file at offset 0 whose first batch is damaged, a valid one after it.
 	bad := records(0, -1, "x", 40)
 	batch.SetBaseOffset(bad, 0)

@@ -66,8 +66,9 @@ func startInProcess(t *testing.T, fs vfs.FS, segmentBytes int64) (*broker.Broker
 	return startInProcessAt(t, t.TempDir(), fs, segmentBytes)
 }
 
-// startInProcessAt is startInProcess on the data directory dir.
-func startInProcessAt(t *testing.T, dir string, fs vfs.FS, segmentBytes int64) (*broker.Broker, *syncBuf) {
+// startInProcessAt is startInProcess on the data directory dir; each of more changes the
+// configuration before the broker starts.
+func startInProcessAt(t *testing.T, dir string, fs vfs.FS, segmentBytes int64, more ...func(*broker.Config)) (*broker.Broker, *syncBuf) {
 	t.Helper()
 	logs := &syncBuf{}
 	cfg := broker.Config{DataDir: dir,
@@ -76,6 +77,9 @@ func startInProcessAt(t *testing.T, dir string, fs vfs.FS, segmentBytes int64) (
 		Logger: slog.New(slog.NewTextHandler(logs, nil))}
 	cfg.Net.Listen = "127.0.0.1:0"
 	cfg.Arena.Size = 64 << 20
+	for _, f := range more {
+		f(&cfg)
+	}
 	b, err := broker.Start(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"math"
 	"os"
@@ -364,11 +365,9 @@ func (r *Reader) fromCache(id uint64, at int64, buf []byte) bool {
 
 // fileID names a file for the cache: FNV-1a of its path.
 func fileID(p string) uint64 {
-	h := uint64(14695981039346656037)
-	for i := 0; i < len(p); i++ {
-		h = (h ^ uint64(p[i])) * 1099511628211
-	}
-	return h
+	h := fnv.New64a()
+	h.Write([]byte(p))
+	return h.Sum64()
 }
 
 // readHDFS reads buf from the file at p, from position at.
