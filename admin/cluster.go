@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -31,6 +32,10 @@ type Cluster struct {
 		expired    []chan struct{} // closed on the next expiry
 	}
 	done chan struct{}
+	// asked is the session timeout asked for; granted the one ZooKeeper granted (ms),
+	// learned from go-zookeeper's log line, which is the only place it says it.
+	asked   time.Duration
+	granted *atomic.Int32
 }
 
 // BrokerInfo is a broker's registration.
@@ -47,11 +52,13 @@ func Dial(ctx context.Context, addrs []string, root string, sessionTimeout time.
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	conn, events, err := zk.Connect(addrs, sessionTimeout, zk.WithLogger(zkLogger{log}))
+	granted := new(atomic.Int32)
+	conn, events, err := zk.Connect(addrs, sessionTimeout, zk.WithLogger(zkLogger{log, granted}))
 	if err != nil {
 		return nil, fmt.Errorf("cannot connect to ZooKeeper %v: %w", addrs, err)
 	}
-	c := &Cluster{conn: conn, root: path.Clean("/" + root), log: log, done: make(chan struct{})}
+	c := &Cluster{conn: conn, root: path.Clean("/" + root), log: log, done: make(chan struct{}),
+		asked: sessionTimeout, granted: granted}
 	c.mu.ephemerals = map[string][]byte{}
 	ready := make(chan struct{})
 	go c.watchSession(events, ready)
@@ -61,7 +68,7 @@ func Dial(ctx context.Context, addrs []string, root string, sessionTimeout time.
 		c.Close()
 		return nil, fmt.Errorf("no ZooKeeper session with %v: %w", addrs, ctx.Err())
 	}
-	for _, p := range []string{"brokers", "admin/election", "topics", "assignments"} {
+	for _, p := range []string{"brokers", "admin/election", "topics", "assignments", "released"} {
 		if err := c.ensure(path.Join(c.root, p)); err != nil {
 			c.Close()
 			return nil, err
@@ -242,10 +249,23 @@ func (c *Cluster) Campaign(ctx context.Context, id string) error {
 	}
 }
 
-// zkLogger sends go-zookeeper's log lines to slog at debug level.
-type zkLogger struct{ log *slog.Logger }
+// zkLogger sends go-zookeeper's log lines to slog at debug level, and takes the session
+// timeout the server granted from the line that reports it.
+type zkLogger struct {
+	log     *slog.Logger
+	granted *atomic.Int32
+}
+
+// grantedLine is go-zookeeper's (v1.0.x) line for a new session; its second argument is
+// the granted timeout in ms.
+const grantedLine = "authenticated: id=%d, timeout=%d"
 
 // Printf logs one of go-zookeeper's lines.
 func (l zkLogger) Printf(format string, args ...any) {
+	if format == grantedLine && len(args) == 2 {
+		if ms, ok := args[1].(int32); ok {
+			l.granted.Store(ms)
+		}
+	}
 	l.log.Debug(fmt.Sprintf(format, args...), "from", "zookeeper")
 }

@@ -11,12 +11,15 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+
+	"sluice/wire"
 )
 
 // TopicInfo is a topic's znode (ROOT/topics/NAME).
 type TopicInfo struct {
-	Partitions int    `json:"partitions"`
-	Version    uint32 `json:"version"`
+	Partitions int               `json:"partitions"`
+	Version    uint32            `json:"version"`
+	Options    wire.TopicOptions `json:"options"`
 }
 
 // Owner is a partition's assignment znode (ROOT/assignments/TOPIC/PARTITION): the broker
@@ -25,16 +28,32 @@ type TopicInfo struct {
 type Owner struct {
 	Broker string `json:"broker"`
 	Epoch  uint64 `json:"epoch"`
+	// From is the broker the partition moves from while that broker lives: Broker loads
+	// it only once From released it (ROOT/released), so that it is never served by two
+	// brokers at once. Empty when the previous broker was dead (its session expired: it
+	// stopped writing before that) or there was none.
+	From string `json:"from,omitempty"`
 }
 
-// CreateTopic writes a topic's znode; it fails with zk.ErrNodeExists if the topic
-// exists.
+// ErrTopicExists is CreateTopic's error for a topic that exists.
+var ErrTopicExists = errors.New("topic exists")
+
+// Event is what a watch channel of this package delivers (go-zookeeper's event): a
+// caller only waits on it, then reads again.
+type Event = zk.Event
+
+// CreateTopic writes a topic's znode; it fails with ErrTopicExists (and
+// zk.ErrNodeExists) if the topic exists.
 func (c *Cluster) CreateTopic(name string, info TopicInfo) error {
 	if name == "" || path.Base(name) != name || info.Partitions < 1 {
 		return fmt.Errorf("invalid topic %q with %d partitions", name, info.Partitions)
 	}
 	data, _ := json.Marshal(info)
-	if _, err := c.conn.Create(path.Join(c.root, "topics", name), data, 0, zk.WorldACL(zk.PermAll)); err != nil {
+	_, err := c.conn.Create(path.Join(c.root, "topics", name), data, 0, zk.WorldACL(zk.PermAll))
+	if errors.Is(err, zk.ErrNodeExists) {
+		return fmt.Errorf("cannot create topic %s: %w (%w)", name, ErrTopicExists, err)
+	}
+	if err != nil {
 		return fmt.Errorf("cannot create topic %s: %w", name, err)
 	}
 	return nil
@@ -185,6 +204,18 @@ func (c *Cluster) placeOnce(brokers []BrokerInfo, topics map[string]TopicInfo, o
 		}
 	}
 	next := Place(live, parts, prev, lim)
+	alive := map[string]bool{}
+	for _, b := range brokers {
+		alive[b.ID] = true
+	}
+	changed := false
+	defer func() {
+		if changed {
+			if err := c.bumpGeneration(); err != nil {
+				c.log.Error("assignments written but the brokers not told: they find them at their next resync", "err", err)
+			}
+		}
+	}()
 	for _, p := range parts {
 		b, ok := next[p.PartitionID]
 		if !ok || b == prev[p.PartitionID] {
@@ -195,14 +226,19 @@ func (c *Cluster) placeOnce(brokers []BrokerInfo, topics map[string]TopicInfo, o
 		if had {
 			version = o.Version
 		}
-		err := c.setOwner(p.PartitionID, Owner{Broker: b, Epoch: o.Epoch + 1}, version)
+		from := ""
+		if old := prev[p.PartitionID]; alive[old] {
+			from = old
+		}
+		err := c.setOwner(p.PartitionID, Owner{Broker: b, Epoch: o.Epoch + 1, From: from}, version)
 		if errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrNodeExists) {
 			return fmt.Errorf("assignment of %v changed under the leader (another leader?): %w", p.PartitionID, err)
 		}
 		if err != nil {
 			return fmt.Errorf("cannot assign %v to %s: %w", p.PartitionID, b, err)
 		}
-		c.log.Info("assigned", "topic", p.Topic, "partition", p.ID, "broker", b, "epoch", o.Epoch+1)
+		changed = true
+		c.log.Info("assigned", "topic", p.Topic, "partition", p.ID, "broker", b, "epoch", o.Epoch+1, "from", from)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,8 +30,9 @@ type Broker struct {
 	mu struct {
 		sync.RWMutex
 		topics map[string]*topic
-		// byShard lists each shard's partitions, indexed by shard id. Slices only grow
-		// (append under the lock), so a reader may keep a copied slice header.
+		// byShard lists each shard's opened partitions, indexed by shard id. A list is
+		// copied on every change (never written in place), so a reader may keep the one
+		// it got.
 		byShard    [][]*part
 		partitions int // in all topics
 	}
@@ -48,6 +50,7 @@ type Broker struct {
 	kicks        []chan struct{} // per shard: wake its persister before its next tick
 	shipper      *hdfs.Shipper   // nil unless distributed mode ships to HDFS
 	remote       *remoteReads    // fetches served from HDFS; nil unless distributed mode
+	cl           *clusterState   // nil unless the broker follows a ZooKeeper cluster
 
 	panics      atomic.Uint64 // recovered on shards (netio counts the loops')
 	produced    atomic.Uint64 // batch bytes accepted by produce requests
@@ -99,7 +102,12 @@ func Start(cfg Config) (*Broker, error) {
 		b.closeAll()
 		return nil, err
 	}
-	if err := b.loadTopics(); err != nil {
+	if cfg.Cluster.Enabled() { // in a cluster, topics come from ZooKeeper
+		err = b.dialCluster()
+	} else {
+		err = b.loadTopics()
+	}
+	if err != nil {
 		b.closeAll()
 		return nil, err
 	}
@@ -119,6 +127,7 @@ func Start(cfg Config) (*Broker, error) {
 	if b.net, err = netio.Start(cfg.Net, b); err != nil {
 		close(b.stopPersist)
 		b.persisters.Wait()
+		b.leaveCluster()
 		b.stopShipper()
 		b.sched.Close()
 		b.arena.Close()
@@ -127,6 +136,12 @@ func Start(cfg Config) (*Broker, error) {
 	}
 	b.stopReclaim, b.reclaimDone = make(chan struct{}), make(chan struct{})
 	go b.reclaimLoop()
+	if b.cl != nil {
+		if err := b.joinCluster(); err != nil {
+			b.Shutdown(context.Background())
+			return nil, err
+		}
+	}
 	cfg.Logger.Info("broker serving", "addr", b.Addr(), "topics", ntopics, "partitions", nparts,
 		"fd_limit", b.fdLimit, "config", cfg.String())
 	return b, nil
@@ -150,9 +165,33 @@ func (b *Broker) addTopicLocked(t *topic) {
 	b.mu.topics[t.meta.Name] = t
 	b.mu.partitions += len(t.parts)
 	for _, pt := range t.parts {
-		id := pt.shard.ID()
-		b.mu.byShard[id] = append(b.mu.byShard[id], pt)
-		b.ship(pt)
+		if pt.p != nil {
+			b.addToShardLocked(pt)
+			b.ship(pt)
+		}
+	}
+}
+
+// addToShardLocked lists an opened partition with its shard's background work. A shard's
+// list is copied on every change, never written in place: the persister iterates a
+// list it got under the lock after releasing it. Requires b.mu held for writing.
+func (b *Broker) addToShardLocked(pt *part) {
+	id := pt.shard.ID()
+	b.mu.byShard[id] = append(slices.Clip(b.mu.byShard[id]), pt)
+}
+
+// swapPart replaces a partition's part in its topic (distributed mode: a partition
+// loaded, or given up): lookups find the new one from here on, and the shard's
+// background work moves from the old one to it. A part is never reopened: a load makes
+// a new one, so the fields a part's goroutines read without a lock never change.
+func (b *Broker) swapPart(old, nw *part) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	old.topic.parts[old.id] = nw
+	id := old.shard.ID()
+	b.mu.byShard[id] = slices.DeleteFunc(slices.Clone(b.mu.byShard[id]), func(p *part) bool { return p == old })
+	if nw.p != nil {
+		b.addToShardLocked(nw)
 	}
 }
 
@@ -199,6 +238,9 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 		close(b.stopPersist)
 		b.persisters.Wait()
 		b.flushShipper(ctx)
+		// Loads and unloads end, and the session with them: the leader moves the
+		// partitions now, and HDFS holds what they had.
+		b.leaveCluster()
 		b.stopShipper() // rounds under way end first: they read from the partitions
 		// Runs queued requests, then the OnClose hooks (shutdownPart: the last persist,
 		// the answers to everything parked), while the connections are still open.
@@ -240,6 +282,7 @@ func (b *Broker) stopShipper() {
 
 // closeAll closes partitions and the arena when start fails.
 func (b *Broker) closeAll() {
+	b.leaveCluster()
 	b.stopShipper()
 	for _, t := range b.mu.topics {
 		closeTopic(t)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"sluice/admin"
 	"sluice/engine"
 	"sluice/internal/dirlock"
 	"sluice/persist"
@@ -249,6 +250,9 @@ func (b *Broker) createTopic(r *wire.CreateTopicRequest) error {
 	if _, err := b.logOptions(opts); err != nil {
 		return err
 	}
+	if b.cl != nil {
+		return b.createClusterTopic(r.Name, int(r.Partitions), opts)
+	}
 	b.createMu.Lock() // one create at a time; lookups go on under mu
 	defer b.createMu.Unlock()
 	b.mu.RLock()
@@ -333,15 +337,15 @@ func (b *Broker) removeTopicDir(name string) error {
 // lookup finds a partition; safe from any goroutine.
 func (b *Broker) lookup(name []byte, id uint32) (*part, error) {
 	b.mu.RLock()
+	defer b.mu.RUnlock()
 	t := b.mu.topics[string(name)]
-	b.mu.RUnlock()
 	if t == nil {
 		return nil, wire.NewError(wire.CodeUnknownTopic, fmt.Sprintf("unknown topic %q", name))
 	}
 	if int(id) >= len(t.parts) {
 		return nil, wire.NewError(wire.CodeUnknownPartition, fmt.Sprintf("topic %s has %d partitions, not %d", t.meta.Name, len(t.parts), id+1))
 	}
-	return t.parts[id], nil
+	return t.parts[id], nil // swapped under the write lock (distributed mode)
 }
 
 // metadata answers a metadata request.
@@ -359,22 +363,34 @@ func (b *Broker) metadata(r *wire.MetadataRequest) *wire.MetadataResponse {
 	for _, name := range names {
 		if t := b.mu.topics[name]; t != nil {
 			resp.Topics = append(resp.Topics, wire.Topic{Name: name, Version: t.meta.Version,
-				Partitions: wire.NewPartitions(t.meta.Partitions, b.Addr())})
+				Partitions: b.partitionsOf(t)})
 		}
 	}
 	return resp
 }
 
+// partitionsOf lists a topic's partitions with the address of the broker serving each:
+// this one, or in distributed mode the one each is assigned to ("" while none is).
+func (b *Broker) partitionsOf(t *topic) []wire.Partition {
+	parts := wire.NewPartitions(t.meta.Partitions, b.Addr())
+	if b.cl != nil {
+		for i := range parts {
+			parts[i].Addr = b.cl.addrOf(admin.PartitionID{Topic: t.meta.Name, ID: i})
+		}
+	}
+	return parts
+}
+
 // describe answers a describe request; the partitions' windows are read without a lock.
 func (b *Broker) describe(name string) (*wire.DescribeTopicResponse, error) {
 	b.mu.RLock()
+	defer b.mu.RUnlock()
 	t := b.mu.topics[name]
-	b.mu.RUnlock()
 	if t == nil {
 		return nil, wire.NewError(wire.CodeUnknownTopic, "unknown topic "+name)
 	}
 	resp := &wire.DescribeTopicResponse{Name: name, Version: t.meta.Version, Options: t.meta.Options}
-	for i, p := range wire.NewPartitions(t.meta.Partitions, b.Addr()) {
+	for i, p := range b.partitionsOf(t) {
 		st := wire.PartitionState{Partition: p, Checkpoint: -1}
 		if pt := t.parts[i]; pt.p != nil {
 			w := pt.p.Window()

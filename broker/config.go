@@ -32,8 +32,11 @@ type Config struct {
 	// Default 60 s.
 	MaxWait time.Duration
 	// HDFS ships every partition to HDFS when its Addresses are set (distributed mode).
-	HDFS   HDFSConfig
-	Logger *slog.Logger
+	HDFS HDFSConfig
+	// Cluster follows a ZooKeeper cluster's assignments when its ZK addresses are set
+	// (distributed mode; needs HDFS).
+	Cluster ClusterConfig
+	Logger  *slog.Logger
 }
 
 // EnsureDefaults fills unset fields.
@@ -57,6 +60,15 @@ func (c *Config) EnsureDefaults() *Config {
 	if c.HDFS.Conn.User == "" {
 		c.HDFS.Conn.User = "sluice"
 	}
+	if c.Cluster.Root == "" {
+		c.Cluster.Root = "/sluice"
+	}
+	if c.Cluster.SessionTimeout == 0 {
+		c.Cluster.SessionTimeout = 6 * time.Second
+	}
+	if c.Cluster.Capacity == 0 {
+		c.Cluster.Capacity = 1
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -78,6 +90,13 @@ func (c *Config) Validate() error {
 	if c.HDFS.Enabled() && !strings.HasPrefix(c.HDFS.Root, "/") {
 		errs = append(errs, fmt.Errorf("hdfs.root %q must be an absolute path", c.HDFS.Root))
 	}
+	if c.Cluster.Enabled() && !c.HDFS.Enabled() {
+		errs = append(errs, errors.New("zk needs hdfs.addr: partitions move between brokers through HDFS"))
+	}
+	if c.Cluster.Enabled() && (c.Cluster.SessionTimeout < 100*time.Millisecond || c.Cluster.Capacity <= 0 || strings.Contains(c.Cluster.ID, "/")) {
+		errs = append(errs, fmt.Errorf("zk.session_timeout %v (at least 100ms), capacity %v (positive) and broker.id %q (no '/')",
+			c.Cluster.SessionTimeout, c.Cluster.Capacity, c.Cluster.ID))
+	}
 	errs = append(errs, c.Net.Validate(), c.Arena.Validate(), c.Sched.Validate(), c.Log.Validate())
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("invalid broker config: %w", err)
@@ -93,6 +112,10 @@ func (c *Config) String() string {
 		h := &c.HDFS
 		s += fmt.Sprintf(" hdfs={addr=%v root=%s user=%s workers=%d commit_interval=%v commit_bytes=%d timeout=%v roll_bytes=%d}",
 			h.Addresses, h.Root, h.Conn.User, h.Workers, h.CommitInterval, h.CommitBytes, h.Conn.Timeout, h.Writer.RollBytes)
+	}
+	if c.Cluster.Enabled() {
+		s += fmt.Sprintf(" cluster={zk=%v root=%s id=%q session_timeout=%v capacity=%v}",
+			c.Cluster.ZK, c.Cluster.Root, c.Cluster.ID, c.Cluster.SessionTimeout, c.Cluster.Capacity)
 	}
 	return s
 }

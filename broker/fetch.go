@@ -51,7 +51,7 @@ func (t *fetchTask) Run(*sched.Shard) {
 	t.started = true
 	failpoint.Panic("fetch", pt.topic.meta.Name)
 	if pt.p == nil {
-		t.b.respond(t.c, t.slot, t.hdr, wire.NewError(wire.CodeNotServing, pt.errOffline().Error()), nil)
+		t.b.respond(t.c, t.slot, t.hdr, pt.refusal(), nil)
 		return
 	}
 	if t.req.MaxWaitMs > 0 && pt.p.ParkFetch(t, t.req.Offset, t.b.deadline(t.req.MaxWaitMs)) {
@@ -125,7 +125,7 @@ func (b *Broker) handleListOffsets(c *netio.Conn, slot netio.Slot, hdr wire.Resp
 	if err := pt.shard.SubmitFunc(func(*sched.Shard) {
 		defer b.recoverRequest("list_offsets", pt, c, slot, hdr)
 		if pt.p == nil {
-			b.respond(c, slot, hdr, wire.NewError(wire.CodeNotServing, pt.errOffline().Error()), nil)
+			b.respond(c, slot, hdr, pt.refusal(), nil)
 			return
 		}
 		w := pt.p.Window()

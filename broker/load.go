@@ -128,18 +128,25 @@ func (b *Broker) replicaTails(topic string, partitions int) []tailRead {
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			conn, err := hdfs.NewConn(opts)
-			if err != nil {
-				out[i].err = err
-				return
-			}
-			defer conn.Close()
-			out[i].tail, out[i].ok, out[i].err = hdfs.ReadTail(context.Background(), conn,
-				hdfs.PartitionDir(b.cfg.HDFS.Root, topic, i), dedupHorizon)
+			out[i] = b.readTail(topic, i)
 		}()
 	}
 	wg.Wait()
 	return out
+}
+
+// readTail reads one partition's tail on HDFS (replicaTails).
+func (b *Broker) readTail(topic string, id int) tailRead {
+	opts := b.cfg.HDFS.ShipperOptions.Conn
+	opts.Addresses = b.cfg.HDFS.Addresses
+	conn, err := hdfs.NewConn(opts)
+	if err != nil {
+		return tailRead{err: err}
+	}
+	defer conn.Close()
+	var tr tailRead
+	tr.tail, tr.ok, tr.err = hdfs.ReadTail(context.Background(), conn, hdfs.PartitionDir(b.cfg.HDFS.Root, topic, id), dedupHorizon)
+	return tr
 }
 
 // dedupHorizon is how much of a partition's end is read to rebuild its producers'

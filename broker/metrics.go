@@ -49,6 +49,10 @@ func (b *Broker) Metrics() prometheus.Collector { return &collector{b: b} }
 type collector struct{ b *Broker }
 
 var (
+	descLease = prometheus.NewDesc("sluice_cluster_lease_seconds",
+		"Distributed mode: how long the broker's write lease lasts from now (renewed by a ZooKeeper round trip every fifth of the session timeout); at or below 0 it answers produce not_owner.", nil, nil)
+	descMoves = prometheus.NewDesc("sluice_cluster_moves_total",
+		"Distributed mode: partitions loaded here (load) and given up (unload) since start.", []string{"kind"}, nil)
 	descSent = prometheus.NewDesc("sluice_fetch_bytes_total",
 		"Response bytes written, by path: sendfile (segment data, never in user space) or copy (writev from memory).", []string{"path"}, nil)
 	descConns    = prometheus.NewDesc("sluice_connections", "Open client connections.", nil, nil)
@@ -63,7 +67,7 @@ var (
 	descHits = prometheus.NewDesc("sluice_partition_reads_total",
 		"Fetches served, by source: memory (write buffer) or log.", []string{"topic", "partition", "source"}, nil)
 	descState = prometheus.NewDesc("sluice_partition_state",
-		"1 for the partition's state: serving; damaged (corrupt acknowledged data found at load: reads up to it, no writes, run `sluice segment repair`); failed (a write or fsync failed: no writes until restart); offline (could not be opened); no_space (its disk is full: writes refused until space is freed).",
+		"1 for the partition's state: serving; damaged (corrupt acknowledged data found at load: reads up to it, no writes, run `sluice segment repair`); failed (a write or fsync failed: no writes until restart); offline (could not be opened); not_owner (distributed mode: another broker's, or none's yet); no_space (its disk is full: writes refused until space is freed).",
 		[]string{"topic", "partition", "state"}, nil)
 	descPanics = prometheus.NewDesc("sluice_internal_errors_total",
 		"Panics recovered while serving a request (each answered with an internal error and logged with its stack), by where: loop or shard.", []string{"where"}, nil)
@@ -178,6 +182,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descPaused, float64(ns.PausedInflight), "inflight")
 	counter(descPaused, float64(ns.PausedOutbound), "outbound")
 	counter(descClamped, float64(ns.FetchesClamped))
+	if cl := c.b.cl; cl != nil {
+		gauge(descLease, time.Duration(cl.lease.Load()-c.b.now()).Seconds())
+		counter(descMoves, float64(cl.loads.Load()), "load")
+		counter(descMoves, float64(cl.unloads.Load()), "unload")
+	}
 	c.b.mu.RLock()
 	defer c.b.mu.RUnlock()
 	for name, t := range c.b.mu.topics {

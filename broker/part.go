@@ -11,6 +11,7 @@ import (
 	"sluice/persist"
 	"sluice/persist/local"
 	"sluice/sched"
+	"sluice/wire"
 )
 
 // part drives one physical partition on its shard: it feeds requests to the
@@ -33,6 +34,12 @@ type part struct {
 	onTimer func(time.Time)
 	ready   []engine.Waiter // reused by settle
 
+	// closeMu orders the persister's passes with the close of a partition given up while
+	// the broker runs (distributed mode): closed is set under it, and the persister
+	// skips a closed partition.
+	closeMu sync.Mutex
+	closed  bool
+
 	// Persister-owned.
 	persistFailed bool
 	// persistErrLogged is set once an error that left the store usable is logged, until
@@ -40,9 +47,16 @@ type part struct {
 	persistErrLogged bool
 
 	// Any goroutine.
-	appended                atomic.Uint64 // batch bytes accepted since load (distributed mode only)
-	failed                  atomic.Bool   // a write or sync failed the store for good
-	noSpace                 atomic.Bool   // the last append found the disk full
+	appended atomic.Uint64 // batch bytes accepted since load (distributed mode only)
+	failed   atomic.Bool   // a write or sync failed the store for good
+	noSpace  atomic.Bool   // the last append found the disk full
+	// Distributed mode: unloading refuses produce (the partition is being given up);
+	// epoch is the assignment epoch it was loaded for; lateShipped holds an HDFS
+	// acknowledgment that came while the broker's ZooKeeper lease was not confirmed, to
+	// pass on once it is (0: none).
+	unloading               atomic.Bool
+	epoch                   uint64
+	lateShipped             atomic.Int64
 	appendLog, persistLog   everyLog
 	retentionLog, answerLog everyLog
 }
@@ -70,6 +84,8 @@ func partitionKey(topic string, id int) uint64 {
 // state names the partition's state for /metrics. Safe from any goroutine.
 func (pt *part) state() string {
 	switch {
+	case pt.p == nil && errors.Is(pt.offline, errNotOwner):
+		return "not_owner"
 	case pt.p == nil:
 		return "offline"
 	case pt.p.Damage() != nil:
@@ -82,9 +98,14 @@ func (pt *part) state() string {
 	return "serving"
 }
 
-// errOffline answers requests to a partition that could not be opened.
-func (pt *part) errOffline() error {
-	return fmt.Errorf("partition %s/%d is offline: %w", pt.topic.meta.Name, pt.id, pt.offline)
+// refusal answers requests to a partition that is not open here: not_owner for one this
+// broker does not hold in distributed mode (another broker does, or none yet), else
+// not_serving with why it could not be opened.
+func (pt *part) refusal() error {
+	if errors.Is(pt.offline, errNotOwner) {
+		return wire.NewError(wire.CodeNotOwner, pt.offline.Error())
+	}
+	return wire.NewError(wire.CodeNotServing, fmt.Sprintf("partition %s/%d is offline: %v", pt.topic.meta.Name, pt.id, pt.offline))
 }
 
 // settle answers what the partition woke (fetches with their data, produces with the
@@ -193,7 +214,13 @@ func (b *Broker) persistLoop(sh *sched.Shard, kick <-chan struct{}) {
 			if pt.p == nil || pt.persistFailed {
 				continue
 			}
+			pt.closeMu.Lock()
+			if pt.closed { // given up since the list was read
+				pt.closeMu.Unlock()
+				continue
+			}
 			ok, err := pt.p.Persist()
+			pt.closeMu.Unlock()
 			switch {
 			case err == nil:
 				pt.persistErrLogged = false

@@ -39,7 +39,11 @@ func (b *Broker) handleProduce(c *netio.Conn, slot netio.Slot, hdr wire.Response
 		return
 	}
 	if pt.p == nil {
-		b.respond(c, slot, hdr, wire.NewError(wire.CodeNotServing, pt.errOffline().Error()), nil)
+		b.respond(c, slot, hdr, pt.refusal(), nil)
+		return
+	}
+	if err := b.clusterRefusal(pt); err != nil {
+		b.respond(c, slot, hdr, err, nil)
 		return
 	}
 	failpoint.Panic("produce", pt.topic.meta.Name)

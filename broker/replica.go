@@ -5,7 +5,6 @@ import (
 
 	"sluice/memarena"
 	"sluice/persist/hdfs"
-	"sluice/sched"
 )
 
 // HDFSConfig turns on distributed mode's replica: with Addresses set every partition is
@@ -90,7 +89,4 @@ func (s *shipSource) Read(offset int64, maxBytes int) ([][]byte, func(), error) 
 
 // Shipped passes HDFS's acknowledgment to the partition and has its shard take the new
 // checkpoint (and answer the produces it covers).
-func (s *shipSource) Shipped(next int64) {
-	s.pt.p.Shipped(next)
-	s.pt.shard.SubmitFunc(func(*sched.Shard) { s.b.checkpointed(s.pt) })
-}
+func (s *shipSource) Shipped(next int64) { s.b.passShipped(s.pt, next) }

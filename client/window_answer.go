@@ -55,7 +55,7 @@ func (w *window) onAnswer(r *sendReq, code wire.Code, resp *wire.ProduceResponse
 		w.restart(now + int64(retryAfter(resp)))
 	case code == wire.CodeSessionMismatch && resp != nil:
 		w.rewind(resp.Session, resp.Checkpoint)
-	case code == wire.CodeVersionMismatch, code == wire.CodeNotServing, code == wire.CodeUnknownPartition:
+	case code == wire.CodeVersionMismatch, code == wire.CodeNotServing, code == wire.CodeNotOwner, code == wire.CodeUnknownPartition:
 		w.restart(now + backoff)
 		return actRefresh
 	case code.Retriable(): // no_space among them: the disk may get room again

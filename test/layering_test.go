@@ -39,7 +39,7 @@ var layers = []struct {
 	{"netio/...", 50},       // gnet handler, codec, writer
 	{"client/...", 50},      // the Go client
 	{"broker/...", 60},      // broker assembly
-	{"admin/...", 60},       // ZooKeeper placement
+	{"admin/...", 55},       // ZooKeeper placement (the broker follows it)
 	{"bench/...", 70},       // bench harness
 	{"tools/...", 70},       // operator tools
 	{"cmd/...", 80},         // the binary

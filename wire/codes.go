@@ -106,6 +106,7 @@ const (
 	CodeTimeout            Code = 20
 	CodeNoSpace            Code = 21
 	CodeCorruptData        Code = 22
+	CodeNotOwner           Code = 23
 )
 
 // codes describes every error code, indexed by code:
@@ -143,6 +144,7 @@ var codes = [...]struct {
 	CodeTimeout:            {"timeout", true, false, "request timed out"},
 	CodeNoSpace:            {"no_space", true, false, "the broker's disk is full: nothing was appended"},
 	CodeCorruptData:        {"corrupt_data", false, false, "stored data is damaged: an operator must repair the partition"},
+	CodeNotOwner:           {"not_owner", true, false, "another broker serves this partition: refresh the metadata"},
 }
 
 // Known reports whether c is an error code this package knows. A client treats an unknown

@@ -67,6 +67,11 @@ var brokerKeys = [][2]string{
 	{"hdfs.commit_bytes", "most bytes of one partition in one commit round (default 16MiB)"},
 	{"hdfs.timeout", "bound of every HDFS call (default 10s)"},
 	{"hdfs.roll_bytes", "size at which a partition's HDFS file is sealed and a new one started (default 128MiB)"},
+	{"zk", "ZooKeeper address(es), comma-separated: join a cluster and serve the partitions its admin assigns (needs hdfs.addr; default off)"},
+	{"zk.root", "root of the cluster's znodes (default /sluice)"},
+	{"zk.session_timeout", "ZooKeeper session timeout: a broker cut off this long loses its partitions (default 6s)"},
+	{"broker.id", "this broker's name in the cluster (default its listen address)"},
+	{"broker.capacity", "this broker's share weight in placement (default 1)"},
 }
 
 func newBrokerFlags() *brokerFlags {
@@ -215,6 +220,21 @@ func (f *brokerFlags) brokerConfig(logger *slog.Logger) (broker.Config, error) {
 	cfg.HDFS.CommitBytes = int(commitBytes)
 	dur("hdfs.timeout", &cfg.HDFS.Conn.Timeout)
 	size("hdfs.roll_bytes", &cfg.HDFS.Writer.RollBytes)
+	if v := s("zk"); v != "" {
+		for _, a := range strings.Split(v, ",") {
+			cfg.Cluster.ZK = append(cfg.Cluster.ZK, strings.TrimSpace(a))
+		}
+	}
+	cfg.Cluster.Root = cmp(s("zk.root"), "/sluice")
+	dur("zk.session_timeout", &cfg.Cluster.SessionTimeout)
+	cfg.Cluster.ID = s("broker.id")
+	if v := s("broker.capacity"); v != "" {
+		c, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("-broker.capacity: %w", err))
+		}
+		cfg.Cluster.Capacity = c
+	}
 	if cfg.DataDir == "" {
 		errs = append(errs, errors.New("-data is required"))
 	}

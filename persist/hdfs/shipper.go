@@ -97,6 +97,7 @@ type shipPart struct {
 	id       int
 	key, dir string
 	epoch    uint64
+	from     int64 // where shipping starts; -1: where HDFS ends (resume)
 	src      Source
 	queued   atomic.Bool // in the queue or with a worker
 	removed  atomic.Bool
@@ -139,7 +140,17 @@ func partKey(topic string, id int) string { return fmt.Sprintf("%s/%d", topic, i
 // Add starts shipping a partition loaded with the given epoch (its session: higher than
 // every earlier epoch of the partition). The first round finds where HDFS ends.
 func (s *Shipper) Add(topic string, id int, epoch uint64, src Source) {
-	sp := &shipPart{topic: topic, id: id, key: partKey(topic, id), dir: PartitionDir(s.opts.Root, topic, id), epoch: epoch, src: src}
+	s.AddAt(topic, id, epoch, -1, src)
+}
+
+// AddAt is Add for a partition whose shipping starts at offset from, already known
+// (from >= 0): a partition just taken over from another broker, whose start is where
+// HDFS ended when it was loaded. The shipper does not look on HDFS for where to resume:
+// the broker it was taken from may still be finishing a commit there (its later data is
+// fenced by this epoch's first file, and never acknowledged), and resuming after that
+// data would skip this broker's own batches at the same offsets.
+func (s *Shipper) AddAt(topic string, id int, epoch uint64, from int64, src Source) {
+	sp := &shipPart{topic: topic, id: id, key: partKey(topic, id), dir: PartitionDir(s.opts.Root, topic, id), epoch: epoch, src: src, from: from}
 	sp.acked.Store(-1)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -300,9 +311,12 @@ func (s *Shipper) round(conn *Conn, sp *shipPart) bool {
 // ship starts sp's writer if needed, then commits one round.
 func (s *Shipper) ship(ctx context.Context, conn *Conn, sp *shipPart) error {
 	if sp.w == nil {
-		next, err := s.resume(ctx, conn, sp)
-		if err != nil {
-			return err
+		next := sp.from
+		if next < 0 {
+			var err error
+			if next, err = s.resume(ctx, conn, sp); err != nil {
+				return err
+			}
 		}
 		sp.w = NewWriter(sp.dir, sp.epoch, next, s.opts.Writer)
 		sp.acked.Store(next)

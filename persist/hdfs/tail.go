@@ -13,6 +13,9 @@ import (
 type Tail struct {
 	Start, End int64 // first offset on HDFS and the offset after the last batch
 	Headers    []batch.Header
+	// Epoch is the newest writer epoch among the partition's files: a writer that takes
+	// the partition over writes above it, so its files fence every earlier writer's.
+	Epoch uint64
 }
 
 // ReadTail reads the tail of the partition in dir: the headers of the batches in at
@@ -29,6 +32,9 @@ func ReadTail(ctx context.Context, conn *Conn, dir string, horizon int64) (Tail,
 	}
 	t := Tail{End: end}
 	t.Start, _ = r.Start()
+	for _, f := range r.files {
+		t.Epoch = max(t.Epoch, f.epoch)
+	}
 	from, size := len(r.files)-1, int64(0)
 	for from > 0 && size < horizon {
 		size += r.files[from].size

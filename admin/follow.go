@@ -1,0 +1,135 @@
+package admin
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path"
+	"strconv"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// What a broker needs of the cluster state to follow its assignments (docs/cluster.md):
+// one watch on ROOT/assignments, whose content the leader bumps after every pass that
+// changed an assignment, so a broker re-reads the assignments once per change instead of
+// keeping a watch on every partition's znode; the releases that make a move unload-first;
+// and a cheap call that confirms the session (the broker's write lease).
+
+// Generation is ROOT/assignments' content: bumped by the leader after each pass that
+// changed an assignment.
+type Generation struct {
+	N uint64 `json:"generation"`
+}
+
+// AssignmentsW returns every partition's assignment and a channel that fires once when
+// the leader next changes some (or the session's watches are lost: read again then).
+func (c *Cluster) AssignmentsW() (map[PartitionID]Owned, <-chan zk.Event, error) {
+	_, _, ch, err := c.conn.GetW(path.Join(c.root, "assignments"))
+	if err != nil {
+		return nil, nil, fmt.Errorf("cannot watch the assignments: %w", err)
+	}
+	owners, err := c.Owners()
+	if err != nil {
+		return nil, nil, err
+	}
+	return owners, ch, nil
+}
+
+// bumpGeneration tells the brokers that assignments changed.
+func (c *Cluster) bumpGeneration() error {
+	p := path.Join(c.root, "assignments")
+	data, st, err := c.conn.Get(p)
+	if err != nil {
+		return fmt.Errorf("cannot read the assignments' generation: %w", err)
+	}
+	var g Generation
+	_ = json.Unmarshal(data, &g) // empty or junk: start again from 0
+	g.N++
+	out, _ := json.Marshal(g)
+	if _, err := c.conn.Set(p, out, st.Version); err != nil {
+		return fmt.Errorf("cannot bump the assignments' generation: %w", err)
+	}
+	return nil
+}
+
+// Release is a partition's release znode (ROOT/released/TOPIC/PARTITION): Broker holds
+// nothing of the partition as of assignment epoch Epoch (it shipped everything it had
+// to HDFS and stopped serving it). A broker that is assigned a partition moving from a
+// live broker loads it only once that broker released it (unload before load).
+type Release struct {
+	Broker string `json:"broker"`
+	Epoch  uint64 `json:"epoch"`
+}
+
+func (c *Cluster) releasePath(pid PartitionID) string {
+	return path.Join(c.root, "released", pid.Topic, strconv.Itoa(pid.ID))
+}
+
+// Release records that broker holds nothing of pid as of assignment epoch.
+func (c *Cluster) Release(pid PartitionID, broker string, epoch uint64) error {
+	data, _ := json.Marshal(Release{Broker: broker, Epoch: epoch})
+	p := c.releasePath(pid)
+	_, err := c.conn.Set(p, data, -1)
+	if errors.Is(err, zk.ErrNoNode) {
+		if err = c.ensure(path.Dir(p)); err == nil {
+			_, err = c.conn.Create(p, data, 0, zk.WorldACL(zk.PermAll))
+			if errors.Is(err, zk.ErrNodeExists) {
+				_, err = c.conn.Set(p, data, -1)
+			}
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("cannot release %s/%d: %w", pid.Topic, pid.ID, err)
+	}
+	return nil
+}
+
+// Released reads pid's release (ok false when none was written or it is unreadable).
+func (c *Cluster) Released(pid PartitionID) (Release, bool, error) {
+	data, _, err := c.conn.Get(c.releasePath(pid))
+	if errors.Is(err, zk.ErrNoNode) {
+		return Release{}, false, nil
+	}
+	if err != nil {
+		return Release{}, false, fmt.Errorf("cannot read the release of %s/%d: %w", pid.Topic, pid.ID, err)
+	}
+	var r Release
+	if json.Unmarshal(data, &r) != nil {
+		return Release{}, false, nil
+	}
+	return r, true, nil
+}
+
+// SessionID returns the current ZooKeeper session's id (0 while there is none).
+func (c *Cluster) SessionID() int64 { return c.conn.SessionID() }
+
+// Registered reports whether broker id is registered (its session lives).
+func (c *Cluster) Registered(id string) (bool, error) {
+	ok, _, err := c.conn.Exists(path.Join(c.root, "brokers", id))
+	if err != nil {
+		return false, fmt.Errorf("cannot look up broker %s: %w", id, err)
+	}
+	return ok, nil
+}
+
+// Ping makes one round trip to ZooKeeper on the session. A broker's write lease is
+// measured from when a successful Ping was sent: ZooKeeper heard from the session after
+// that, so the session cannot expire before that time plus the session timeout.
+func (c *Cluster) Ping() error {
+	if _, _, err := c.conn.Exists(c.root); err != nil {
+		return fmt.Errorf("ZooKeeper did not answer: %w", err)
+	}
+	return nil
+}
+
+// SessionTimeout returns the session timeout ZooKeeper granted (the server bounds what
+// is asked by its minSessionTimeout and maxSessionTimeout), or the one asked for until
+// the session is established.
+func (c *Cluster) SessionTimeout() time.Duration {
+	if ms := c.granted.Load(); ms > 0 {
+		return time.Duration(ms) * time.Millisecond
+	}
+	return c.asked
+}

@@ -1,0 +1,329 @@
+package test
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"sluice/batch"
+	"sluice/client"
+	"sluice/internal/peer/hdfstest"
+	"sluice/internal/peer/zktest"
+	"sluice/internal/testbroker"
+	"sluice/wire"
+)
+
+// A cluster on loopback: a real ZooKeeper, a real HDFS, a `sluice admin` process and
+// broker processes that follow it (docs/cluster.md).
+
+// clusterSession is the brokers' ZooKeeper session timeout in these tests.
+const clusterSession = 2 * time.Second
+
+// cluster is a ZooKeeper, an HDFS, one `sluice admin` and brokers, for one test.
+type cluster struct {
+	zk      *zktest.Server
+	hdfs    *hdfstest.Cluster
+	brokers []*testbroker.Broker
+}
+
+// startCluster starts a cluster of n brokers.
+func startCluster(t *testing.T, n int) *cluster {
+	t.Helper()
+	c := &cluster{zk: zktest.Start(t), hdfs: hdfstest.Start(t)}
+	startAdmin(t, c.zk.Addr, "a1")
+	for range n {
+		c.addBroker(t)
+	}
+	return c
+}
+
+// addBroker starts one more broker of the cluster.
+func (c *cluster) addBroker(t *testing.T) *testbroker.Broker {
+	t.Helper()
+	b := testbroker.Start(t, t.TempDir(), "-hdfs.addr", c.hdfs.Addr, "-hdfs.timeout", "5s",
+		"-hdfs.commit_interval", "20ms", "-zk", c.zk.Addr, "-zk.session_timeout", clusterSession.String())
+	c.brokers = append(c.brokers, b)
+	return b
+}
+
+// createTopic creates a topic through the first broker and waits until its partitions
+// are spread evenly over every broker.
+func (c *cluster) createTopic(t *testing.T, name string, partitions int) {
+	t.Helper()
+	a, err := client.NewAdmin(client.Brokers(c.brokers[0].Addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := a.CreateTopic(ctx, name, partitions, wire.TopicOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the topic spread over every broker", func() bool {
+		m := servedBy(owners(t, c.brokers[0].Addr, name))
+		for _, b := range c.brokers {
+			if m[b.Addr] != partitions/len(c.brokers) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// owners returns each partition's broker address as the metadata of the broker at addr
+// says ("" for a partition with no live broker).
+func owners(t *testing.T, addr, topic string) []string {
+	t.Helper()
+	w := dial(t, addr)
+	defer w.conn.Close()
+	resp := w.call(&wire.MetadataRequest{Topics: []string{topic}})
+	mustOK(t, resp)
+	md := resp.Body.(*wire.MetadataResponse)
+	if len(md.Topics) != 1 {
+		return nil
+	}
+	var out []string
+	for _, p := range md.Topics[0].Partitions {
+		out = append(out, p.Addr)
+	}
+	return out
+}
+
+// servedBy counts a topic's partitions per broker address.
+func servedBy(parts []string) map[string]int {
+	m := map[string]int{}
+	for _, a := range parts {
+		m[a]++
+	}
+	return m
+}
+
+// produceIDs produces records with ids [from, to) and waits until all are persisted
+// (on HDFS).
+func produceIDs(t *testing.T, p *client.Producer, from, to int) {
+	t.Helper()
+	if err := tryProduceIDs(p, from, to); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// tryProduceIDs is produceIDs for a goroutine of the test's own.
+func tryProduceIDs(p *client.Producer, from, to int) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for i := from; i < to; i++ {
+		v := make([]byte, 64)
+		binary.LittleEndian.PutUint64(v, uint64(i))
+		if err := p.Produce(ctx, &client.Record{Key: []byte(fmt.Sprint(i % 13)), Value: v}); err != nil {
+			return fmt.Errorf("produce %d: %w", i, err)
+		}
+	}
+	if err := p.WaitPersisted(ctx); err != nil {
+		return fmt.Errorf("records %d..%d not persisted: %w", from, to, err)
+	}
+	return nil
+}
+
+// checkExactlyOnce reads the topic from its oldest record through the brokers at addrs
+// and checks that ids [0, n) each come back exactly once, in produce order per key.
+func checkExactlyOnce(t *testing.T, topic string, n int, addrs ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := client.NewConsumer(ctx, topic, client.Brokers(addrs...), client.Start(client.Oldest()),
+		client.FetchMaxWait(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	seen := make([]int, n)
+	last := map[string]int{}
+	got := 0
+	for empty := 0; got < n || empty < 3; {
+		if err := c.Poll(ctx); err != nil {
+			t.Fatalf("poll after %d records: %v", got, err)
+		}
+		before := got
+		for c.Next() {
+			r := c.Record()
+			id := int(binary.LittleEndian.Uint64(r.Value))
+			if id < 0 || id >= n {
+				t.Fatalf("record %d was never produced", id)
+			}
+			if prev, ok := last[string(r.Key)]; ok && id <= prev {
+				t.Fatalf("key %s: record %d after %d", r.Key, id, prev)
+			}
+			last[string(r.Key)] = id
+			seen[id]++
+			got++
+		}
+		if err := c.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if got == before && got >= n {
+			empty++
+		}
+	}
+	for id, k := range seen {
+		if k != 1 {
+			t.Fatalf("record %d read %d times (want once; %d records read in all)", id, k, got)
+		}
+	}
+}
+
+// TestClusterBrokerKilled: two brokers share a topic's partitions; kill -9 of one moves
+// its partitions to the other within seconds (the admin sees its registration expire),
+// the producer follows them through the metadata, and every record acknowledged as
+// persisted, before and after, is read back exactly once and in order per key.
+func TestClusterBrokerKilled(t *testing.T) {
+	c := startCluster(t, 2)
+	b1, b2 := c.brokers[0], c.brokers[1]
+	c.createTopic(t, "c", 4)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p, err := client.NewProducer(ctx, "c", client.Brokers(b1.Addr, b2.Addr), client.Linger(time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(context.Background())
+	const half = 3000
+	produceIDs(t, p, 0, half)
+	killed := time.Now()
+	b1.Kill()
+	waitFor(t, "every partition on the broker left", func() bool {
+		return servedBy(owners(t, b2.Addr, "c"))[b2.Addr] == 4
+	})
+	t.Logf("partitions moved %v after the kill (session timeout %v)", time.Since(killed).Round(time.Millisecond), clusterSession)
+	produceIDs(t, p, half, 2*half)
+	checkExactlyOnce(t, "c", 2*half, b2.Addr)
+	if !strings.Contains(b2.Log(), "loaded") {
+		t.Fatalf("the surviving broker never logged a load:\n%s", b2.Log())
+	}
+}
+
+// TestClusterPausedBrokerFenced: a broker paused past its session timeout loses its
+// partitions to the other broker; when it resumes it takes no write for them (not_owner,
+// at once: its lease lapsed during the pause), and what the producer wrote meanwhile is
+// read back exactly once.
+func TestClusterPausedBrokerFenced(t *testing.T) {
+	c := startCluster(t, 2)
+	b1, b2 := c.brokers[0], c.brokers[1]
+	c.createTopic(t, "f", 2)
+	var onB1 uint32
+	for i, addr := range owners(t, b2.Addr, "f") {
+		if addr == b1.Addr {
+			onB1 = uint32(i)
+		}
+	}
+	w1 := dial(t, b1.Addr)
+	waitFor(t, "the broker assigned the partition to take writes", func() bool { // it loads after the assignment
+		r := w1.call(&wire.ProduceRequest{Topic: []byte("f"), Partition: onB1, Version: 1,
+			WaitDurableMs: 30000, Batches: records(0, -1, "before", 10)})
+		return r.Header.Code == wire.CodeNone
+	})
+	if err := syscall.Kill(b1.Pid(), syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	defer func() {
+		if !resumed {
+			syscall.Kill(b1.Pid(), syscall.SIGCONT)
+		}
+	}()
+	waitFor(t, "the paused broker's partition to move", func() bool {
+		return servedBy(owners(t, b2.Addr, "f"))[b2.Addr] == 2
+	})
+	w2 := dial(t, b2.Addr)
+	waitFor(t, "the new owner to take writes", func() bool {
+		r := w2.call(&wire.ProduceRequest{Topic: []byte("f"), Partition: onB1, Version: 1,
+			WaitDurableMs: 30000, Batches: records(0, -1, "after", 10)})
+		return r.Header.Code == wire.CodeNone
+	})
+	syscall.Kill(b1.Pid(), syscall.SIGCONT)
+	resumed = true
+	// The first answer after the pause already refuses: the lease lapsed while paused.
+	r := w1.call(&wire.ProduceRequest{Topic: []byte("f"), Partition: onB1, Version: 1,
+		Batches: records(0, -1, "stale", 10)})
+	if r.Header.Code != wire.CodeNotOwner && r.Header.Code != wire.CodeNotServing {
+		t.Fatalf("the resumed broker answered a write for a partition that moved with %v (%s)", r.Header.Code, r.Text)
+	}
+	want := appendValues(appendValues(nil, "before", 10), "after", 10)
+	if got := partitionValues(t, w2, "f", onB1, 20); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("the new owner holds %v, want %v", got, want)
+	}
+}
+
+// partitionValues fetches a partition's record values from offset 0 to end.
+func partitionValues(t *testing.T, w *wireConn, topic string, part uint32, end int64) []string {
+	t.Helper()
+	var vals []string
+	for off := int64(0); off < end; {
+		resp := w.call(&wire.FetchRequest{Topic: []byte(topic), Partition: part, Offset: off, MaxBytes: 1 << 20})
+		mustOK(t, resp)
+		b := resp.Body.(*wire.FetchResponse).Records
+		if len(b) == 0 {
+			t.Fatalf("empty fetch at %d below %d", off, end)
+		}
+		for len(b) > 0 {
+			var it batch.Iter
+			if err := it.Reset(b); err != nil {
+				t.Fatal(err)
+			}
+			h := it.Header()
+			for it.Next() {
+				vals = append(vals, string(it.Record().Value))
+			}
+			off = h.LastOffset() + 1
+			b = b[h.Size():]
+		}
+	}
+	return vals
+}
+
+// TestClusterJoinMovesUnloadFirst: a topic on one broker; a second broker joins and the
+// admin moves half the partitions to it while a producer keeps writing. Each move is
+// unload first: the old broker ships what it holds to HDFS and releases the partition
+// before the new one loads it, so every record acknowledged as persisted is read back
+// exactly once, in order per key, from the new owners.
+func TestClusterJoinMovesUnloadFirst(t *testing.T) {
+	c := startCluster(t, 1)
+	b1 := c.brokers[0]
+	c.createTopic(t, "j", 4)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p, err := client.NewProducer(ctx, "j", client.Brokers(b1.Addr), client.Linger(time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(context.Background())
+	produceIDs(t, p, 0, 2000)
+	done := make(chan error, 1)
+	produced := 2000
+	go func() { // writes on while partitions move
+		for produced < 12000 {
+			if err := tryProduceIDs(p, produced, produced+500); err != nil {
+				done <- err
+				return
+			}
+			produced += 500
+		}
+		done <- nil
+	}()
+	b2 := c.addBroker(t)
+	waitFor(t, "half the partitions moved to the broker that joined", func() bool {
+		m := servedBy(owners(t, b1.Addr, "j"))
+		return m[b1.Addr] == 2 && m[b2.Addr] == 2
+	})
+	if err := <-done; err != nil {
+		t.Fatalf("while partitions moved: %v", err)
+	}
+	checkExactlyOnce(t, "j", produced, b1.Addr, b2.Addr)
+	if !strings.Contains(b1.Log(), "released") || !strings.Contains(b2.Log(), "loaded") {
+		t.Fatalf("no release on the old broker or no load on the new one:\n%s\n%s", b1.Log(), b2.Log())
+	}
+}
