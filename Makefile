@@ -4,7 +4,7 @@
 GO       ?= go
 FUZZTIME ?= 5s
 
-.PHONY: run test deps check unit fuzz bench bench-quick bench-sustained bench-storage build
+.PHONY: run test deps check unit fuzz bench bench-quick bench-sustained bench-hdfs bench-storage build
 
 build:
 	$(GO) build -o bin/sluice ./cmd/sluice
@@ -53,6 +53,13 @@ bench-quick:
 
 bench-sustained:
 	NEW_ONLY=1 scripts/bench-all
+
+# The HDFS tier in one run (issue 12): a MiniDFSCluster, raw colinmarc/hdfs rates,
+# produce without and with HDFS shipping, the lag at half load, the catch-up after a
+# 60 s outage, cold reads; rewrites the generated HDFS section of BENCHMARKS.md. About
+# 6-7 minutes (at most 9). QUICK=1: short runs, a 15 s outage; OUTAGE=30s sets it.
+bench-hdfs:
+	scripts/bench-hdfs
 
 bench-storage:
 	scripts/bench-storage

@@ -33,6 +33,14 @@
 // section), chart.go (PNG charts), procs.go and suite.go (starting the systems and
 // running the suite that `make bench` runs).
 //
+// The HDFS tier's benchmarks (`make bench-hdfs`) are apart from the suite: hdfs.go
+// starts a MiniDFSCluster (internal/peer/hdfstest) and runs, against it, the raw
+// colinmarc/hdfs ceilings (persist/hdfs.RawWrite and RawRead) alternating with produce
+// to brokers without and with HDFS shipping, the lag at half load and the cold reads
+// (persist/hdfs.ReadCold); hdfs_outage.go the catch-up after HDFS is killed and started
+// again; hdfs_samples.go samples the brokers' HDFS metrics and computes lag percentiles
+// and the catch-up from them; report_hdfs.go renders the section of BENCHMARKS.md.
+//
 // Concurrency: a Driver is used from several goroutines (one per producer and consumer);
 // each Producer and Consumer it returns is used by one goroutine, except that Send's ack
 // callback may run on any goroutine. Recorder and Counters are safe from any goroutine.

@@ -131,13 +131,16 @@ func slowest(series []float64) float64 {
 }
 
 // loadNote describes the load average around the run.
-func (s *Suite) loadNote() string {
+func (s *Suite) loadNote() string { return loadNote(s.LoadStart, s.LoadEnd) }
+
+// loadNote describes the load average at the start and at the end of a run.
+func loadNote(start, end string) string {
 	var parts []string
-	if s.LoadStart != "" {
-		parts = append(parts, "load average "+s.LoadStart+" at the start")
+	if start != "" {
+		parts = append(parts, "load average "+start+" at the start")
 	}
-	if s.LoadEnd != "" {
-		parts = append(parts, s.LoadEnd+" at the end")
+	if end != "" {
+		parts = append(parts, end+" at the end")
 	}
 	return strings.Join(parts, ", ")
 }

@@ -56,40 +56,16 @@ func (c *CopyCount) Ratio() float64 {
 // ScrapeCounters reads the named unlabelled metrics from a Prometheus text endpoint at
 // addr (host:port, path /metrics). A name the endpoint does not serve is an error.
 func ScrapeCounters(ctx context.Context, addr string, names ...string) (map[string]float64, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("cannot scrape %s: %w", addr, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("cannot scrape %s: %s", addr, resp.Status)
-	}
 	want := map[string]bool{}
 	for _, n := range names {
 		want[n] = true
 	}
 	got := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		name, value, ok := strings.Cut(sc.Text(), " ")
-		if !ok || !want[name] {
-			continue
-		}
-		v, err := strconv.ParseFloat(strings.Fields(value)[0], 64)
-		if err != nil {
-			return nil, fmt.Errorf("cannot parse %s from %s: %w", name, addr, err)
-		}
-		got[name] = v
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("cannot read the metrics of %s: %w", addr, err)
+	err := scrapeEach(ctx, addr, func(series string) bool { return want[series] }, func(series string, v float64) {
+		got[series] = v
+	})
+	if err != nil {
+		return nil, err
 	}
 	for _, n := range names {
 		if _, ok := got[n]; !ok {
@@ -97,6 +73,42 @@ func ScrapeCounters(ctx context.Context, addr string, names ...string) (map[stri
 		}
 	}
 	return got, nil
+}
+
+// scrapeEach reads the Prometheus text endpoint at addr (host:port, path /metrics) and
+// calls each with every series (the name with its labels, as written) that keep takes.
+func scrapeEach(ctx context.Context, addr string, keep func(series string) bool, each func(series string, v float64)) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("cannot scrape %s: %w", addr, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("cannot scrape %s: %s", addr, resp.Status)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		series, value, ok := strings.Cut(sc.Text(), " ")
+		if !ok || strings.HasPrefix(series, "#") || !keep(series) {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.Fields(value)[0], 64)
+		if err != nil {
+			return fmt.Errorf("cannot parse %s from %s: %w", series, addr, err)
+		}
+		each(series, v)
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("cannot read the metrics of %s: %w", addr, err)
+	}
+	return nil
 }
 
 const (
@@ -158,21 +170,10 @@ func runWatched(ctx context.Context, s *Suite, srv *Server, m string, c Config) 
 			return nil, err
 		}
 	}
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	low := watchFree(wctx, cancel, s.workDir)
-	r, err := Run(wctx, "produce", c, nil)
-	srv.SampleRSS()
+	r, err := produceGuarded(ctx, srv, s.workDir, c)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", m, err)
 	}
-	switch note := low(); {
-	case note != "":
-		r.Note = note
-	case r.Bytes < c.MinBytes && r.Errors == 0:
-		r.Note = fmt.Sprintf("ended at the %v bound, before %.0f GB", c.MaxDuration, float64(c.MinBytes)/1e9)
-	}
-	r.BrokerRSS = srv.PeakRSS
 	s.put(srv.Name, m, r)
 	if counted {
 		after, err := ScrapeCounters(ctx, srv.MetricsAddr, metricProduced, metricCopied)
@@ -185,34 +186,64 @@ func runWatched(ctx context.Context, s *Suite, srv *Server, m string, c Config) 
 	return r, nil
 }
 
+// produceGuarded is a produce run against srv that stops early if the free space of
+// workDir falls below DiskReserve; the result's Note says what bounded the run when its
+// settings did not, and BrokerRSS is srv's peak.
+func produceGuarded(ctx context.Context, srv *Server, workDir string, c Config) (*Result, error) {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	low := watchFree(wctx, cancel, workDir)
+	r, err := Run(wctx, "produce", c, nil)
+	srv.SampleRSS()
+	if err != nil {
+		return nil, err
+	}
+	switch note := low(); {
+	case note != "":
+		r.Note = note
+	case c.MinBytes > 0 && r.Bytes < c.MinBytes && r.Errors == 0:
+		r.Note = fmt.Sprintf("ended at the %v bound, before %.0f GB", c.MaxDuration, float64(c.MinBytes)/1e9)
+	}
+	r.BrokerRSS = srv.PeakRSS
+	return r, nil
+}
+
 // watchFree checks dir's free space every second until ctx ends; below DiskReserve it
 // calls stop. The returned function says what happened ("" if nothing).
 func watchFree(ctx context.Context, stop func(), dir string) func() string {
 	var mu sync.Mutex
 	note := ""
-	go func() {
-		t := time.NewTicker(time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			avail, size, _, err := DiskSpace(dir)
-			if err == nil && avail < DiskReserve(size) {
-				mu.Lock()
-				note = fmt.Sprintf("stopped early: free space fell to %.1f GiB", float64(avail)/(1<<30))
-				mu.Unlock()
-				stop()
-				return
-			}
+	go everyTick(ctx, time.Second, func() bool {
+		avail, size, _, err := DiskSpace(dir)
+		if err == nil && avail < DiskReserve(size) {
+			mu.Lock()
+			note = fmt.Sprintf("stopped early: free space fell to %.1f GiB", float64(avail)/(1<<30))
+			mu.Unlock()
+			stop()
+			return false
 		}
-	}()
+		return true
+	})
 	return func() string {
 		mu.Lock()
 		defer mu.Unlock()
 		return note
+	}
+}
+
+// everyTick calls f every interval until ctx ends or f returns false.
+func everyTick(ctx context.Context, interval time.Duration, f func() bool) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if !f() {
+			return
+		}
 	}
 }
 

@@ -3,14 +3,12 @@ package hdfs
 import (
 	"context"
 	"fmt"
-	"io"
 	"path"
 	"testing"
 	"time"
 
 	"github.com/colinmarc/hdfs/v2"
 
-	"sluice/batch"
 	"sluice/internal/peer/hdfstest"
 	"sluice/memarena"
 )
@@ -67,21 +65,6 @@ func benchConn(b *testing.B) *Conn {
 	return conn
 }
 
-// bigBatch builds a batch of n records of 1 KiB values at offset o, as a producer
-// batching by size sends them.
-func bigBatch(o int64, n int) []byte {
-	var b batch.Builder
-	b.Reset(nil, 0, -1)
-	v := make([]byte, 1000)
-	for i := range n {
-		v[0] = byte(i)
-		b.Add(0, 1_700_000_000_000, nil, v)
-	}
-	out := b.Finish()
-	batch.SetBaseOffset(out, o)
-	return out
-}
-
 // BenchmarkReadHDFS alternates a cold read of a 32 MiB file through a Reader (fresh
 // reader and fresh arena block cache: 1 MiB reads, each cached in 64 KiB chunks, every
 // batch CRC-checked) with a raw colinmarc/hdfs read of the same file in 1 MiB reads, and reports both
@@ -92,68 +75,28 @@ func BenchmarkReadHDFS(b *testing.B) {
 	conn := benchConn(b)
 	ctx := context.Background()
 	dir := fmt.Sprintf("/bench-read-%d", time.Now().UnixNano())
-	w := NewWriter(dir, 1, 0, WriterOptions{RollBytes: 1 << 40})
-	for w.Next() < 32000 { // 32 MiB
-		if err := w.Commit(ctx, conn, [][]byte{bigBatch(w.Next(), 1000)}); err != nil {
-			b.Fatal(err)
-		}
+	end, err := writeReadFile(ctx, conn, dir, 32e6)
+	if err != nil {
+		b.Fatal(err)
 	}
-	end := w.Next()
-	var viaReader, rawT time.Duration
-	var bytes int64
-	buf := make([]byte, 1<<20)
-	b.ResetTimer()
 	arena, err := memarena.New(memarena.Config{Size: 256 << 20})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer arena.Close()
+	buf := make([]byte, rawIO)
+	var viaReader, raw Rate
+	b.ResetTimer()
 	for range b.N {
-		blocks, err := arena.NewBlockCache(0) // cold: a fresh cache each pass
+		rd, rw, err := readPass(ctx, conn, dir, end, arena, buf)
 		if err != nil {
 			b.Fatal(err)
 		}
-		t0 := time.Now()
-		r := NewReader(conn, dir, ArenaCache{Blocks: blocks, Size: int(arena.Stats().ChunkSize)})
-		if err := r.Refresh(ctx); err != nil {
-			b.Fatal(err)
-		}
-		n := int64(0)
-		for o := int64(0); o < end; {
-			data, next, err := r.Read(ctx, o, 1<<20)
-			if err != nil {
-				b.Fatal(err)
-			}
-			n += int64(len(data))
-			o = next
-		}
-		t1 := time.Now()
-		p := path.Join(dir, r.files[0].name)
-		err = conn.do(ctx, "raw read", func(cl *hdfs.Client) error {
-			fr, err := cl.Open(p)
-			if err != nil {
-				return err
-			}
-			defer fr.Close()
-			for {
-				if _, err := io.ReadFull(fr, buf); err != nil {
-					if err == io.EOF || err == io.ErrUnexpectedEOF {
-						return nil
-					}
-					return err
-				}
-			}
-		})
-		if err != nil {
-			b.Fatal(err)
-		}
-		blocks.Close()
-		viaReader += t1.Sub(t0)
-		rawT += time.Since(t1)
-		bytes += n
+		viaReader.Bytes, viaReader.Seconds = viaReader.Bytes+rd.Bytes, viaReader.Seconds+rd.Seconds
+		raw.Bytes, raw.Seconds = raw.Bytes+rw.Bytes, raw.Seconds+rw.Seconds
 	}
 	b.StopTimer()
-	b.ReportMetric(float64(bytes)/1e6/viaReader.Seconds(), "reader-MB/s")
-	b.ReportMetric(float64(bytes)/1e6/rawT.Seconds(), "raw-MB/s")
-	b.ReportMetric(rawT.Seconds()/viaReader.Seconds(), "reader/raw")
+	b.ReportMetric(viaReader.MBPerSec(), "reader-MB/s")
+	b.ReportMetric(raw.MBPerSec(), "raw-MB/s")
+	b.ReportMetric(raw.Seconds/viaReader.Seconds, "reader/raw")
 }

@@ -4,6 +4,9 @@
 // directory. A cluster is stopped by its pid when the test (or the test binary, for the
 // shared one) ends, and killed with the test binary if that dies first.
 //
+// Run, Kill and StartAgain serve programs that are not tests (the HDFS benchmarks of
+// package bench): the same JVM, started and stopped by pid, without a testing.TB.
+//
 // Java 17 and Maven are needed. Without them a test that asks for HDFS fails and says so,
 // unless SLUICE_SKIP_HDFS=1 is set, which skips it saying why: `make test` (and CI) never
 // sets it. SLUICE_HDFS_HOME names an install directory from scripts/hdfs-peer (the
@@ -46,7 +49,7 @@ func home() (string, error) { return peer.Install("hdfs-peer", "SLUICE_HDFS_HOME
 // Start starts a cluster for t and stops it when t ends.
 func Start(t testing.TB) *Cluster {
 	t.Helper()
-	c, err := start(t.TempDir())
+	c, err := Run(t.TempDir())
 	if err != nil {
 		fail(t, err)
 	}
@@ -73,7 +76,7 @@ func Shared(t testing.TB) *Cluster {
 	shared.once.Do(func() {
 		shared.dir, shared.err = os.MkdirTemp("", "sluice-hdfs-")
 		if shared.err == nil {
-			shared.c, shared.err = start(shared.dir)
+			shared.c, shared.err = Run(shared.dir)
 		}
 	})
 	if shared.err != nil {
@@ -95,7 +98,10 @@ func Main(m *testing.M) {
 	os.Exit(code)
 }
 
-func start(dir string) (*Cluster, error) {
+// Run formats and starts a cluster whose data and log live in dir, and waits until it is
+// ready (NameNode out of safe mode, its DataNode registered). The caller stops it (Stop
+// or Kill); it dies with the calling process.
+func Run(dir string) (*Cluster, error) {
 	h, err := home()
 	if err != nil {
 		return nil, err
@@ -220,7 +226,21 @@ func (c *Cluster) signal(sig syscall.Signal, wait bool) {
 // Restart starts a stopped or killed cluster again on its data, at the same address.
 func (c *Cluster) Restart(t testing.TB) {
 	t.Helper()
-	if err := c.run(false); err != nil {
+	if err := c.StartAgain(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// StartAgain starts a stopped or killed cluster again on its data, at the same address,
+// and waits until it is ready.
+func (c *Cluster) StartAgain() error { return c.run(false) }
+
+// Pid returns the cluster JVM's process id, 0 while it is stopped.
+func (c *Cluster) Pid() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cmd == nil {
+		return 0
+	}
+	return c.cmd.Process.Pid
 }
