@@ -51,6 +51,9 @@ type Broker struct {
 	shipper      *hdfs.Shipper   // nil unless distributed mode ships to HDFS
 	remote       *remoteReads    // fetches served from HDFS; nil unless distributed mode
 	cl           *clusterState   // nil unless the broker follows a ZooKeeper cluster
+	// reopen: partitions offline for want of HDFS opened once it answers (HDFS without
+	// a cluster); nil channels when not running.
+	stopReopen, reopenDone chan struct{}
 
 	panics      atomic.Uint64 // recovered on shards (netio counts the loops')
 	produced    atomic.Uint64 // batch bytes accepted by produce requests
@@ -136,6 +139,10 @@ func Start(cfg Config) (*Broker, error) {
 	}
 	b.stopReclaim, b.reclaimDone = make(chan struct{}), make(chan struct{})
 	go b.reclaimLoop()
+	if cfg.HDFS.Enabled() && b.cl == nil {
+		b.stopReopen, b.reopenDone = make(chan struct{}), make(chan struct{})
+		go b.reopenLoop(b.stopReopen, b.reopenDone)
+	}
 	if b.cl != nil {
 		if err := b.joinCluster(); err != nil {
 			b.Shutdown(context.Background())
@@ -235,6 +242,10 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 		b.net.Drain() // from here on requests are answered not_serving; no handler runs
 		close(b.stopReclaim)
 		<-b.reclaimDone
+		if b.stopReopen != nil {
+			close(b.stopReopen)
+			<-b.reopenDone
+		}
 		close(b.stopPersist)
 		b.persisters.Wait()
 		b.flushShipper(ctx)

@@ -33,7 +33,7 @@ func (b *Broker) openLocal(topic string, id int, dir string, opts local.Options,
 	tail, ok, err := tr.tail, tr.ok, tr.err
 	if err != nil {
 		if empty {
-			return nil, none, fmt.Errorf("its local directory holds no data and HDFS cannot be read to load it from there: %w", err)
+			return nil, none, fmt.Errorf("its local directory holds no data and %w: %w", errHDFSUnreadable, err)
 		}
 		l, lerr := local.Open(dir, opts)
 		if lerr != nil {
@@ -41,7 +41,7 @@ func (b *Broker) openLocal(topic string, id int, dir string, opts local.Options,
 		}
 		if start, next := l.Bounds(); start == next { // segments, but not a batch
 			l.Close()
-			return nil, none, fmt.Errorf("its local log holds no data and HDFS cannot be read to load it from there: %w", err)
+			return nil, none, fmt.Errorf("its local log holds no data and %w: %w", errHDFSUnreadable, err)
 		}
 		b.cfg.Logger.Warn("cannot read the partition's tail on HDFS: opening from the local disk alone",
 			"topic", topic, "partition", id, "err", err)
@@ -79,6 +79,10 @@ func (b *Broker) openLocal(topic string, id int, dir string, opts local.Options,
 	}
 	return l, replicaInfo{start: tail.Start, prior: tail.Headers}, nil
 }
+
+// errHDFSUnreadable is why a partition with no local data is not opened while HDFS
+// cannot be read; such a partition is opened again once it can (reopenLoop).
+var errHDFSUnreadable = errors.New("HDFS cannot be read to load it from there")
 
 // replicaInfo is what loading learned of a partition on HDFS: where its copy there
 // starts (-1: unknown), and the headers of its last batches (for the producers'

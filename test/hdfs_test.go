@@ -288,8 +288,8 @@ func TestShutdownShipsTheRest(t *testing.T) {
 
 // TestHDFSDownAtStart: a broker in distributed mode that starts while HDFS is down opens
 // the partitions it holds data of from its local disk (and ships once HDFS is back),
-// and keeps offline the partitions it holds nothing of: starting those at offset 0
-// could reuse offsets HDFS holds.
+// and keeps offline the partitions it holds nothing of (starting those at offset 0
+// could reuse offsets HDFS holds) until HDFS answers: then they open by themselves.
 func TestHDFSDownAtStart(t *testing.T) {
 	c := hdfstest.Start(t)
 	b := testbroker.Start(t, t.TempDir(), "-hdfs.addr", c.Addr, "-hdfs.timeout", "1s", "-hdfs.commit_interval", "20ms")
@@ -317,6 +317,15 @@ func TestHDFSDownAtStart(t *testing.T) {
 	want := appendValues(appendValues(appendValues(nil, "a", 10), "b", 10), "c", 10)
 	if got := hdfsValues(t, c.Addr, "d", 0); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("HDFS holds %v", got)
+	}
+	// Partition 1 opens by itself now that HDFS answers, without a restart.
+	waitFor(t, "partition 1 to open once HDFS is back", func() bool {
+		r := w.call(&wire.ProduceRequest{Topic: []byte("d"), Partition: 1, Version: 1, WaitDurableMs: 30000,
+			Batches: records(0, -1, "y", 5)})
+		return r.Header.Code == wire.CodeNone
+	})
+	if got := hdfsValues(t, c.Addr, "d", 1); fmt.Sprint(got) != fmt.Sprint(appendValues(nil, "y", 5)) {
+		t.Fatalf("partition 1 on HDFS holds %v", got)
 	}
 }
 
