@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -38,13 +39,25 @@ type Cluster struct {
 	granted *atomic.Int32
 }
 
-// BrokerInfo is a broker's registration.
+// BrokerInfo is a broker's registration; the broker refreshes its load figures in it
+// every few seconds (UpdateRegistration).
 type BrokerInfo struct {
 	ID       string  `json:"-"`
 	Addr     string  `json:"addr"`
 	Capacity float64 `json:"capacity"`
-	Load     float64 `json:"load"`
+	Load     float64 `json:"load"` // bytes/s produced to it, all partitions
+	// Partitions are the figures of the partitions it serves, by "TOPIC/ID".
+	Partitions map[string]PartLoad `json:"partitions,omitempty"`
 }
+
+// PartLoad is one partition's figures as its broker reports them.
+type PartLoad struct {
+	BytesPerSec float64 `json:"bytes_per_sec"`    // produced, averaged over the last report interval
+	HDFSLag     float64 `json:"hdfs_lag_seconds"` // age of the oldest data HDFS has not acknowledged
+}
+
+// LoadKey is a partition's key in BrokerInfo.Partitions.
+func LoadKey(pid PartitionID) string { return pid.Topic + "/" + strconv.Itoa(pid.ID) }
 
 // Dial connects to ZooKeeper (addrs) with the given session timeout; the cluster state
 // is under root. It returns once the session is established or ctx ends.
@@ -164,21 +177,44 @@ func (c *Cluster) createEphemeral(p string, b []byte) error {
 // Register publishes the broker's registration (ephemeral: it lasts as long as the
 // session, and is made again on every new one).
 func (c *Cluster) Register(b BrokerInfo) error {
+	p, data, err := c.keep(b)
+	if err != nil {
+		return err
+	}
+	if err := c.createEphemeral(p, data); err != nil {
+		return fmt.Errorf("cannot register broker %s: %w", b.ID, err)
+	}
+	return nil
+}
+
+// UpdateRegistration replaces the broker's registration with b (same id): the new
+// figures, kept for re-registering on a new session too.
+func (c *Cluster) UpdateRegistration(b BrokerInfo) error {
+	p, data, err := c.keep(b)
+	if err != nil {
+		return err
+	}
+	if _, err := c.conn.Set(p, data, -1); err != nil {
+		return fmt.Errorf("cannot update the registration of broker %s: %w", b.ID, err)
+	}
+	return nil
+}
+
+// keep records b's registration for re-registering on a new session; it returns its
+// znode and content.
+func (c *Cluster) keep(b BrokerInfo) (string, []byte, error) {
 	if b.ID == "" || strings.Contains(b.ID, "/") {
-		return fmt.Errorf("invalid broker id %q", b.ID)
+		return "", nil, fmt.Errorf("invalid broker id %q", b.ID)
 	}
 	data, err := json.Marshal(b)
 	if err != nil {
-		return err
+		return "", nil, err
 	}
 	p := path.Join(c.root, "brokers", b.ID)
 	c.mu.Lock()
 	c.mu.ephemerals[p] = data
 	c.mu.Unlock()
-	if err := c.createEphemeral(p, data); err != nil {
-		return fmt.Errorf("cannot register broker %s: %w", b.ID, err)
-	}
-	return nil
+	return p, data, nil
 }
 
 // Brokers returns the live brokers, sorted by id, and a channel that fires once when

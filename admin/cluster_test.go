@@ -3,6 +3,7 @@ package admin
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"path"
@@ -314,4 +315,96 @@ func TestLeaderSurvivesJunk(t *testing.T) {
 		t.Fatalf("the leader stopped: %v", err)
 	default:
 	}
+}
+
+// TestLeaderPlacesByLoad: four one-partition topics spread two per broker by count; the
+// broker holding two of them reports both busy (50 MiB/s each). The leader moves one
+// busy partition to the other broker (only the owner's report counts), tells the
+// brokers through the generation, and moves the other from then on only for cause.
+func TestLeaderPlacesByLoad(t *testing.T) {
+	s := zktest.Start(t)
+	leader := dial(t, s)
+	brokers := map[string]*Cluster{"b1": dial(t, s), "b2": dial(t, s)}
+	for id, c := range brokers {
+		if err := c.Register(BrokerInfo{ID: id, Addr: "127.0.0.1:1", Capacity: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	topics := []string{"w", "x", "y", "z"}
+	for _, n := range topics {
+		if err := leader.CreateTopic(n, TopicInfo{Partitions: 1, Version: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := leader.Campaign(ctx, "admin"); err != nil {
+		t.Fatal(err)
+	}
+	go leader.Lead(ctx, Limits{MaxMoves: 2, Slack: 0.2}, 100*time.Millisecond)
+	ownerOf := func() map[string]string {
+		o, err := leader.Owners()
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]string{}
+		for pid, x := range o {
+			m[pid.Topic] = x.Broker
+		}
+		return m
+	}
+	var placed map[string]string
+	deadline := time.Now().Add(time.Minute)
+	for placed = ownerOf(); len(placed) < 4 || perTopicCount(placed)["b1"] != 2; placed = ownerOf() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not spread by count: %v", placed)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	_, gen0, err := leader.conn.Get(leader.root + "/assignments")
+	if err != nil {
+		t.Fatal(err)
+	}
+	busy := map[string]PartLoad{}
+	var hot []string
+	for _, n := range topics {
+		if placed[n] == "b1" {
+			hot = append(hot, n)
+			busy[LoadKey(PartitionID{n, 0})] = PartLoad{BytesPerSec: 50 << 20}
+		}
+	}
+	// b2 claims figures for partitions it does not own: they must not count.
+	lies := map[string]PartLoad{LoadKey(PartitionID{hot[0], 0}): {BytesPerSec: 0}, LoadKey(PartitionID{hot[1], 0}): {BytesPerSec: 0}}
+	if err := brokers["b2"].UpdateRegistration(BrokerInfo{ID: "b2", Addr: "127.0.0.1:1", Capacity: 1, Partitions: lies}); err != nil {
+		t.Fatal(err)
+	}
+	if err := brokers["b1"].UpdateRegistration(BrokerInfo{ID: "b1", Addr: "127.0.0.1:1", Capacity: 1, Load: 100 << 20, Partitions: busy}); err != nil {
+		t.Fatal(err)
+	}
+	for placed = ownerOf(); placed[hot[0]] == placed[hot[1]]; placed = ownerOf() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the two busy partitions stay on one broker: %v", placed)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	_, gen1, err := leader.conn.Get(leader.root + "/assignments")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gen1.Version <= gen0.Version {
+		t.Fatalf("assignments changed without a new generation (version %d, then %d)", gen0.Version, gen1.Version)
+	}
+	time.Sleep(time.Second) // ten passes: nothing more to move
+	if again := ownerOf(); fmt.Sprint(again) != fmt.Sprint(placed) {
+		t.Fatalf("placement kept moving without cause: %v then %v", placed, again)
+	}
+}
+
+// perTopicCount counts topics per broker.
+func perTopicCount(m map[string]string) map[string]int {
+	out := map[string]int{}
+	for _, b := range m {
+		out[b]++
+	}
+	return out
 }

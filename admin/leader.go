@@ -8,6 +8,7 @@ import (
 	"path"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -187,6 +188,14 @@ func (c *Cluster) placeOnce(brokers []BrokerInfo, topics map[string]TopicInfo, o
 	for _, b := range brokers {
 		live = append(live, Broker{ID: b.ID, Capacity: b.Capacity})
 	}
+	reported := map[string]PartLoad{}
+	for _, b := range brokers {
+		for k, l := range b.Partitions {
+			if o, ok := owners[ParseLoadKey(k)]; ok && o.Broker == b.ID {
+				reported[k] = l // only the owner's figures: a broker that gave it up may lag
+			}
+		}
+	}
 	var parts []Partition
 	prev := Assignment{}
 	names := make([]string, 0, len(topics))
@@ -197,7 +206,7 @@ func (c *Cluster) placeOnce(brokers []BrokerInfo, topics map[string]TopicInfo, o
 	for _, n := range names {
 		for i := range topics[n].Partitions {
 			pid := PartitionID{n, i}
-			parts = append(parts, Partition{PartitionID: pid, Load: 1})
+			parts = append(parts, Partition{PartitionID: pid, Load: weight(reported[LoadKey(pid)])})
 			if o, ok := owners[pid]; ok && o.Broker != "" {
 				prev[pid] = o.Broker
 			}
@@ -241,4 +250,25 @@ func (c *Cluster) placeOnce(brokers []BrokerInfo, topics map[string]TopicInfo, o
 		c.log.Info("assigned", "topic", p.Topic, "partition", p.ID, "broker", b, "epoch", o.Epoch+1, "from", from)
 	}
 	return nil
+}
+
+// loadUnit is the produce rate that weighs as much as a partition's presence: an idle
+// partition weighs 1, one taking 10 MiB/s weighs 11. Partition counts still spread idle
+// topics evenly; busy partitions count for more.
+const loadUnit = 1 << 20
+
+// weight is a partition's placement load from its reported figures.
+func weight(l PartLoad) float64 { return 1 + max(l.BytesPerSec, 0)/loadUnit }
+
+// ParseLoadKey reverses LoadKey (a zero PartitionID for a malformed key).
+func ParseLoadKey(k string) PartitionID {
+	i := strings.LastIndexByte(k, '/')
+	if i <= 0 {
+		return PartitionID{}
+	}
+	id, err := strconv.Atoi(k[i+1:])
+	if err != nil {
+		return PartitionID{}
+	}
+	return PartitionID{Topic: k[:i], ID: id}
 }

@@ -130,15 +130,57 @@ func (b *Broker) heartbeat() {
 	defer b.cl.wg.Done()
 	t := time.NewTicker(max(b.cl.timeout/5, 20*time.Millisecond))
 	defer t.Stop()
+	lr := loadReport{last: time.Now(), appended: map[*part]uint64{}}
 	for {
 		select {
 		case <-b.cl.stop:
 			return
-		case <-t.C:
+		case now := <-t.C:
+			if now.Sub(lr.last) >= loadEvery {
+				b.reportLoad(&lr, now)
+			}
 		}
 		if b.renewLease() {
 			b.passLateShipped()
 		}
+	}
+}
+
+// loadEvery is how often a broker refreshes its load figures in its registration.
+const loadEvery = 5 * time.Second
+
+// loadReport is what the last load report saw.
+type loadReport struct {
+	last     time.Time
+	appended map[*part]uint64 // bytes accepted since load, by part
+}
+
+// reportLoad publishes every held partition's produce rate since the last report and
+// its HDFS lag in the broker's registration; the leader places by them.
+func (b *Broker) reportLoad(lr *loadReport, now time.Time) {
+	secs := now.Sub(lr.last).Seconds()
+	lags := map[admin.PartitionID]float64{}
+	_, _, _, stats := b.shipper.Stats()
+	for _, ps := range stats {
+		lags[admin.PartitionID{Topic: ps.Topic, ID: ps.Partition}] = ps.Lag.Seconds()
+	}
+	info := admin.BrokerInfo{ID: b.cl.id, Addr: b.Addr(), Capacity: b.cfg.Cluster.Capacity, Partitions: map[string]admin.PartLoad{}}
+	next := make(map[*part]uint64, len(lr.appended))
+	b.mu.RLock()
+	for _, parts := range b.mu.byShard {
+		for _, pt := range parts {
+			n := pt.appended.Load()
+			next[pt] = n
+			pid := admin.PartitionID{Topic: pt.topic.meta.Name, ID: pt.id}
+			rate := float64(n-min(n, lr.appended[pt])) / secs
+			info.Load += rate
+			info.Partitions[admin.LoadKey(pid)] = admin.PartLoad{BytesPerSec: rate, HDFSLag: lags[pid]}
+		}
+	}
+	b.mu.RUnlock()
+	lr.last, lr.appended = now, next
+	if err := b.cl.c.UpdateRegistration(info); err != nil {
+		b.cfg.Logger.Warn("cannot report load", "err", err)
 	}
 }
 

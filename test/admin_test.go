@@ -83,7 +83,7 @@ func TestAdminFailover(t *testing.T) {
 	for _, l := range strings.Split(string(out), "\n") {
 		f := strings.Fields(l)
 		lines[strings.Join(f, " ")] = true
-		if len(f) == 4 && f[0] == "t" && (f[2] == "b1" || f[2] == "b2") {
+		if len(f) == 6 && f[0] == "t" && (f[2] == "b1" || f[2] == "b2") {
 			parts++
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -204,6 +205,22 @@ func TestClusterBrokerKilled(t *testing.T) {
 	if !strings.Contains(b2.Log(), "loaded") {
 		t.Fatalf("the surviving broker never logged a load:\n%s", b2.Log())
 	}
+	// The operator's view: every partition on the survivor, with the figures it reports.
+	var out []byte
+	waitFor(t, "cluster status to show every partition's figures", func() bool {
+		var err error
+		out, err = exec.Command(testbroker.Binary(t), "cluster", "status", "-zk", c.zk.Addr).CombinedOutput()
+		if err != nil {
+			t.Fatalf("cluster status: %v\n%s", err, out)
+		}
+		n := 0
+		for _, l := range strings.Split(string(out), "\n") {
+			if f := strings.Fields(l); len(f) == 6 && f[0] == "c" && f[2] == b2.Addr && f[4] != "-" {
+				n++
+			}
+		}
+		return n == 4
+	})
 }
 
 // TestClusterPausedBrokerFenced: a broker paused past its session timeout loses its

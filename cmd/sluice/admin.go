@@ -26,6 +26,7 @@ func runAdmin(args []string, _ io.Reader, _, stderr io.Writer) error {
 	host, _ := os.Hostname()
 	id := fs.String("id", fmt.Sprintf("%s-%d", host, os.Getpid()), "this admin's name in the election")
 	maxMoves := fs.Int("max-moves", 4, "partitions a rebalance moves per pass")
+	slack := fs.Float64("slack", 0.2, "how far above its fair share of load (0.2: 20 %) a broker may be before partitions move off it")
 	interval := fs.Duration("interval", time.Second, "time between placement passes when nothing changes")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := parseFlags(fs, args); err != nil {
@@ -51,7 +52,7 @@ func runAdmin(args []string, _ io.Reader, _, stderr io.Writer) error {
 		return err
 	}
 	log.Info("admin leading", "id", *id)
-	err = c.Lead(ctx, admin.Limits{MaxMoves: *maxMoves, Slack: 0.1}, *interval)
+	err = c.Lead(ctx, admin.Limits{MaxMoves: *maxMoves, Slack: *slack}, *interval)
 	if errors.Is(err, context.Canceled) {
 		return nil
 	}

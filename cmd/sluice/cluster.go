@@ -12,8 +12,9 @@ import (
 	"sluice/admin"
 )
 
-// clusterStatus prints a distributed cluster's state from ZooKeeper: the live brokers,
-// then every topic's partitions with the broker that owns each and its epoch.
+// clusterStatus prints a distributed cluster's state from ZooKeeper: the live brokers
+// with their load, then every topic's partitions with the broker that owns each, its
+// epoch, and the produce rate and HDFS lag its broker last reported (every 5 s).
 func clusterStatus(args []string, _ io.Reader, stdout, _ io.Writer) error {
 	fs := flag.NewFlagSet("cluster status", flag.ContinueOnError)
 	zkf := newZKFlags(fs)
@@ -47,7 +48,15 @@ func clusterStatus(args []string, _ io.Reader, stdout, _ io.Writer) error {
 	for _, b := range brokers {
 		fmt.Fprintf(w, "%s\t%s\t%g\t%g\t%d\n", b.ID, b.Addr, b.Capacity, b.Load, held[b.ID])
 	}
-	fmt.Fprintf(w, "\nTOPIC\tPARTITION\tBROKER\tEPOCH\n")
+	loads := map[string]admin.PartLoad{} // as each partition's owner reports them
+	for _, b := range brokers {
+		for k, l := range b.Partitions {
+			if o, ok := owners[admin.ParseLoadKey(k)]; ok && o.Broker == b.ID {
+				loads[k] = l
+			}
+		}
+	}
+	fmt.Fprintf(w, "\nTOPIC\tPARTITION\tBROKER\tEPOCH\tBYTES/S\tHDFS LAG\n")
 	names := make([]string, 0, len(topics))
 	for n := range topics {
 		names = append(names, n)
@@ -66,7 +75,12 @@ func clusterStatus(args []string, _ io.Reader, stdout, _ io.Writer) error {
 			case !live[o.Broker]:
 				fmt.Fprintf(w, "%s\t%d\t%s (not live)\t%d\n", n, i, o.Broker, o.Epoch)
 			default:
-				fmt.Fprintf(w, "%s\t%d\t%s\t%d\n", n, i, o.Broker, o.Epoch)
+				l, ok := loads[admin.LoadKey(admin.PartitionID{Topic: n, ID: i})]
+				if !ok {
+					fmt.Fprintf(w, "%s\t%d\t%s\t%d\t-\t-\n", n, i, o.Broker, o.Epoch)
+					continue
+				}
+				fmt.Fprintf(w, "%s\t%d\t%s\t%d\t%.0f\t%.1fs\n", n, i, o.Broker, o.Epoch, l.BytesPerSec, l.HDFSLag)
 			}
 		}
 	}
