@@ -331,6 +331,24 @@ func (b *Broker) reconcile(topics map[string]admin.TopicInfo, brokers []admin.Br
 	}
 }
 
+// figures returns what the broker last read of the cluster: live brokers, and the
+// partitions assigned to a live broker, to a dead one, or to none (for /metrics).
+func (cl *clusterState) figures() (brokers, live, dead, none int) {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	for _, o := range cl.mu.owners {
+		switch _, ok := cl.mu.addrs[o.Broker]; {
+		case o.Broker == "":
+			none++
+		case ok:
+			live++
+		default:
+			dead++
+		}
+	}
+	return len(cl.mu.addrs), live, dead, none
+}
+
 // partOf returns a partition's current part, nil for an unknown one.
 func (b *Broker) partOf(pid admin.PartitionID) *part {
 	b.mu.RLock()

@@ -53,6 +53,10 @@ var (
 		"Distributed mode: how long the broker's write lease lasts from now (renewed by a ZooKeeper round trip every fifth of the session timeout); at or below 0 it answers produce not_owner.", nil, nil)
 	descMoves = prometheus.NewDesc("sluice_cluster_moves_total",
 		"Distributed mode: partitions loaded here (load) and given up (unload) since start.", []string{"kind"}, nil)
+	descBrokers = prometheus.NewDesc("sluice_cluster_brokers",
+		"Distributed mode: live brokers registered in ZooKeeper, as this broker last read them.", nil, nil)
+	descAssigned = prometheus.NewDesc("sluice_cluster_partitions",
+		"Distributed mode: the cluster's partitions by where they are assigned, as this broker last read them: live_broker, dead_broker (moving: the admin has not placed them again yet), none.", []string{"assigned_to"}, nil)
 	descSent = prometheus.NewDesc("sluice_fetch_bytes_total",
 		"Response bytes written, by path: sendfile (segment data, never in user space) or copy (writev from memory).", []string{"path"}, nil)
 	descConns    = prometheus.NewDesc("sluice_connections", "Open client connections.", nil, nil)
@@ -186,6 +190,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descLease, time.Duration(cl.lease.Load()-c.b.now()).Seconds())
 		counter(descMoves, float64(cl.loads.Load()), "load")
 		counter(descMoves, float64(cl.unloads.Load()), "unload")
+		brokers, live, dead, none := cl.figures()
+		gauge(descBrokers, float64(brokers))
+		gauge(descAssigned, float64(live), "live_broker")
+		gauge(descAssigned, float64(dead), "dead_broker")
+		gauge(descAssigned, float64(none), "none")
 	}
 	c.b.mu.RLock()
 	defer c.b.mu.RUnlock()

@@ -45,7 +45,7 @@ func startCluster(t *testing.T, n int) *cluster {
 // addBroker starts one more broker of the cluster.
 func (c *cluster) addBroker(t *testing.T) *testbroker.Broker {
 	t.Helper()
-	b := testbroker.Start(t, t.TempDir(), "-hdfs.addr", c.hdfs.Addr, "-hdfs.timeout", "5s",
+	b := testbroker.Start(t, t.TempDir(), "-metrics", "127.0.0.1:0", "-hdfs.addr", c.hdfs.Addr, "-hdfs.timeout", "5s",
 		"-hdfs.commit_interval", "20ms", "-zk", c.zk.Addr, "-zk.session_timeout", clusterSession.String())
 	c.brokers = append(c.brokers, b)
 	return b
@@ -206,6 +206,14 @@ func TestClusterBrokerKilled(t *testing.T) {
 		return servedBy(owners(t, b2.Addr, "c"))[b2.Addr] == 4
 	})
 	t.Logf("partitions moved %v after the kill (session timeout %v)", time.Since(killed).Round(time.Millisecond), clusterSession)
+	waitFor(t, "the survivor's figures to show the move", func() bool {
+		return scrape(t, b2.MetricsAddr, `sluice_cluster_partitions{assigned_to="live_broker"}`) == 4 &&
+			scrape(t, b2.MetricsAddr, `sluice_cluster_brokers`) == 1 &&
+			scrape(t, b2.MetricsAddr, `sluice_cluster_moves_total{kind="load"}`) == 4
+	})
+	if lease := scrape(t, b2.MetricsAddr, `sluice_cluster_lease_seconds`); lease <= 0 || lease > clusterSession.Seconds()/2 {
+		t.Fatalf("the survivor's lease is %v s, want in (0, %v]", lease, clusterSession.Seconds()/2)
+	}
 	produceIDs(t, p, half, 2*half)
 	checkExactlyOnce(t, "c", 2*half, b2.Addr)
 	if !strings.Contains(b2.Log(), "loaded") {
