@@ -133,3 +133,12 @@ func (c *Cluster) SessionTimeout() time.Duration {
 	}
 	return c.asked
 }
+
+// WriteRaw overwrites the znode at rel (under the root) with data as given: for repair
+// tools and for tests that corrupt the cluster state on purpose. Nothing checks data.
+func (c *Cluster) WriteRaw(rel string, data []byte) error {
+	if _, err := c.conn.Set(path.Join(c.root, rel), data, -1); err != nil {
+		return fmt.Errorf("cannot write znode %s: %w", rel, err)
+	}
+	return nil
+}

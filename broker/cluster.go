@@ -60,6 +60,7 @@ type clusterState struct {
 		sync.Mutex
 		addrs    map[string]string // broker id -> address, of live brokers
 		owners   map[admin.PartitionID]admin.Owned
+		prev     map[admin.PartitionID]admin.Owned // the reading before owners
 		busy     map[admin.PartitionID]bool   // a load or unload under way
 		released map[admin.PartitionID]uint64 // the epoch of this broker's last release
 	}
@@ -301,10 +302,19 @@ func (b *Broker) reconcile(topics map[string]admin.TopicInfo, brokers []admin.Br
 	for _, br := range brokers {
 		cl.mu.addrs[br.ID] = br.Addr
 	}
-	cl.mu.owners = owners
+	cl.mu.prev, cl.mu.owners = cl.mu.owners, owners
 	for pid, o := range owners {
 		if cl.mu.busy[pid] {
 			continue // its goroutine reads the owners again when done
+		}
+		if o.Broker == "" {
+			// The leader never writes an assignment without a broker: this one could
+			// not be read (edited by hand?). Keep what is served as it is until the
+			// leader writes it again.
+			if prev, ok := cl.mu.prev[pid]; ok {
+				cl.mu.owners[pid] = prev
+			}
+			continue
 		}
 		pt := b.partOf(pid)
 		if pt == nil {

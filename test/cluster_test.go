@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"sluice/admin"
 	"sluice/batch"
 	"sluice/client"
 	"sluice/internal/peer/hdfstest"
@@ -28,18 +29,27 @@ const clusterSession = 2 * time.Second
 type cluster struct {
 	zk      *zktest.Server
 	hdfs    *hdfstest.Cluster
+	admins  []*exec.Cmd
+	logs    []*syncBuf // the admins' output
 	brokers []*testbroker.Broker
 }
 
-// startCluster starts a cluster of n brokers.
+// startCluster starts a cluster of n brokers and one admin.
 func startCluster(t *testing.T, n int) *cluster {
 	t.Helper()
 	c := &cluster{zk: zktest.Start(t), hdfs: hdfstest.Start(t)}
-	startAdmin(t, c.zk.Addr, "a1")
+	c.addAdmin(t)
 	for range n {
 		c.addBroker(t)
 	}
 	return c
+}
+
+// addAdmin starts one more `sluice admin`.
+func (c *cluster) addAdmin(t *testing.T) {
+	t.Helper()
+	cmd, log := startAdmin(t, c.zk.Addr, fmt.Sprintf("a%d", len(c.admins)+1))
+	c.admins, c.logs = append(c.admins, cmd), append(c.logs, log)
 }
 
 // addBroker starts one more broker of the cluster.
@@ -395,5 +405,68 @@ func TestClusterZooKeeperDown(t *testing.T) {
 	produceIDs(t, p, 2000, 4000) // waits (retrying) until the partitions are served again
 	if others := checkExactlyOnce(t, "z", 4000, addrs...); others != 1 {
 		t.Fatalf("read %d records besides the producer's, want the 1 written by hand", others)
+	}
+}
+
+// TestClusterAdminKilled: three brokers, two admins, a producer writing. The leading
+// admin is killed (the other takes over), then a broker: the new leader moves its
+// partitions to the two left. Every record acknowledged as persisted is read back
+// exactly once, in order per key.
+func TestClusterAdminKilled(t *testing.T) {
+	c := startCluster(t, 3)
+	c.addAdmin(t)
+	c.createTopic(t, "k", 6)
+	addrs := []string{c.brokers[0].Addr, c.brokers[1].Addr, c.brokers[2].Addr}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p, err := client.NewProducer(ctx, "k", client.Brokers(addrs...), client.Linger(time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(context.Background())
+	produceIDs(t, p, 0, 1500)
+	leader := 0
+	if !strings.Contains(c.logs[0].String(), "admin leading") {
+		leader = 1
+	}
+	c.admins[leader].Process.Kill()
+	waitFor(t, "the other admin to lead", func() bool { return strings.Contains(c.logs[1-leader].String(), "admin leading") })
+	produceIDs(t, p, 1500, 3000)
+	c.brokers[2].Kill()
+	waitFor(t, "the dead broker's partitions on the two left", func() bool {
+		m := servedBy(owners(t, addrs[0], "k"))
+		return m[addrs[0]] == 3 && m[addrs[1]] == 3
+	})
+	produceIDs(t, p, 3000, 4500)
+	checkExactlyOnce(t, "k", 4500, addrs[:2]...)
+}
+
+// TestClusterJunkAssignment: an assignment znode edited by hand into junk (the admin
+// stopped, so nobody writes it again) does not make its broker give the partition up:
+// it keeps serving it, and says nothing of a move.
+func TestClusterJunkAssignment(t *testing.T) {
+	c := startCluster(t, 1)
+	c.createTopic(t, "q", 2)
+	b := c.brokers[0]
+	w := dial(t, b.Addr)
+	waitFor(t, "partition 0 to take writes", func() bool {
+		return w.call(&wire.ProduceRequest{Topic: []byte("q"), Version: 1, Batches: records(0, -1, "a", 1)}).Header.Code == wire.CodeNone
+	})
+	c.admins[0].Process.Kill()
+	zc, err := admin.Dial(context.Background(), []string{c.zk.Addr}, "/sluice", 5*time.Second, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer zc.Close()
+	if err := zc.WriteRaw("assignments/q/0", []byte("{junk")); err != nil {
+		t.Fatal(err)
+	}
+	if err := zc.WriteRaw("assignments", []byte(`{"generation": 99}`)); err != nil { // wake the broker
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // the broker reads the assignments at once (and every 5 s)
+	mustOK(t, w.call(&wire.ProduceRequest{Topic: []byte("q"), Version: 1, Batches: records(0, -1, "b", 1)}))
+	if strings.Contains(b.Log(), "gave up") {
+		t.Fatalf("the broker gave a partition up for a junk assignment:\n%s", b.Log())
 	}
 }
