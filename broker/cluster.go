@@ -61,8 +61,8 @@ type clusterState struct {
 		addrs    map[string]string // broker id -> address, of live brokers
 		owners   map[admin.PartitionID]admin.Owned
 		prev     map[admin.PartitionID]admin.Owned // the reading before owners
-		busy     map[admin.PartitionID]bool   // a load or unload under way
-		released map[admin.PartitionID]uint64 // the epoch of this broker's last release
+		busy     map[admin.PartitionID]bool        // a load or unload under way
+		released map[admin.PartitionID]uint64      // the epoch of this broker's last release
 	}
 }
 
