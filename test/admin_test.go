@@ -15,7 +15,7 @@ import (
 
 // startAdmin runs `sluice admin` against ZooKeeper at addr; it is killed by pid when the
 // test ends.
-func startAdmin(t *testing.T, addr, id string) (*exec.Cmd, *syncBuf) {
+func startAdmin(t testing.TB, addr, id string) (*exec.Cmd, *syncBuf) {
 	t.Helper()
 	log := &syncBuf{}
 	cmd := exec.Command(testbroker.Binary(t), "admin", "-zk", addr, "-id", id, "-zk-session-timeout", "2s", "-interval", "100ms")
@@ -109,7 +109,7 @@ func placedOn(t *testing.T, c *admin.Cluster, n int) map[string]int {
 }
 
 // waitFor polls ok for up to a minute.
-func waitFor(t *testing.T, what string, ok func() bool) {
+func waitFor(t testing.TB, what string, ok func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for !ok() {

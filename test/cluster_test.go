@@ -35,7 +35,7 @@ type cluster struct {
 }
 
 // startCluster starts a cluster of n brokers and one admin.
-func startCluster(t *testing.T, n int) *cluster {
+func startCluster(t testing.TB, n int) *cluster {
 	t.Helper()
 	c := &cluster{zk: zktest.Start(t), hdfs: hdfstest.Start(t)}
 	c.addAdmin(t)
@@ -46,14 +46,14 @@ func startCluster(t *testing.T, n int) *cluster {
 }
 
 // addAdmin starts one more `sluice admin`.
-func (c *cluster) addAdmin(t *testing.T) {
+func (c *cluster) addAdmin(t testing.TB) {
 	t.Helper()
 	cmd, log := startAdmin(t, c.zk.Addr, fmt.Sprintf("a%d", len(c.admins)+1))
 	c.admins, c.logs = append(c.admins, cmd), append(c.logs, log)
 }
 
 // addBroker starts one more broker of the cluster.
-func (c *cluster) addBroker(t *testing.T) *testbroker.Broker {
+func (c *cluster) addBroker(t testing.TB) *testbroker.Broker {
 	t.Helper()
 	b := testbroker.Start(t, t.TempDir(), "-metrics", "127.0.0.1:0", "-hdfs.addr", c.hdfs.Addr, "-hdfs.timeout", "5s",
 		"-hdfs.commit_interval", "20ms", "-zk", c.zk.Addr, "-zk.session_timeout", clusterSession.String())
@@ -63,7 +63,7 @@ func (c *cluster) addBroker(t *testing.T) *testbroker.Broker {
 
 // createTopic creates a topic through the first broker and waits until its partitions
 // are spread evenly over every broker.
-func (c *cluster) createTopic(t *testing.T, name string, partitions int) {
+func (c *cluster) createTopic(t testing.TB, name string, partitions int) {
 	t.Helper()
 	a, err := client.NewAdmin(client.Brokers(c.brokers[0].Addr))
 	if err != nil {
@@ -88,7 +88,7 @@ func (c *cluster) createTopic(t *testing.T, name string, partitions int) {
 
 // owners returns each partition's broker address as the metadata of the broker at addr
 // says ("" for a partition with no live broker).
-func owners(t *testing.T, addr, topic string) []string {
+func owners(t testing.TB, addr, topic string) []string {
 	t.Helper()
 	w := dial(t, addr)
 	defer w.conn.Close()
