@@ -49,7 +49,8 @@ type part struct {
 	// Any goroutine.
 	appended atomic.Uint64 // batch bytes accepted since load (distributed mode only)
 	failed   atomic.Bool   // a write or sync failed the store for good
-	noSpace  atomic.Bool   // the last append found the disk full
+	noSpace  atomic.Bool   // the disk is full (space says which source found it so)
+	space    spaceState
 	// Distributed mode: unloading refuses produce (the partition is being given up);
 	// epoch is the assignment epoch it was loaded for; lateShipped holds an HDFS
 	// acknowledgment that came while the broker's ZooKeeper lease was not confirmed, to
@@ -224,8 +225,11 @@ func (b *Broker) persistLoop(sh *sched.Shard, kick <-chan struct{}) {
 			switch {
 			case err == nil:
 				pt.persistErrLogged = false
+				if ok && pt.noSpace.Load() { // it wrote: it had the room it lacked
+					b.noteSpace(pt, fromPersist)
+				}
 			case errors.Is(err, persist.ErrNoSpace): // no room for the next segment file
-				b.noteNoSpace(pt, err)
+				b.noteNoSpace(pt, fromPersist, err)
 			case errors.Is(err, persist.ErrFailed): // the store failed for good: Place refuses too
 				pt.persistFailed = true
 				pt.failed.Store(true)

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"errors"
+	"sync"
 	"time"
 
 	"sluice/engine"
@@ -98,10 +99,10 @@ func (b *Broker) deadline(ms uint32) int64 {
 func (b *Broker) noteAppend(pt *part, err error) {
 	switch {
 	case errors.Is(err, persist.ErrNoSpace):
-		b.noteNoSpace(pt, err)
+		b.noteNoSpace(pt, fromAppend, err)
 	case err == nil:
-		if pt.noSpace.Swap(false) {
-			b.cfg.Logger.Info("disk space is back: the partition takes writes again", "topic", pt.topic.meta.Name, "partition", pt.id)
+		if pt.noSpace.Load() { // one atomic load per request while the disk has room
+			b.noteSpace(pt, fromAppend)
 		}
 	case errors.Is(err, persist.ErrFailed):
 		pt.failed.Store(true)
@@ -109,17 +110,52 @@ func (b *Broker) noteAppend(pt *part, err error) {
 	}
 }
 
-// noteNoSpace records that pt's disk is full (an appender refused, or the persister could
-// not get the next segment file): logged once when it starts, then at most once a minute.
-// Any goroutine.
-func (b *Broker) noteNoSpace(pt *part, err error) {
-	if !pt.noSpace.Swap(true) {
+// The two places that find a partition's disk full: an append that found no room, and
+// the persister that could not get the next segment file. Each clears only what it set:
+// an append that still fits in the active segment's reserved space says nothing about
+// the next file, so it must not declare the space back while the persister lacks it.
+const (
+	fromAppend = iota
+	fromPersist
+)
+
+// spaceState is a partition's full-disk state by source. Changed on the slow path only.
+type spaceState struct {
+	mu   sync.Mutex
+	full [2]bool
+}
+
+// set records source src full or not and reports whether the partition as a whole went
+// from having room to full (began) or back (ended).
+func (s *spaceState) set(src int, full bool) (began, ended bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	was := s.full[fromAppend] || s.full[fromPersist]
+	s.full[src] = full
+	now := s.full[fromAppend] || s.full[fromPersist]
+	return !was && now, was && !now
+}
+
+// noteNoSpace records that pt's disk is full as src found it: logged once when it
+// starts, then at most once a minute. Any goroutine.
+func (b *Broker) noteNoSpace(pt *part, src int, err error) {
+	if began, _ := pt.space.set(src, true); began {
+		pt.noSpace.Store(true)
 		pt.appendLog.allow(time.Now()) // the next line of this kind waits a full interval
 		b.cfg.Logger.Error("disk full: the partition refuses writes until space is freed (what it accepted waits in memory)",
 			"topic", pt.topic.meta.Name, "partition", pt.id, "err", err)
 		return
 	}
 	pt.appendLog.error(b.cfg.Logger, "still no space: the partition refuses writes", pt, err)
+}
+
+// noteSpace records that src found room again; once no source lacks it, the partition
+// takes writes again (logged). Any goroutine.
+func (b *Broker) noteSpace(pt *part, src int) {
+	if _, ended := pt.space.set(src, false); ended {
+		pt.noSpace.Store(false)
+		b.cfg.Logger.Info("disk space is back: the partition takes writes again", "topic", pt.topic.meta.Name, "partition", pt.id)
+	}
 }
 
 // fail answers an engine error with its code and, where the client needs them, the
