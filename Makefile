@@ -10,11 +10,13 @@ build:
 	$(GO) build -o bin/sluice ./cmd/sluice
 
 # The embedded default: one broker process, every topic local, no ZooKeeper, no HDFS.
-# DATA and LISTEN choose where it keeps its partitions and where it serves.
+# DATA and LISTEN choose where it keeps its partitions and where it serves; ARGS adds
+# broker flags (a LISTEN other than loopback needs ARGS=-insecure: no TLS yet).
 DATA   ?= $(CURDIR)/data
 LISTEN ?= 127.0.0.1:9440
+ARGS   ?=
 run: build
-	bin/sluice broker -data "$(DATA)" -listen "$(LISTEN)" -metrics 127.0.0.1:9441
+	bin/sluice broker -data "$(DATA)" -listen "$(LISTEN)" -metrics 127.0.0.1:9441 $(ARGS)
 
 test: deps check unit fuzz
 

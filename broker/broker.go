@@ -149,6 +149,10 @@ func Start(cfg Config) (*Broker, error) {
 			return nil, err
 		}
 	}
+	if cfg.Insecure && !loopback(cfg.Net.Listen) {
+		cfg.Logger.Warn("INSECURE: serving every topic without TLS or authentication on a non-loopback address: anyone who reaches it can read, write and create topics",
+			"listen", b.Addr())
+	}
 	cfg.Logger.Info("broker serving", "addr", b.Addr(), "topics", ntopics, "partitions", nparts,
 		"fd_limit", b.fdLimit, "config", cfg.String())
 	return b, nil

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 	"time"
 
@@ -36,7 +37,10 @@ type Config struct {
 	// Cluster follows a ZooKeeper cluster's assignments when its ZK addresses are set
 	// (distributed mode; needs HDFS).
 	Cluster ClusterConfig
-	Logger  *slog.Logger
+	// Insecure allows listening on an address other than loopback, which serves every
+	// topic to anyone who can reach it: TLS and authentication are not built yet.
+	Insecure bool
+	Logger   *slog.Logger
 }
 
 // EnsureDefaults fills unset fields.
@@ -90,6 +94,9 @@ func (c *Config) Validate() error {
 	if c.HDFS.Enabled() && !strings.HasPrefix(c.HDFS.Root, "/") {
 		errs = append(errs, fmt.Errorf("hdfs.root %q must be an absolute path", c.HDFS.Root))
 	}
+	if !c.Insecure && !loopback(c.Net.Listen) {
+		errs = append(errs, fmt.Errorf("listen %s is not a loopback address: without TLS and authentication (not built yet) anyone who reaches it reads and writes every topic; give -insecure to serve it anyway", c.Net.Listen))
+	}
 	if c.Cluster.Enabled() && !c.HDFS.Enabled() {
 		errs = append(errs, errors.New("zk needs hdfs.addr: partitions move between brokers through HDFS"))
 	}
@@ -118,4 +125,18 @@ func (c *Config) String() string {
 			c.Cluster.ZK, c.Cluster.Root, c.Cluster.ID, c.Cluster.SessionTimeout, c.Cluster.Capacity)
 	}
 	return s
+}
+
+// loopback reports whether a listen address only accepts connections from this host:
+// a loopback IP or "localhost". An empty host (every interface) is not.
+func loopback(listen string) bool {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

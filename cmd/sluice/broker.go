@@ -28,6 +28,7 @@ type brokerFlags struct {
 	readyFile string
 	metrics   string
 	pprof     bool
+	insecure  bool
 	logLevel  string
 	settings  map[string]*string
 }
@@ -84,6 +85,7 @@ func newBrokerFlags() *brokerFlags {
 	f.fs.StringVar(&f.readyFile, "ready-file", "", "once serving, write the broker's address (and the metrics address) to this file, one per line")
 	f.fs.StringVar(&f.metrics, "metrics", "", "serve Prometheus metrics (and pprof with -pprof) on this address")
 	f.fs.BoolVar(&f.pprof, "pprof", false, "serve /debug/pprof on the metrics address")
+	f.fs.BoolVar(&f.insecure, "insecure", false, "allow a listen address other than loopback without TLS and authentication (neither is built yet): anyone who reaches it reads and writes every topic")
 	f.fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	return f
 }
@@ -116,7 +118,7 @@ func (f *brokerFlags) readConfigFile(set map[string]bool) error {
 // brokerConfig turns the settings into a broker.Config, with clear errors.
 func (f *brokerFlags) brokerConfig(logger *slog.Logger) (broker.Config, error) {
 	s := func(k string) string { return *f.settings[k] }
-	cfg := broker.Config{DataDir: s("data"), Logger: logger}
+	cfg := broker.Config{DataDir: s("data"), Logger: logger, Insecure: f.insecure}
 	cfg.Net.Listen = cmp(s("listen"), "127.0.0.1:9440")
 	var errs []error
 	size := func(k string, dst *int64) {

@@ -85,3 +85,39 @@ func TestBrokerConfig(t *testing.T) {
 		t.Fatalf("bad values: %v", err)
 	}
 }
+
+// TestInsecureListen: a listen address other than loopback is refused without -insecure
+// (no TLS or authentication yet), and taken with it; loopback needs nothing.
+func TestInsecureListen(t *testing.T) {
+	for _, c := range []struct {
+		listen   string
+		insecure bool
+		ok       bool
+	}{
+		{"127.0.0.1:9440", false, true},
+		{"[::1]:9440", false, true},
+		{"localhost:9440", false, true},
+		{"0.0.0.0:9440", false, false},
+		{":9440", false, false},
+		{"10.1.2.3:9440", false, false},
+		{"0.0.0.0:9440", true, true},
+	} {
+		f := newBrokerFlags()
+		args := []string{"-data", t.TempDir(), "-listen", c.listen}
+		if c.insecure {
+			args = append(args, "-insecure")
+		}
+		if err := f.fs.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := f.brokerConfig(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.EnsureDefaults()
+		err = cfg.Validate()
+		if (err == nil) != c.ok || (err != nil && !strings.Contains(err.Error(), "-insecure")) {
+			t.Errorf("listen %s insecure %v: %v", c.listen, c.insecure, err)
+		}
+	}
+}
