@@ -14,6 +14,7 @@ import (
 	"sluice/internal/dirlock"
 	"sluice/memarena"
 	"sluice/netio"
+	"sluice/netio/tlsfront"
 	"sluice/persist/hdfs"
 	"sluice/sched"
 )
@@ -51,6 +52,7 @@ type Broker struct {
 	shipper      *hdfs.Shipper   // nil unless distributed mode ships to HDFS
 	remote       *remoteReads    // fetches served from HDFS; nil unless distributed mode
 	cl           *clusterState   // nil unless the broker follows a ZooKeeper cluster
+	front        *tlsfront.Front // the TLS front; nil without TLS
 	// reopen: partitions offline for want of HDFS opened once it answers (HDFS without
 	// a cluster); nil channels when not running.
 	stopReopen, reopenDone chan struct{}
@@ -127,7 +129,7 @@ func Start(cfg Config) (*Broker, error) {
 		b.persisters.Add(1)
 		go b.persistLoop(b.sched.Shard(i), b.kicks[i])
 	}
-	if b.net, err = netio.Start(cfg.Net, b); err != nil {
+	if err = b.startNet(); err != nil {
 		close(b.stopPersist)
 		b.persisters.Wait()
 		b.leaveCluster()
@@ -160,7 +162,11 @@ func Start(cfg Config) (*Broker, error) {
 
 // Serving records the address the network layer listens on; netio calls it before it
 // accepts any connection, so metadata never carries an empty address.
-func (b *Broker) Serving(addr string) { b.addr.Store(&addr) }
+func (b *Broker) Serving(addr string) {
+	if !b.cfg.TLS.Enabled() { // behind a TLS front clients use its address (startNet)
+		b.addr.Store(&addr)
+	}
+}
 
 // Addr returns the address the broker serves on.
 func (b *Broker) Addr() string {
@@ -268,6 +274,9 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 		}
 		cancel()
 		b.shutdownErr = b.net.Stop(ctx)
+		if b.front != nil {
+			b.front.Stop() // its relays ended with the event loops' connections
+		}
 		b.arena.Close()
 		b.lock.Release()
 	})

@@ -37,6 +37,8 @@ type Config struct {
 	// Cluster follows a ZooKeeper cluster's assignments when its ZK addresses are set
 	// (distributed mode; needs HDFS).
 	Cluster ClusterConfig
+	// TLS serves the listener over TLS when its CertFile is set.
+	TLS TLSConfig
 	// Insecure allows listening on an address other than loopback, which serves every
 	// topic to anyone who can reach it: TLS and authentication are not built yet.
 	Insecure bool
@@ -96,6 +98,9 @@ func (c *Config) Validate() error {
 	}
 	if !c.Insecure && !loopback(c.Net.Listen) {
 		errs = append(errs, fmt.Errorf("listen %s is not a loopback address: without TLS and authentication (not built yet) anyone who reaches it reads and writes every topic; give -insecure to serve it anyway", c.Net.Listen))
+	}
+	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") || (c.TLS.ClientCAFile != "" && c.TLS.CertFile == "") {
+		errs = append(errs, errors.New("tls.cert and tls.key go together, and tls.client_ca needs them"))
 	}
 	if c.Cluster.Enabled() && !c.HDFS.Enabled() {
 		errs = append(errs, errors.New("zk needs hdfs.addr: partitions move between brokers through HDFS"))

@@ -53,6 +53,8 @@ var (
 		"Distributed mode: how long the broker's write lease lasts from now (renewed by a ZooKeeper round trip every fifth of the session timeout); at or below 0 it answers produce not_owner.", nil, nil)
 	descMoves = prometheus.NewDesc("sluice_cluster_moves_total",
 		"Distributed mode: partitions loaded here (load) and given up (unload) since start.", []string{"kind"}, nil)
+	descTLS = prometheus.NewDesc("sluice_tls_connections_total",
+		"With TLS on: connections by how their start went: ok (handshake done), failed (bad or no certificate, wrong version, timeout), plaintext (a plaintext client, answered tls_required).", []string{"result"}, nil)
 	descBrokers = prometheus.NewDesc("sluice_cluster_brokers",
 		"Distributed mode: live brokers registered in ZooKeeper, as this broker last read them.", nil, nil)
 	descAssigned = prometheus.NewDesc("sluice_cluster_partitions",
@@ -186,6 +188,12 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descPaused, float64(ns.PausedInflight), "inflight")
 	counter(descPaused, float64(ns.PausedOutbound), "outbound")
 	counter(descClamped, float64(ns.FetchesClamped))
+	if f := c.b.front; f != nil {
+		st := f.Stats()
+		counter(descTLS, float64(st.Handshakes), "ok")
+		counter(descTLS, float64(st.Failed), "failed")
+		counter(descTLS, float64(st.Plaintext), "plaintext")
+	}
 	if cl := c.b.cl; cl != nil {
 		gauge(descLease, time.Duration(cl.lease.Load()-c.b.now()).Seconds())
 		counter(descMoves, float64(cl.loads.Load()), "load")

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"crypto/tls"
 	"fmt"
 	"time"
 
@@ -33,6 +34,7 @@ type cfg struct {
 	producerID   int64
 	pollWait     time.Duration
 	start        StartAt
+	tls          *tls.Config
 	logicalLo    int
 	logicalHi    int
 	fetchBytes   int
@@ -102,6 +104,10 @@ func (c *cfg) validate() error {
 func Brokers(addrs ...string) Opt {
 	return optFunc(func(c *cfg) { c.brokers = append([]string(nil), addrs...) })
 }
+
+// TLS makes every connection use TLS with conf (its RootCAs, and Certificates for a
+// broker that asks for a client certificate); nil: plaintext.
+func TLS(conf *tls.Config) Opt { return optFunc(func(c *cfg) { c.tls = conf }) }
 
 // DialTimeout bounds each connection attempt (default 5s).
 func DialTimeout(d time.Duration) Opt { return optFunc(func(c *cfg) { c.dialTimeout = d }) }

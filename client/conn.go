@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -63,12 +64,34 @@ func (fr *frameReader) makeRoom(need int) {
 // dial connects to addr within the dial timeout and the context.
 func dial(ctx context.Context, c *cfg, addr string) (net.Conn, error) {
 	d := net.Dialer{Timeout: c.dialTimeout}
+	if c.tls != nil {
+		return dialTLS(ctx, c, &d, addr)
+	}
 	nc, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("cannot connect to %s: %w", addr, err)
 	}
 	if tc, ok := nc.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
+	}
+	return nc, nil
+}
+
+// dialTLS connects with TLS (the handshake within the dial timeout); the server name
+// is the address's host unless the configuration names one.
+func dialTLS(ctx context.Context, c *cfg, d *net.Dialer, addr string) (net.Conn, error) {
+	conf := c.tls.Clone()
+	if conf.ServerName == "" {
+		conf.ServerName, _, _ = net.SplitHostPort(addr)
+	}
+	td := tls.Dialer{NetDialer: d, Config: conf}
+	nc, err := td.DialContext(ctx, "tcp", addr)
+	var rh tls.RecordHeaderError
+	switch {
+	case errors.As(err, &rh):
+		return nil, fmt.Errorf("cannot connect to %s with TLS: it answered in plaintext (TLS is not on for this port?): %w", addr, err)
+	case err != nil:
+		return nil, fmt.Errorf("cannot connect to %s with TLS: %w", addr, err)
 	}
 	return nc, nil
 }

@@ -35,10 +35,13 @@ type Handler interface {
 // Config configures the server. The budgets are what the broker may hold for its
 // clients; DESIGN §7 and the package comment say why they are enforced the way they are.
 type Config struct {
-	Listen      string // host:port; port 0 picks one
-	Loops       int    // event loops; 0 means one per core
-	MaxFrame    int    // largest request frame; default 64 MiB + 1 MiB
-	MaxInflight int    // outstanding requests per connection; default 64
+	Listen string // host:port; port 0 picks one (a socket path when Network is unix)
+	// Network is "tcp" (the default) or "unix": behind a TLS front (netio/tlsfront) the
+	// event loops listen on a unix socket only the broker's user can reach.
+	Network     string
+	Loops       int // event loops; 0 means one per core
+	MaxFrame    int // largest request frame; default 64 MiB + 1 MiB
+	MaxInflight int // outstanding requests per connection; default 64
 	// MaxInbound caps the bytes one connection may have read but not yet handed to the
 	// handler (a partial frame, and frames waiting while it may take no more requests);
 	// default 2 * MaxFrame. The budget's large half (MaxInboundTotal/2) caps it too.
@@ -195,7 +198,11 @@ func Start(cfg Config, h Handler) (*Server, error) {
 	if cfg.Loops > 0 {
 		opts = append(opts, gnet.WithNumEventLoop(cfg.Loops))
 	}
-	go func() { s.done <- gnet.Run(s, "tcp://"+cfg.Listen, opts...) }()
+	network := cfg.Network
+	if network == "" {
+		network = "tcp"
+	}
+	go func() { s.done <- gnet.Run(s, network+"://"+cfg.Listen, opts...) }()
 	select {
 	case <-s.addr:
 		return s, nil

@@ -107,6 +107,7 @@ const (
 	CodeNoSpace            Code = 21
 	CodeCorruptData        Code = 22
 	CodeNotOwner           Code = 23
+	CodeTLSRequired        Code = 24
 )
 
 // codes describes every error code, indexed by code:
@@ -145,6 +146,7 @@ var codes = [...]struct {
 	CodeNoSpace:            {"no_space", true, false, "the broker's disk is full: nothing was appended"},
 	CodeCorruptData:        {"corrupt_data", false, false, "stored data is damaged: an operator must repair the partition"},
 	CodeNotOwner:           {"not_owner", true, false, "another broker serves this partition: refresh the metadata"},
+	CodeTLSRequired:        {"tls_required", false, true, "this port speaks TLS: connect with TLS"},
 }
 
 // Known reports whether c is an error code this package knows. A client treats an unknown

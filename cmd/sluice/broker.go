@@ -68,6 +68,9 @@ var brokerKeys = [][2]string{
 	{"hdfs.commit_bytes", "most bytes of one partition in one commit round (default 16MiB)"},
 	{"hdfs.timeout", "bound of every HDFS call (default 10s)"},
 	{"hdfs.roll_bytes", "size at which a partition's HDFS file is sealed and a new one started (default 128MiB)"},
+	{"tls.cert", "serve TLS with this PEM certificate chain (with tls.key; reloaded on SIGHUP)"},
+	{"tls.key", "the TLS certificate's private key (PEM)"},
+	{"tls.client_ca", "require client certificates signed by the CAs in this PEM file"},
 	{"zk", "ZooKeeper address(es), comma-separated: join a cluster and serve the partitions its admin assigns (needs hdfs.addr; default off)"},
 	{"zk.root", "root of the cluster's znodes (default /sluice)"},
 	{"zk.session_timeout", "ZooKeeper session timeout: a broker cut off this long loses its partitions (default 6s)"},
@@ -222,6 +225,7 @@ func (f *brokerFlags) brokerConfig(logger *slog.Logger) (broker.Config, error) {
 	cfg.HDFS.CommitBytes = int(commitBytes)
 	dur("hdfs.timeout", &cfg.HDFS.Conn.Timeout)
 	size("hdfs.roll_bytes", &cfg.HDFS.Writer.RollBytes)
+	cfg.TLS = broker.TLSConfig{CertFile: s("tls.cert"), KeyFile: s("tls.key"), ClientCAFile: s("tls.client_ca")}
 	if v := s("zk"); v != "" {
 		for _, a := range strings.Split(v, ",") {
 			cfg.Cluster.ZK = append(cfg.Cluster.ZK, strings.TrimSpace(a))
@@ -297,8 +301,14 @@ func runBroker(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		}
 	}
 	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	got := <-sig
+	for got == syscall.SIGHUP { // reload the TLS certificates, keep serving
+		if err := b.ReloadTLS(); err != nil {
+			logger.Error("TLS reload failed: the current certificates stay", "err", err)
+		}
+		got = <-sig
+	}
 	logger.Info("shutting down: making everything accepted durable", "signal", got.String())
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -1,12 +1,17 @@
 package main
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
+
+	"sluice/client"
 )
 
 // The flag helpers of every subcommand. Flags are parsed with their output discarded:
@@ -91,4 +96,45 @@ func noPositional(fs *flag.FlagSet, args []string) error {
 // brokerFlag defines --broker, the seed broker of every client command.
 func brokerFlag(fs *flag.FlagSet) *string {
 	return fs.String("broker", "127.0.0.1:9440", "broker address host:port")
+}
+
+// tlsClientFlags are --tls-ca, --tls-cert and --tls-key of every client command.
+type tlsClientFlags struct{ ca, cert, key *string }
+
+func newTLSClientFlags(fs *flag.FlagSet) tlsClientFlags {
+	return tlsClientFlags{
+		ca:   fs.String("tls-ca", "", "connect with TLS, trusting the CA certificates in this PEM file"),
+		cert: fs.String("tls-cert", "", "client certificate (PEM), for a broker that asks for one (with --tls-key)"),
+		key:  fs.String("tls-key", "", "the client certificate's private key (PEM)"),
+	}
+}
+
+// opts returns the client options the flags ask for: none without --tls-ca.
+func (t tlsClientFlags) opts() ([]client.Opt, error) {
+	if *t.ca == "" {
+		if *t.cert != "" || *t.key != "" {
+			return nil, usageError{"--tls-cert and --tls-key need --tls-ca"}
+		}
+		return nil, nil
+	}
+	pem, err := os.ReadFile(*t.ca)
+	if err != nil {
+		return nil, usageError{"--tls-ca: " + err.Error()}
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, usageError{"--tls-ca: no PEM certificate in " + *t.ca}
+	}
+	conf := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	if (*t.cert == "") != (*t.key == "") {
+		return nil, usageError{"--tls-cert and --tls-key go together"}
+	}
+	if *t.cert != "" {
+		cert, err := tls.LoadX509KeyPair(*t.cert, *t.key)
+		if err != nil {
+			return nil, usageError{"--tls-cert/--tls-key: " + err.Error()}
+		}
+		conf.Certificates = []tls.Certificate{cert}
+	}
+	return []client.Opt{client.TLS(conf)}, nil
 }

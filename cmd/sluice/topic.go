@@ -23,6 +23,7 @@ import (
 func topicCreate(args []string, _ io.Reader, stdout, _ io.Writer) error {
 	fs := flag.NewFlagSet("topic create", flag.ContinueOnError)
 	broker := brokerFlag(fs)
+	tf := newTLSClientFlags(fs)
 	parts := fs.Int("partitions", 1, "number of physical partitions, 1..65536")
 	var o wire.TopicOptions
 	fs.Int64Var(&o.RetentionMs, "retention-ms", 0, "retention by age in ms (0 broker default, -1 forever)")
@@ -42,9 +43,9 @@ func topicCreate(args []string, _ io.Reader, stdout, _ io.Writer) error {
 	}
 	ctx, cancel := commandContext(*timeout)
 	defer cancel()
-	a, err := client.NewAdmin(client.Brokers(*broker))
+	a, err := newAdmin(*broker, tf)
 	if err != nil {
-		return usageError{err.Error()}
+		return err
 	}
 	defer a.Close()
 	t, err := a.CreateTopic(ctx, name, *parts, o)
@@ -58,6 +59,7 @@ func topicCreate(args []string, _ io.Reader, stdout, _ io.Writer) error {
 func topicDescribe(args []string, _ io.Reader, stdout, _ io.Writer) error {
 	fs := flag.NewFlagSet("topic describe", flag.ContinueOnError)
 	broker := brokerFlag(fs)
+	tf := newTLSClientFlags(fs)
 	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long")
 	name, err := parseWithName(fs, args)
 	if err != nil {
@@ -65,9 +67,9 @@ func topicDescribe(args []string, _ io.Reader, stdout, _ io.Writer) error {
 	}
 	ctx, cancel := commandContext(*timeout)
 	defer cancel()
-	a, err := client.NewAdmin(client.Brokers(*broker))
+	a, err := newAdmin(*broker, tf)
 	if err != nil {
-		return usageError{err.Error()}
+		return err
 	}
 	defer a.Close()
 	d, err := a.DescribeTopic(ctx, name)
@@ -130,4 +132,17 @@ func reachError(ctx context.Context, err error, broker string, timeout time.Dura
 		return fmt.Errorf("no answer from broker %s within --timeout %v: %w", broker, timeout, err)
 	}
 	return err
+}
+
+// newAdmin connects the admin calls of a topic command.
+func newAdmin(broker string, tf tlsClientFlags) (*client.Admin, error) {
+	opts, err := tf.opts()
+	if err != nil {
+		return nil, err
+	}
+	a, err := client.NewAdmin(append(opts, client.Brokers(broker))...)
+	if err != nil {
+		return nil, usageError{err.Error()}
+	}
+	return a, nil
 }

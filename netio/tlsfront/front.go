@@ -1,0 +1,268 @@
+// Package tlsfront terminates TLS in front of the broker's event loops. gnet, which runs
+// them, has no TLS, and crypto/tls needs a blocking net.Conn; so with TLS on, the event
+// loops listen on a unix socket only the broker's user can reach, and the front accepts
+// clients on the public address, does the handshake with crypto/tls (TLS 1.2 and 1.3,
+// certificates from files, reloaded without dropping connections) and relays each
+// connection's bytes to the event loops over the socket.
+//
+// What it costs: two goroutines and two copies per relayed byte in user space (the
+// plaintext side over the unix socket, and crypto/tls's encryption), and fetches lose
+// sendfile's zero copy: the kernel splices segment data into the unix socket, the front
+// reads and encrypts it. Kernel TLS (TCP_ULP "tls") would keep sendfile, but crypto/tls
+// neither exports the session keys kTLS needs nor hands its record state over;
+// BENCHMARKS.md measures TLS against plaintext.
+//
+// A plaintext client on the TLS port gets one sluice error frame (tls_required) naming
+// the problem, then the connection closes.
+package tlsfront
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"sluice/wire"
+)
+
+// Config configures the front.
+type Config struct {
+	Listen   string // the public address, host:port
+	CertFile string // PEM certificate chain (tls.cert)
+	KeyFile  string // PEM private key (tls.key)
+	// ClientCAFile, when set, makes the front require a client certificate signed by
+	// one of its CAs (tls.client_ca).
+	ClientCAFile string
+	// HandshakeTimeout bounds the handshake (and reading the first bytes). Default 10 s.
+	HandshakeTimeout time.Duration
+	Logger           *slog.Logger
+}
+
+// Stats are the front's counters.
+type Stats struct {
+	Handshakes uint64 // completed
+	Failed     uint64 // handshakes that failed (bad certificate, wrong version, timeout...)
+	Plaintext  uint64 // plaintext clients answered tls_required
+	Relayed    uint64 // connections being relayed now
+}
+
+// Front is a running TLS front.
+type Front struct {
+	cfg     Config
+	backend string // the event loops' unix socket
+	ln      net.Listener
+	tls     atomic.Pointer[tls.Config] // the current certificates; swapped by Reload
+	wg      sync.WaitGroup
+
+	mu    sync.Mutex
+	conns map[net.Conn]struct{} // open client connections, closed by Stop
+	done  bool
+
+	handshakes, failed, plaintext atomic.Uint64
+	relayed                       atomic.Int64
+}
+
+// Start loads the certificates, listens on cfg.Listen and relays every TLS connection to
+// the unix socket backend.
+func Start(cfg Config, backend string) (*Front, error) {
+	if cfg.HandshakeTimeout == 0 {
+		cfg.HandshakeTimeout = 10 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	f := &Front{cfg: cfg, backend: backend, conns: map[net.Conn]struct{}{}}
+	if err := f.Reload(); err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("cannot listen for TLS on %s: %w", cfg.Listen, err)
+	}
+	f.ln = ln
+	f.wg.Add(1)
+	go f.accept()
+	return f, nil
+}
+
+// Addr returns the address the front listens on.
+func (f *Front) Addr() string { return f.ln.Addr().String() }
+
+// Reload reads the certificate, key and client CAs again: new handshakes use them,
+// connections already open keep theirs. A file that cannot be read or does not parse
+// leaves the current ones in place and is the error.
+func (f *Front) Reload() error {
+	cert, err := tls.LoadX509KeyPair(f.cfg.CertFile, f.cfg.KeyFile)
+	if err != nil {
+		return fmt.Errorf("cannot load the TLS certificate %s and key %s: %w", f.cfg.CertFile, f.cfg.KeyFile, err)
+	}
+	c := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if f.cfg.ClientCAFile != "" {
+		pem, err := os.ReadFile(f.cfg.ClientCAFile)
+		if err != nil {
+			return fmt.Errorf("cannot read the client CAs: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return fmt.Errorf("no PEM certificate in the client CA file %s", f.cfg.ClientCAFile)
+		}
+		c.ClientCAs, c.ClientAuth = pool, tls.RequireAndVerifyClientCert
+	}
+	f.tls.Store(c)
+	return nil
+}
+
+// Stop closes the listener and every connection and waits for the relays to end.
+func (f *Front) Stop() {
+	f.ln.Close()
+	f.mu.Lock()
+	f.done = true
+	for c := range f.conns {
+		c.Close()
+	}
+	f.mu.Unlock()
+	f.wg.Wait()
+}
+
+// Stats returns the counters.
+func (f *Front) Stats() Stats {
+	return Stats{Handshakes: f.handshakes.Load(), Failed: f.failed.Load(), Plaintext: f.plaintext.Load(),
+		Relayed: uint64(max(f.relayed.Load(), 0))}
+}
+
+func (f *Front) accept() {
+	defer f.wg.Done()
+	for {
+		c, err := f.ln.Accept()
+		if err != nil {
+			if !errors.Is(err, net.ErrClosed) {
+				f.cfg.Logger.Error("TLS front: accept failed: no more connections", "err", err)
+			}
+			return
+		}
+		if !f.track(c, true) {
+			c.Close()
+			return
+		}
+		f.wg.Add(1)
+		go func() {
+			defer f.wg.Done()
+			defer f.track(c, false)
+			defer c.Close()
+			f.serve(c)
+		}()
+	}
+}
+
+// track adds or removes a connection Stop must close; false once Stop has begun.
+func (f *Front) track(c net.Conn, add bool) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !add {
+		delete(f.conns, c)
+		return true
+	}
+	if f.done {
+		return false
+	}
+	f.conns[c] = struct{}{}
+	return true
+}
+
+// serve handshakes one client and relays it; a plaintext client gets tls_required.
+func (f *Front) serve(c net.Conn) {
+	c.SetDeadline(time.Now().Add(f.cfg.HandshakeTimeout))
+	head := make([]byte, wire.RequestHeaderSize)
+	n, _ := io.ReadAtLeast(c, head, tlsHeadLen)
+	head = head[:n]
+	if n < tlsHeadLen {
+		f.failed.Add(1)
+		return // closed or silent before saying anything
+	}
+	if !looksLikeTLS(head) {
+		f.refusePlaintext(c, head)
+		return
+	}
+	tc := tls.Server(&prefixed{Conn: c, head: head}, f.tls.Load())
+	ctx, cancel := context.WithTimeout(context.Background(), f.cfg.HandshakeTimeout)
+	err := tc.HandshakeContext(ctx)
+	cancel()
+	if err != nil {
+		f.failed.Add(1)
+		f.cfg.Logger.Debug("TLS handshake failed", "remote", c.RemoteAddr(), "err", err)
+		return
+	}
+	f.handshakes.Add(1)
+	c.SetDeadline(time.Time{})
+	back, err := net.DialTimeout("unix", f.backend, f.cfg.HandshakeTimeout)
+	if err != nil {
+		f.cfg.Logger.Error("TLS front: cannot reach the event loops", "socket", f.backend, "err", err)
+		return
+	}
+	f.relayed.Add(1)
+	defer f.relayed.Add(-1)
+	relay(tc, back.(*net.UnixConn))
+}
+
+// tlsHeadLen is how much of a connection's start tells TLS from a sluice frame: a TLS
+// handshake record (type 22, version 3.x, two length bytes) holding a ClientHello
+// (handshake type 1). A sluice frame would need a length of 0x..0x0316 and API key
+// bytes that no API has.
+const tlsHeadLen = 6
+
+func looksLikeTLS(b []byte) bool {
+	return len(b) >= tlsHeadLen && b[0] == 22 && b[1] == 3 && b[5] == 1
+}
+
+// refusePlaintext answers a plaintext sluice client with tls_required (its request id
+// echoed when its header was read), then lets the connection close.
+func (f *Front) refusePlaintext(c net.Conn, head []byte) {
+	f.plaintext.Add(1)
+	if len(head) < wire.RequestHeaderSize {
+		more := make([]byte, wire.RequestHeaderSize-len(head))
+		n, _ := io.ReadFull(c, more)
+		head = append(head, more[:n]...)
+	}
+	_, hdr, _ := wire.PeekFrame(head, 1<<31)
+	msg := wire.NewError(wire.CodeTLSRequired, "this port speaks TLS: connect with TLS (sluice --tls-ca FILE, client.TLS)")
+	c.Write(wire.AppendErrorResponse(nil, hdr, msg))
+	f.cfg.Logger.Debug("plaintext client on the TLS port", "remote", c.RemoteAddr())
+}
+
+// relay copies both ways until either side ends, then closes both.
+func relay(client *tls.Conn, back *net.UnixConn) {
+	done := make(chan struct{})
+	go func() {
+		io.Copy(back, client) // requests
+		back.CloseWrite()
+		close(done)
+	}()
+	io.Copy(client, back) // answers
+	client.CloseWrite()
+	client.Close()
+	<-done
+	back.Close()
+}
+
+// prefixed is a connection whose first bytes were already read.
+type prefixed struct {
+	net.Conn
+	head []byte
+}
+
+func (p *prefixed) Read(b []byte) (int, error) {
+	if len(p.head) > 0 {
+		n := copy(b, p.head)
+		p.head = p.head[n:]
+		return n, nil
+	}
+	return p.Conn.Read(b)
+}

@@ -1,0 +1,262 @@
+package test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"sluice/client"
+	"sluice/internal/testbroker"
+	"sluice/wire"
+)
+
+// Real TLS handshakes against a broker process, with certificates made here.
+
+// pki is a test CA and the files of the certificates it issued.
+type pki struct {
+	t    *testing.T
+	dir  string
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pool *x509.CertPool
+	file string // the CA certificate, PEM
+}
+
+func newPKI(t *testing.T, name string) *pki {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name}, IsCA: true,
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	p := &pki{t: t, dir: t.TempDir(), cert: cert, key: key, pool: x509.NewCertPool()}
+	p.pool.AddCert(cert)
+	p.file = p.write(name+"-ca.pem", "CERTIFICATE", der)
+	return p
+}
+
+func (p *pki) write(name, kind string, der []byte) string {
+	path := filepath.Join(p.dir, name)
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: kind, Bytes: der}), 0o600); err != nil {
+		p.t.Fatal(err)
+	}
+	return path
+}
+
+// issue makes a certificate for 127.0.0.1 (a server) or a client, valid from nb to na;
+// it returns the certificate and key files.
+func (p *pki) issue(name string, serial int64, client bool, nb, na time.Time) (certFile, keyFile string) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: name},
+		NotBefore: nb, NotAfter: na, KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}
+	if client {
+		tmpl.ExtKeyUsage, tmpl.IPAddresses = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, nil
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.cert, &key.PublicKey, p.key)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	kder, _ := x509.MarshalECPrivateKey(key)
+	return p.write(name+".pem", "CERTIFICATE", der), p.write(name+"-key.pem", "EC PRIVATE KEY", kder)
+}
+
+func (p *pki) valid(name string, serial int64, client bool) (string, string) {
+	return p.issue(name, serial, client, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
+}
+
+// tlsCall makes one metadata call over TLS with conf and returns the server's
+// certificate serial, or the error.
+func tlsCall(addr string, conf *tls.Config) (int64, error) {
+	c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, conf)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	if _, err := c.Write(metadataFrame(7)); err != nil {
+		return 0, err
+	}
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	head := make([]byte, wire.ResponseHeaderSize)
+	if _, err := c.Read(head); err != nil {
+		return 0, err
+	}
+	if _, hdr, _ := wire.PeekResponse(head, 1<<20); hdr.RequestID != 7 || hdr.Code != wire.CodeNone {
+		return 0, &net.AddrError{Err: "bad answer " + hdr.Code.String(), Addr: addr}
+	}
+	return c.ConnectionState().PeerCertificates[0].SerialNumber.Int64(), nil
+}
+
+// metadataFrame is a metadata request frame with request id id.
+func metadataFrame(id uint32) []byte {
+	req := wire.Request{Header: wire.RequestHeader{APIKey: wire.APIMetadata, RequestID: id}, Body: &wire.MetadataRequest{}}
+	return req.AppendTo(nil)
+}
+
+// TestTLSListener: a broker serving TLS takes clients that trust its CA (produce and
+// consume through the Go client); refuses a plaintext client with tls_required; fails
+// the handshakes of clients that trust another CA, and of every client while its own
+// certificate has expired; reloads its certificate on SIGHUP without dropping the
+// connections already open.
+func TestTLSListener(t *testing.T) {
+	ca := newPKI(t, "sluice-test")
+	cert, key := ca.valid("broker", 10, false)
+	b := testbroker.Start(t, t.TempDir(), "-metrics", "127.0.0.1:0", "-tls.cert", cert, "-tls.key", key)
+	good := &tls.Config{RootCAs: ca.pool, MinVersion: tls.VersionTLS12}
+
+	// The Go client over TLS: create, produce, consume.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	a, err := client.NewAdmin(client.Brokers(b.Addr), client.TLS(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if _, err := a.CreateTopic(ctx, "s", 2, wire.TopicOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := client.NewProducer(ctx, "s", client.Brokers(b.Addr), client.TLS(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 100 {
+		if err := p.Produce(ctx, &client.Record{Key: []byte{byte(i)}, Value: []byte("secret")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.NewConsumer(ctx, "s", client.Brokers(b.Addr), client.TLS(good), client.Start(client.Oldest()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := 0
+	for read < 100 {
+		if err := c.Poll(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for c.Next() {
+			read++
+		}
+	}
+	c.Close()
+
+	// Plaintext on the TLS port: one clear answer, then the connection closes.
+	w := dial(t, b.Addr)
+	if r := w.call(&wire.MetadataRequest{}); r.Header.Code != wire.CodeTLSRequired || !strings.Contains(r.Text, "TLS") {
+		t.Fatalf("plaintext on the TLS port: %v %q", r.Header.Code, r.Text)
+	}
+
+	// A client trusting another CA (the broker's certificate is as good as self-signed
+	// to it) fails its handshake.
+	other := newPKI(t, "other")
+	if _, err := tlsCall(b.Addr, &tls.Config{RootCAs: other.pool}); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Fatalf("a client trusting another CA: %v", err)
+	}
+
+	// SIGHUP with a new certificate: new connections get it, an open one goes on.
+	open, err := tls.Dial("tcp", b.Addr, good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer open.Close()
+	newCert, newKey := ca.valid("broker2", 11, false)
+	os.Rename(newCert, cert)
+	os.Rename(newKey, key)
+	syscall.Kill(b.Pid(), syscall.SIGHUP)
+	waitFor(t, "the new certificate after SIGHUP", func() bool {
+		serial, err := tlsCall(b.Addr, good)
+		return err == nil && serial == 11
+	})
+	if _, err := open.Write(metadataFrame(1)); err != nil {
+		t.Fatalf("a connection open across the reload: %v", err)
+	}
+	open.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := open.Read(make([]byte, wire.ResponseHeaderSize)); err != nil {
+		t.Fatalf("a connection open across the reload got no answer: %v", err)
+	}
+
+	// An expired certificate, reloaded: every handshake fails.
+	oldCert, oldKey := ca.issue("expired", 12, false, time.Now().Add(-2*time.Hour), time.Now().Add(-time.Hour))
+	os.Rename(oldCert, cert)
+	os.Rename(oldKey, key)
+	syscall.Kill(b.Pid(), syscall.SIGHUP)
+	waitFor(t, "handshakes to fail on the expired certificate", func() bool {
+		_, err := tlsCall(b.Addr, good)
+		return err != nil && strings.Contains(err.Error(), "expired")
+	})
+	if n := scrape(t, b.MetricsAddr, `sluice_tls_connections_total{result="plaintext"}`); n != 1 {
+		t.Fatalf("plaintext connections counted %v, want 1", n)
+	}
+	if n := scrape(t, b.MetricsAddr, `sluice_tls_connections_total{result="failed"}`); n < 2 {
+		t.Fatalf("failed handshakes counted %v, want at least 2", n)
+	}
+	if strings.Contains(b.Log(), "PRIVATE KEY") {
+		t.Fatal("the broker logged key material")
+	}
+}
+
+// TestTLSClientCertificates: with tls.client_ca a client without a certificate, or with
+// one from another CA, fails the handshake; one with a certificate from the CA is served.
+// A TLS client on a plaintext port gets an error that says so.
+func TestTLSClientCertificates(t *testing.T) {
+	ca := newPKI(t, "sluice-test")
+	cert, key := ca.valid("broker", 10, false)
+	b := testbroker.Start(t, t.TempDir(), "-tls.cert", cert, "-tls.key", key, "-tls.client_ca", ca.file)
+	conf := &tls.Config{RootCAs: ca.pool}
+	if _, err := tlsCall(b.Addr, conf); err == nil {
+		t.Fatal("a client without a certificate was served")
+	}
+	other := newPKI(t, "other")
+	oc, ok := other.valid("intruder", 2, true)
+	pair, err := tls.LoadX509KeyPair(oc, ok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tlsCall(b.Addr, &tls.Config{RootCAs: ca.pool, Certificates: []tls.Certificate{pair}}); err == nil {
+		t.Fatal("a client with another CA's certificate was served")
+	}
+	cc, ck := ca.valid("app", 3, true)
+	if pair, err = tls.LoadX509KeyPair(cc, ck); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tlsCall(b.Addr, &tls.Config{RootCAs: ca.pool, Certificates: []tls.Certificate{pair}}); err != nil {
+		t.Fatalf("a client with the CA's certificate: %v", err)
+	}
+
+	plain := testbroker.Start(t, t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	a, err := client.NewAdmin(client.Brokers(plain.Addr), client.TLS(conf))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if _, err := a.Metadata(ctx); err == nil || !strings.Contains(err.Error(), "plaintext") {
+		t.Fatalf("TLS to a plaintext port: %v", err)
+	}
+}
