@@ -27,7 +27,7 @@ import (
 
 // pki is a test CA and the files of the certificates it issued.
 type pki struct {
-	t    *testing.T
+	t    testing.TB
 	dir  string
 	cert *x509.Certificate
 	key  *ecdsa.PrivateKey
@@ -35,7 +35,7 @@ type pki struct {
 	file string // the CA certificate, PEM
 }
 
-func newPKI(t *testing.T, name string) *pki {
+func newPKI(t testing.TB, name string) *pki {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
