@@ -309,16 +309,23 @@ func TestTornTailAndDamage(t *testing.T) {
 // batches into a new file, and every offset is read once.
 func TestPausedNameNode(t *testing.T) {
 	c := hdfstest.Start(t) // its own cluster: the shared one must not stop under other tests
+	// The short timeout is for the call against the paused NameNode; the calls around
+	// it get a long one, so that a host loaded by other tests does not time them out.
 	conn, err := NewConn(Options{Addresses: []string{c.Addr}, User: "sluice", Timeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
+	patient, err := NewConn(Options{Addresses: []string{c.Addr}, User: "sluice", Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer patient.Close()
 	ctx := context.Background()
 	dir := PartitionDir("/paused", "topic", 0)
 	w := NewWriter(dir, 1, 0, WriterOptions{})
 	data, _ := batches(0, 100, "a")
-	if err := w.Commit(ctx, conn, [][]byte{data}); err != nil {
+	if err := w.Commit(ctx, patient, [][]byte{data}); err != nil {
 		t.Fatal(err)
 	}
 	acked := w.Next()
@@ -334,7 +341,7 @@ func TestPausedNameNode(t *testing.T) {
 	}
 	deadline := time.Now().Add(time.Minute)
 	for {
-		err := w.Commit(ctx, conn, [][]byte{more})
+		err := w.Commit(ctx, patient, [][]byte{more})
 		if err == nil {
 			break
 		}
@@ -343,7 +350,7 @@ func TestPausedNameNode(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	r := NewReader(conn, dir, nil)
+	r := NewReader(patient, dir, nil)
 	if err := r.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
