@@ -138,7 +138,7 @@ func (c *Consumer) retry(ctx context.Context, op func(context.Context) error) er
 // retriable code.
 func retriable(err error) bool {
 	var pe *wire.ProtocolError
-	return !errors.As(err, &pe) || pe.Code.Retriable() || pe.Code == wire.CodeUnknownPartition
+	return !errors.As(err, &pe) || pe.Code.Retriable() || staleRoute(pe.Code)
 }
 
 // refresh asks the topic's metadata again and takes the partitions' new addresses. It

@@ -35,7 +35,7 @@ func (w *window) onAnswer(r *sendReq, code wire.Code, resp *wire.ProduceResponse
 	}
 	head := w.reqs[0]
 	w.reqs = append(w.reqs[:0], w.reqs[1:]...)
-	if code != wire.CodeNone && code != wire.CodeSessionMismatch && (code.Retriable() || code == wire.CodeUnknownPartition) {
+	if code != wire.CodeNone && code != wire.CodeSessionMismatch && (code.Retriable() || staleRoute(code)) {
 		w.refused, w.refusals = code, w.refusals+1
 	}
 	switch {
@@ -55,7 +55,7 @@ func (w *window) onAnswer(r *sendReq, code wire.Code, resp *wire.ProduceResponse
 		w.restart(now + int64(retryAfter(resp)))
 	case code == wire.CodeSessionMismatch && resp != nil:
 		w.rewind(resp.Session, resp.Checkpoint)
-	case code == wire.CodeVersionMismatch, code == wire.CodeNotServing, code == wire.CodeNotOwner, code == wire.CodeUnknownPartition:
+	case code == wire.CodeVersionMismatch, code == wire.CodeNotServing, code == wire.CodeNotOwner, staleRoute(code):
 		w.restart(now + backoff)
 		return actRefresh
 	case code.Retriable(): // no_space among them: the disk may get room again
@@ -232,4 +232,14 @@ func (w *window) check() {
 			panic("BUG: window batches out of order")
 		}
 	}
+}
+
+// staleRoute reports whether a code says the request went to the wrong place rather
+// than that it is wrong: a topic or partition unknown to a broker that served it before
+// (the partition moved, or the address now belongs to another broker or another
+// process). The client refreshes the metadata and retries, as Kafka's clients do with
+// unknown_topic_or_partition; a topic unknown from the start fails when the producer or
+// consumer resolves it.
+func staleRoute(c wire.Code) bool {
+	return c == wire.CodeUnknownPartition || c == wire.CodeUnknownTopic
 }
