@@ -29,6 +29,7 @@ var layers = []struct {
 	{"persist/vfs/...", 25}, // filesystem interface (direct I/O, fallocate: x/sys/unix) and fault injection
 	{"batch", 20},           // the record batch format
 	{"wire", 25},            // frames, requests, error codes
+	{"auth/...", 22},        // authentication (SCRAM) and authorization
 	{"codec", 25},           // compression (klauspost/compress)
 	{"memarena/...", 25},    // the memory arena
 	{"persist", 27},         // the storage seam: Store, Region, errors
