@@ -82,9 +82,21 @@ func Dial(ctx context.Context, addrs []string, root string, sessionTimeout time.
 		return nil, fmt.Errorf("no ZooKeeper session with %v: %w", addrs, ctx.Err())
 	}
 	for _, p := range []string{"brokers", "admin/election", "topics", "assignments", "released"} {
-		if err := c.ensure(path.Join(c.root, p)); err != nil {
-			c.Close()
-			return nil, err
+		// A connection lost now (a server slow to answer, a restart) is retried while
+		// ctx lasts: go-zookeeper reconnects by itself.
+		for {
+			err := c.ensure(path.Join(c.root, p))
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, zk.ErrConnectionClosed) || ctx.Err() != nil {
+				c.Close()
+				return nil, err
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
 		}
 	}
 	return c, nil
