@@ -397,3 +397,20 @@ func TestClusterZooKeeperDown(t *testing.T) {
 		t.Fatalf("read %d records besides the producer's, want the 1 written by hand", others)
 	}
 }
+
+// TestClusterJunkAssignmentID: an assignment znode edited in by hand whose name is not
+// a partition of its topic ("-1") is left out, not a crash: the broker, which reads
+// every assignment on each change, goes on following (a topic created after it is
+// loaded and takes writes).
+func TestClusterJunkAssignmentID(t *testing.T) {
+	c := startCluster(t, 1)
+	c.createTopic(t, "k", 1)
+	c.zk.Create(t, "/sluice/assignments/k/-1", `{"broker":"nobody","epoch":1}`)
+	c.createTopic(t, "k2", 1) // assigned, so the broker reads every assignment again
+	w := dial(t, c.brokers[0].Addr)
+	waitFor(t, "the new topic to take writes", func() bool {
+		r := w.call(&wire.ProduceRequest{Topic: []byte("k2"), Partition: 0, Version: 1,
+			WaitDurableMs: 30000, Batches: records(0, -1, "after-junk", 3)})
+		return r.Header.Code == wire.CodeNone
+	})
+}
