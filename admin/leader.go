@@ -110,7 +110,8 @@ func (c *Cluster) Owners() (map[PartitionID]Owned, error) {
 		}
 		for _, id := range ids {
 			n, err := strconv.Atoi(id)
-			if err != nil {
+			if err != nil || n < 0 || strconv.Itoa(n) != id { // "-1", "01": edited by hand
+				c.log.Error("assignment znode not named after a partition: left out", "topic", topic, "znode", id)
 				continue
 			}
 			data, st, err := c.conn.Get(path.Join(dir, topic, id))
