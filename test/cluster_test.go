@@ -1,9 +1,11 @@
 package test
 
 import (
+	"bufio"
 	"context"
 	"encoding/binary"
 	"fmt"
+	"net"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -413,4 +415,74 @@ func TestClusterJunkAssignmentID(t *testing.T) {
 			WaitDurableMs: 30000, Batches: records(0, -1, "after-junk", 3)})
 		return r.Header.Code == wire.CodeNone
 	})
+}
+
+// TestClusterMetadataWhileLoading: clients ask for metadata all the time while
+// partitions move (every not_owner sends them there); a broker taking over many
+// partitions at once must keep answering it and finish every load. (A metadata answer
+// reads each partition's broker under the cluster lock while it holds the topics' read
+// lock, and a load swaps its partition in under the topics' write lock while it holds
+// the cluster lock: opposite orders.)
+func TestClusterMetadataWhileLoading(t *testing.T) {
+	c := startCluster(t, 2)
+	b1, b2 := c.brokers[0], c.brokers[1]
+	const parts = 32
+	c.createTopic(t, "m", parts)
+	stop := make(chan struct{})
+	errs := make(chan error, 4)
+	for range cap(errs) {
+		go func() { errs <- askMetadata(b2.Addr, "m", stop) }()
+	}
+	b1.Kill()
+	waitFor(t, "every partition on the survivor", func() bool { return servedBy(owners(t, b2.Addr, "m"))[b2.Addr] == parts })
+	w := dial(t, b2.Addr)
+	for i := range uint32(parts) {
+		waitFor(t, fmt.Sprintf("partition %d to take writes on the survivor", i), func() bool {
+			r := w.call(&wire.ProduceRequest{Topic: []byte("m"), Partition: i, Version: 1,
+				WaitDurableMs: 30000, Batches: records(0, -1, "m", 1)})
+			return r.Header.Code == wire.CodeNone
+		})
+	}
+	close(stop)
+	for range cap(errs) {
+		if err := <-errs; err != nil {
+			t.Fatalf("metadata while the partitions loaded: %v", err)
+		}
+	}
+}
+
+// askMetadata asks the broker at addr for a topic's metadata, one request after the
+// other on one connection, until stop is closed; it returns the first failure (an
+// answer that does not come within 30 s included).
+func askMetadata(addr, topic string, stop <-chan struct{}) error {
+	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	w := &wireConn{conn: conn, r: bufio.NewReaderSize(conn, 1<<20)}
+	body := &wire.MetadataRequest{Topics: []string{topic}}
+	for id := uint32(1); ; id++ {
+		select {
+		case <-stop:
+			return nil
+		default:
+		}
+		v, _, _ := body.Key().Versions()
+		req := wire.Request{Header: wire.RequestHeader{APIKey: body.Key(), APIVersion: v, RequestID: id}, Body: body}
+		if _, err := conn.Write(req.AppendTo(nil)); err != nil {
+			return err
+		}
+		frame, err := w.readFrame()
+		if err != nil {
+			return fmt.Errorf("request %d: %w", id, err)
+		}
+		var resp wire.Response
+		if _, err := resp.Decode(frame, wire.DefaultMaxFrame); err != nil {
+			return err
+		}
+		if resp.Header.Code != wire.CodeNone {
+			return fmt.Errorf("request %d: %v %s", id, resp.Header.Code, resp.Text)
+		}
+	}
 }
