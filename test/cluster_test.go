@@ -522,3 +522,48 @@ func TestClusterLateCommitNotServed(t *testing.T) {
 		t.Fatalf("a fetch from offset 0 read %v, want %v (nothing at or past the new owner's start, 5)", got, want)
 	}
 }
+
+// TestClusterSameIDWhileAlive: a broker hangs (paused, as an operator sees it) and a new
+// one is started with the same -broker.id before the hung one's session expired; then
+// the hung one resumes, its session still alive. Its partition must never be writable
+// on both at once (the two would write the same offsets, and the older epoch's
+// acknowledged writes are fenced on HDFS by the newer one's files).
+func TestClusterSameIDWhileAlive(t *testing.T) {
+	c := &cluster{zk: zktest.Start(t), hdfs: hdfstest.Start(t)}
+	startAdmin(t, c.zk.Addr, "a1")
+	const session = 15 * time.Second
+	start := func() *testbroker.Broker {
+		return testbroker.Start(t, t.TempDir(), "-hdfs.addr", c.hdfs.Addr, "-hdfs.timeout", "5s", "-hdfs.commit_interval", "20ms",
+			"-zk", c.zk.Addr, "-zk.session_timeout", session.String(), "-broker.id", "x")
+	}
+	hung := start()
+	c.brokers = []*testbroker.Broker{hung}
+	c.createTopic(t, "s", 1)
+	writable := func(w *wireConn) bool {
+		r := w.call(&wire.ProduceRequest{Topic: []byte("s"), Partition: 0, Version: 1, Batches: records(0, -1, "v", 1)})
+		return r.Header.Code == wire.CodeNone
+	}
+	wHung := dial(t, hung.Addr)
+	waitFor(t, "the first broker to take writes", func() bool { return writable(wHung) })
+	if err := syscall.Kill(hung.Pid(), syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	defer func() {
+		if !resumed {
+			syscall.Kill(hung.Pid(), syscall.SIGCONT)
+		}
+	}()
+	again := start()
+	wAgain := dial(t, again.Addr)
+	waitFor(t, "the broker started again to take writes", func() bool { return writable(wAgain) })
+	syscall.Kill(hung.Pid(), syscall.SIGCONT)
+	resumed = true
+	// Watch both for more than a lease renewal (a fifth of the session) of the resumed one.
+	for i := 0; i < 40; i++ {
+		if writable(wHung) && writable(wAgain) {
+			t.Fatalf("both brokers named x take writes for s/0 (round %d after the hung one resumed)", i)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
