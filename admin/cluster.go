@@ -174,17 +174,33 @@ func (c *Cluster) ensure(p string) error {
 	return nil
 }
 
+// createEphemeral creates the ephemeral znode p with content b. One this session made
+// already is replaced; one of another session is not: its process may still run (a
+// broker with the same id, or this one before a restart faster than the session
+// timeout, hung but not dead), and taking its place would let both serve. It fails with
+// errRegisteredElsewhere then.
 func (c *Cluster) createEphemeral(p string, b []byte) error {
 	_, err := c.conn.Create(p, b, zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
-	if errors.Is(err, zk.ErrNodeExists) {
-		// Ours from the same session, or left by a session not expired yet (a restart
-		// faster than the session timeout): replace it.
-		if err = c.conn.Delete(p, -1); err == nil || errors.Is(err, zk.ErrNoNode) {
-			_, err = c.conn.Create(p, b, zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
-		}
+	if !errors.Is(err, zk.ErrNodeExists) {
+		return err
 	}
+	_, st, err := c.conn.Get(p)
+	switch {
+	case errors.Is(err, zk.ErrNoNode): // gone meanwhile
+		_, err = c.conn.Create(p, b, zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
+		return err
+	case err != nil:
+		return err
+	case st.EphemeralOwner != c.conn.SessionID():
+		return fmt.Errorf("%w (session %x)", errRegisteredElsewhere, st.EphemeralOwner)
+	}
+	_, err = c.conn.Set(p, b, -1)
 	return err
 }
+
+// errRegisteredElsewhere is why an ephemeral znode is not made: another live session
+// holds it.
+var errRegisteredElsewhere = errors.New("held by another ZooKeeper session")
 
 // Register publishes the broker's registration (ephemeral: it lasts as long as the
 // session, and is made again on every new one).
@@ -193,10 +209,29 @@ func (c *Cluster) Register(b BrokerInfo) error {
 	if err != nil {
 		return err
 	}
-	if err := c.createEphemeral(p, data); err != nil {
-		return fmt.Errorf("cannot register broker %s: %w", b.ID, err)
+	for {
+		err := c.createEphemeral(p, data)
+		if !errors.Is(err, errRegisteredElsewhere) {
+			if err != nil {
+				return fmt.Errorf("cannot register broker %s: %w", b.ID, err)
+			}
+			return nil
+		}
+		// A process registered with this id still has its session: wait until
+		// ZooKeeper ends it (at most its session timeout after it was last heard of).
+		ok, _, gone, err := c.conn.ExistsW(p)
+		if err != nil {
+			return fmt.Errorf("cannot register broker %s: %w", b.ID, err)
+		}
+		if ok {
+			c.log.Warn("broker id registered by another live session: waiting for it to end", "broker", b.ID)
+			select {
+			case <-gone:
+			case <-c.done:
+				return fmt.Errorf("cannot register broker %s: closed", b.ID)
+			}
+		}
 	}
-	return nil
 }
 
 // UpdateRegistration replaces the broker's registration with b (same id): the new
@@ -206,7 +241,14 @@ func (c *Cluster) UpdateRegistration(b BrokerInfo) error {
 	if err != nil {
 		return err
 	}
-	if _, err := c.conn.Set(p, data, -1); err != nil {
+	_, st, err := c.conn.Get(p)
+	if err == nil && st.EphemeralOwner != c.conn.SessionID() {
+		err = errRegisteredElsewhere // never overwrite another process's registration
+	}
+	if err == nil {
+		_, err = c.conn.Set(p, data, st.Version)
+	}
+	if err != nil {
 		return fmt.Errorf("cannot update the registration of broker %s: %w", b.ID, err)
 	}
 	return nil

@@ -408,3 +408,47 @@ func perTopicCount(m map[string]string) map[string]int {
 	}
 	return out
 }
+
+// TestMoveOnWaitsForTheHolder: a partition moves from b1 to b2 (a broker joined), and
+// b2 dies before b1 released it, so b2 never loaded it. The leader moves it on to b3;
+// b1 still holds it (it may still take writes and acknowledge them), so b3 must wait for
+// b1's release: the assignment names b1 as From. Naming nobody (b2 is dead) would have
+// b3 load the partition while b1 still serves it: two writers, and what b1 acknowledges
+// after b3 read HDFS's end is fenced by b3's first file, lost.
+func TestMoveOnWaitsForTheHolder(t *testing.T) {
+	s := zktest.Start(t)
+	leader := dial(t, s)
+	b1, b2, b3 := dial(t, s), dial(t, s), dial(t, s)
+	if err := b1.Register(BrokerInfo{ID: "b1", Addr: "127.0.0.1:1", Capacity: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := leader.CreateTopic("t", TopicInfo{Partitions: 2, Version: 1}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := leader.Campaign(ctx, "admin"); err != nil {
+		t.Fatal(err)
+	}
+	go leader.Lead(ctx, Limits{MaxMoves: 2, Slack: 0.1}, 100*time.Millisecond)
+	waitOwners(t, leader, "t", 2, "both on b1", func(o []Owner) bool { return perBroker(o)["b1"] == 2 })
+	if err := b2.Register(BrokerInfo{ID: "b2", Addr: "127.0.0.1:2", Capacity: 1}); err != nil {
+		t.Fatal(err)
+	}
+	moved := waitOwners(t, leader, "t", 2, "one moved to b2", func(o []Owner) bool { return perBroker(o)["b2"] == 1 })
+	p := 0
+	if moved[1].Broker == "b2" {
+		p = 1
+	}
+	if moved[p].From != "b1" {
+		t.Fatalf("the move from b1 to b2 does not wait for b1: %+v", moved[p])
+	}
+	if err := b3.Register(BrokerInfo{ID: "b3", Addr: "127.0.0.1:3", Capacity: 1}); err != nil {
+		t.Fatal(err)
+	}
+	b2.Close() // dies before b1 released the partition: b2 never loaded it
+	after := waitOwners(t, leader, "t", 2, "b2's partition moved on", func(o []Owner) bool { return o[p].Broker != "b2" && o[p].Epoch > moved[p].Epoch })
+	if after[p].Broker != "b1" && after[p].From != "b1" {
+		t.Fatalf("the partition moved on to %s without waiting for b1, which still holds it: %+v", after[p].Broker, after[p])
+	}
+}

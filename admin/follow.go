@@ -114,12 +114,19 @@ func (c *Cluster) Registered(id string) (bool, error) {
 	return ok, nil
 }
 
-// Ping makes one round trip to ZooKeeper on the session. A broker's write lease is
-// measured from when a successful Ping was sent: ZooKeeper heard from the session after
-// that, so the session cannot expire before that time plus the session timeout.
-func (c *Cluster) Ping() error {
-	if _, _, err := c.conn.Exists(c.root); err != nil {
+// Ping makes one round trip to ZooKeeper and checks that broker id's registration
+// belongs to session (the caller's current one). A broker's write lease is measured
+// from when a successful Ping was sent: ZooKeeper heard from the session after that, so
+// the session cannot expire before that time plus the session timeout; and the broker
+// is the one registered under its id, not a process that lost its registration to
+// another with the same id.
+func (c *Cluster) Ping(id string, session int64) error {
+	ok, st, err := c.conn.Exists(path.Join(c.root, "brokers", id))
+	if err != nil {
 		return fmt.Errorf("ZooKeeper did not answer: %w", err)
+	}
+	if !ok || st.EphemeralOwner != session {
+		return fmt.Errorf("broker %s is not registered by session %x", id, session)
 	}
 	return nil
 }

@@ -110,7 +110,8 @@ func (c *Cluster) Owners() (map[PartitionID]Owned, error) {
 		}
 		for _, id := range ids {
 			n, err := strconv.Atoi(id)
-			if err != nil {
+			if err != nil || n < 0 || strconv.Itoa(n) != id { // "-1", "01": edited by hand
+				c.log.Error("assignment znode not named after a partition: left out", "topic", topic, "znode", id)
 				continue
 			}
 			data, st, err := c.conn.Get(path.Join(dir, topic, id))
@@ -235,11 +236,11 @@ func (c *Cluster) placeOnce(brokers []BrokerInfo, topics map[string]TopicInfo, o
 		if had {
 			version = o.Version
 		}
-		from := ""
-		if old := prev[p.PartitionID]; alive[old] {
-			from = old
+		from, err := c.holder(p.PartitionID, o.Owner, alive)
+		if err != nil {
+			return err
 		}
-		err := c.setOwner(p.PartitionID, Owner{Broker: b, Epoch: o.Epoch + 1, From: from}, version)
+		err = c.setOwner(p.PartitionID, Owner{Broker: b, Epoch: o.Epoch + 1, From: from}, version)
 		if errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrNodeExists) {
 			return fmt.Errorf("assignment of %v changed under the leader (another leader?): %w", p.PartitionID, err)
 		}
@@ -250,6 +251,28 @@ func (c *Cluster) placeOnce(brokers []BrokerInfo, topics map[string]TopicInfo, o
 		c.log.Info("assigned", "topic", p.Topic, "partition", p.ID, "broker", b, "epoch", o.Epoch+1, "from", from)
 	}
 	return nil
+}
+
+// holder returns the live broker that may still hold a partition about to move, for the
+// new owner to wait for its release; "" when no live broker may. That is the broker it
+// is assigned to, unless the move to that broker still waits for the broker it came
+// from (o.From has not released it as of o.Epoch): then the partition is still held
+// there, however many times it moves on meanwhile (to a broker that dies before
+// loading it, or that gives it up unloaded).
+func (c *Cluster) holder(pid PartitionID, o Owner, alive map[string]bool) (string, error) {
+	if o.From != "" && o.From != o.Broker && alive[o.From] {
+		r, ok, err := c.Released(pid)
+		if err != nil {
+			return "", err
+		}
+		if !ok || r.Broker != o.From || r.Epoch < o.Epoch {
+			return o.From, nil
+		}
+	}
+	if alive[o.Broker] {
+		return o.Broker, nil
+	}
+	return "", nil
 }
 
 // loadUnit is the produce rate that weighs as much as a partition's presence: an idle

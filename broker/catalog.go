@@ -351,7 +351,6 @@ func (b *Broker) lookup(name []byte, id uint32) (*part, error) {
 // metadata answers a metadata request.
 func (b *Broker) metadata(r *wire.MetadataRequest) *wire.MetadataResponse {
 	b.mu.RLock()
-	defer b.mu.RUnlock()
 	names := r.Topics
 	if len(names) == 0 {
 		for name := range b.mu.topics {
@@ -359,18 +358,24 @@ func (b *Broker) metadata(r *wire.MetadataRequest) *wire.MetadataResponse {
 		}
 		sort.Strings(names)
 	}
-	resp := &wire.MetadataResponse{}
+	var topics []*topic
 	for _, name := range names {
 		if t := b.mu.topics[name]; t != nil {
-			resp.Topics = append(resp.Topics, wire.Topic{Name: name, Version: t.meta.Version,
-				Partitions: b.partitionsOf(t)})
+			topics = append(topics, t)
 		}
+	}
+	b.mu.RUnlock()
+	resp := &wire.MetadataResponse{}
+	for _, t := range topics {
+		resp.Topics = append(resp.Topics, wire.Topic{Name: t.meta.Name, Version: t.meta.Version,
+			Partitions: b.partitionsOf(t)})
 	}
 	return resp
 }
 
 // partitionsOf lists a topic's partitions with the address of the broker serving each:
-// this one, or in distributed mode the one each is assigned to ("" while none is).
+// this one, or in distributed mode the one each is assigned to ("" while none is). Not
+// under b.mu: it takes the cluster's lock, which comes before b.mu.
 func (b *Broker) partitionsOf(t *topic) []wire.Partition {
 	parts := wire.NewPartitions(t.meta.Partitions, b.Addr())
 	if b.cl != nil {
@@ -384,13 +389,16 @@ func (b *Broker) partitionsOf(t *topic) []wire.Partition {
 // describe answers a describe request; the partitions' windows are read without a lock.
 func (b *Broker) describe(name string) (*wire.DescribeTopicResponse, error) {
 	b.mu.RLock()
-	defer b.mu.RUnlock()
 	t := b.mu.topics[name]
+	b.mu.RUnlock()
 	if t == nil {
 		return nil, wire.NewError(wire.CodeUnknownTopic, "unknown topic "+name)
 	}
+	parts := b.partitionsOf(t) // before b.mu: see partitionsOf
+	b.mu.RLock()
+	defer b.mu.RUnlock()
 	resp := &wire.DescribeTopicResponse{Name: name, Version: t.meta.Version, Options: t.meta.Options}
-	for i, p := range b.partitionsOf(t) {
+	for i, p := range parts {
 		st := wire.PartitionState{Partition: p, Checkpoint: -1}
 		if pt := t.parts[i]; pt.p != nil {
 			w := pt.p.Window()

@@ -102,10 +102,10 @@ func (b *Broker) joinCluster() error {
 	if cl.id == "" {
 		cl.id = b.Addr()
 	}
-	b.renewLease()
 	if err := cl.c.Register(admin.BrokerInfo{ID: cl.id, Addr: b.Addr(), Capacity: cc.Capacity}); err != nil {
 		return fmt.Errorf("cannot join the cluster: %w", err)
 	}
+	b.renewLease() // the lease needs the registration
 	cl.wg.Add(2)
 	go b.heartbeat()
 	go b.follow()
@@ -186,12 +186,13 @@ func (b *Broker) reportLoad(lr *loadReport, now time.Time) {
 }
 
 // renewLease makes one round trip to ZooKeeper and, on the session the lease was last
-// confirmed on, extends the lease to half the session timeout from when it was sent.
+// confirmed on and holding the broker's registration, extends the lease to half the
+// session timeout from when it was sent.
 func (b *Broker) renewLease() bool {
 	cl := b.cl
 	sent := b.now()
 	session := cl.c.SessionID()
-	if cl.c.Ping() != nil {
+	if session == 0 || cl.c.Ping(cl.id, session) != nil {
 		return false
 	}
 	if cl.leaseSession.Load() == 0 {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 
+	"sluice/batch"
 	"sluice/netio"
 	"sluice/persist/hdfs"
 	"sluice/wire"
@@ -130,6 +131,9 @@ func (rr *remoteReads) serve(conn *hdfs.Conn, readers map[*part]*hdfs.Reader, t 
 			break
 		}
 	}
+	if err == nil {
+		data = below(data, pt.p.LocalStart())
+	}
 	w := pt.p.Window()
 	body := wire.FetchResponse{HighWatermark: w.Next, LogStartOffset: w.Start, Checkpoint: w.Checkpoint}
 	if start, ok := r.Start(); ok {
@@ -147,4 +151,21 @@ func (rr *remoteReads) serve(conn *hdfs.Conn, readers map[*part]*hdfs.Reader, t 
 	default: // HDFS down or slow: retriable
 		b.respond(t.c, t.slot, t.hdr, wire.NewError(wire.CodeNotServing, "cannot read from HDFS: "+err.Error()), nil)
 	}
+}
+
+// below returns the whole batches of data (read from HDFS) that start below limit, the
+// partition's first local offset. Past it the local log answers, and HDFS may hold an
+// older epoch's data there that no reader trusts once this broker's first file fences
+// it (a commit of the broker the partition came from, landing after this load read
+// HDFS's end): never acknowledged, at offsets this broker gives to other records.
+func below(data []byte, limit int64) []byte {
+	n := 0
+	for n < len(data) {
+		h, err := batch.ParseHeader(data[n:])
+		if err != nil || h.BaseOffset >= limit {
+			break
+		}
+		n += h.Size()
+	}
+	return data[:n]
 }

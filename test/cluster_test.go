@@ -1,9 +1,11 @@
 package test
 
 import (
+	"bufio"
 	"context"
 	"encoding/binary"
 	"fmt"
+	"net"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -16,6 +18,7 @@ import (
 	"sluice/internal/peer/hdfstest"
 	"sluice/internal/peer/zktest"
 	"sluice/internal/testbroker"
+	"sluice/persist/hdfs"
 	"sluice/wire"
 )
 
@@ -468,5 +471,172 @@ func TestClusterJunkAssignment(t *testing.T) {
 	mustOK(t, w.call(&wire.ProduceRequest{Topic: []byte("q"), Version: 1, Batches: records(0, -1, "b", 1)}))
 	if strings.Contains(b.Log(), "gave up") {
 		t.Fatalf("the broker gave a partition up for a junk assignment:\n%s", b.Log())
+	}
+}
+
+// TestClusterJunkAssignmentID: an assignment znode edited in by hand whose name is not
+// a partition of its topic ("-1") is left out, not a crash: the broker, which reads
+// every assignment on each change, goes on following (a topic created after it is
+// loaded and takes writes).
+func TestClusterJunkAssignmentID(t *testing.T) {
+	c := startCluster(t, 1)
+	c.createTopic(t, "k", 1)
+	c.zk.Create(t, "/sluice/assignments/k/-1", `{"broker":"nobody","epoch":1}`)
+	c.createTopic(t, "k2", 1) // assigned, so the broker reads every assignment again
+	w := dial(t, c.brokers[0].Addr)
+	waitFor(t, "the new topic to take writes", func() bool {
+		r := w.call(&wire.ProduceRequest{Topic: []byte("k2"), Partition: 0, Version: 1,
+			WaitDurableMs: 30000, Batches: records(0, -1, "after-junk", 3)})
+		return r.Header.Code == wire.CodeNone
+	})
+}
+
+// TestClusterMetadataWhileLoading: clients ask for metadata all the time while
+// partitions move (every not_owner sends them there); a broker taking over many
+// partitions at once must keep answering it and finish every load. (A metadata answer
+// reads each partition's broker under the cluster lock while it holds the topics' read
+// lock, and a load swaps its partition in under the topics' write lock while it holds
+// the cluster lock: opposite orders.)
+func TestClusterMetadataWhileLoading(t *testing.T) {
+	c := startCluster(t, 2)
+	b1, b2 := c.brokers[0], c.brokers[1]
+	const parts = 32
+	c.createTopic(t, "m", parts)
+	stop := make(chan struct{})
+	errs := make(chan error, 4)
+	for range cap(errs) {
+		go func() { errs <- askMetadata(b2.Addr, "m", stop) }()
+	}
+	b1.Kill()
+	waitFor(t, "every partition on the survivor", func() bool { return servedBy(owners(t, b2.Addr, "m"))[b2.Addr] == parts })
+	w := dial(t, b2.Addr)
+	for i := range uint32(parts) {
+		waitFor(t, fmt.Sprintf("partition %d to take writes on the survivor", i), func() bool {
+			r := w.call(&wire.ProduceRequest{Topic: []byte("m"), Partition: i, Version: 1,
+				WaitDurableMs: 30000, Batches: records(0, -1, "m", 1)})
+			return r.Header.Code == wire.CodeNone
+		})
+	}
+	close(stop)
+	for range cap(errs) {
+		if err := <-errs; err != nil {
+			t.Fatalf("metadata while the partitions loaded: %v", err)
+		}
+	}
+}
+
+// askMetadata asks the broker at addr for a topic's metadata, one request after the
+// other on one connection, until stop is closed; it returns the first failure (an
+// answer that does not come within 30 s included).
+func askMetadata(addr, topic string, stop <-chan struct{}) error {
+	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	w := &wireConn{conn: conn, r: bufio.NewReaderSize(conn, 1<<20)}
+	body := &wire.MetadataRequest{Topics: []string{topic}}
+	for id := uint32(1); ; id++ {
+		select {
+		case <-stop:
+			return nil
+		default:
+		}
+		v, _, _ := body.Key().Versions()
+		req := wire.Request{Header: wire.RequestHeader{APIKey: body.Key(), APIVersion: v, RequestID: id}, Body: body}
+		if _, err := conn.Write(req.AppendTo(nil)); err != nil {
+			return err
+		}
+		frame, err := w.readFrame()
+		if err != nil {
+			return fmt.Errorf("request %d: %w", id, err)
+		}
+		var resp wire.Response
+		if _, err := resp.Decode(frame, wire.DefaultMaxFrame); err != nil {
+			return err
+		}
+		if resp.Header.Code != wire.CodeNone {
+			return fmt.Errorf("request %d: %v %s", id, resp.Header.Code, resp.Text)
+		}
+	}
+}
+
+// TestClusterLateCommitNotServed: the broker a partition moved from finishes a commit on
+// HDFS after the new owner read HDFS's end (its round was under way; it is never
+// acknowledged). Until the new owner's first file fences it, that data sits on HDFS past
+// the new owner's start, in the old epoch. The new owner must not serve it to a consumer
+// reading the older offsets from HDFS: the offsets are the new owner's to give to other
+// records (the consumer would read a record never acknowledged and skip those). The old
+// owner is played by a writer of persist/hdfs at an older epoch, appending to its file.
+func TestClusterLateCommitNotServed(t *testing.T) {
+	c := startCluster(t, 1)
+	br := c.brokers[0]
+	conn, err := hdfs.NewConn(hdfs.Options{Addresses: []string{c.hdfs.Addr}, User: "sluice", Timeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	old := hdfs.NewWriter(hdfs.PartitionDir("/sluice", "l", 0), 1, 0, hdfs.WriterOptions{})
+	commit := func(prefix string, n int) {
+		b := records(0, -1, prefix, n)
+		batch.SetBaseOffset(b, old.Next())
+		if err := old.Commit(context.Background(), conn, [][]byte{b}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	commit("old", 5) // offsets 0..4, the old owner's, acknowledged
+	c.createTopic(t, "l", 1)
+	waitFor(t, "the partition loaded", func() bool {
+		return scrape(t, br.MetricsAddr, `sluice_cluster_moves_total{kind="load"}`) == 1
+	})
+	commit("late", 1)                                      // offset 5: the old owner's round lands after the load read HDFS's end
+	got := partitionValues(t, dial(t, br.Addr), "l", 0, 5) // a consumer reading from 0
+	if want := appendValues(nil, "old", 5); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("a fetch from offset 0 read %v, want %v (nothing at or past the new owner's start, 5)", got, want)
+	}
+}
+
+// TestClusterSameIDWhileAlive: a broker hangs (paused, as an operator sees it) and a new
+// one is started with the same -broker.id before the hung one's session expired; then
+// the hung one resumes, its session still alive. Its partition must never be writable
+// on both at once (the two would write the same offsets, and the older epoch's
+// acknowledged writes are fenced on HDFS by the newer one's files).
+func TestClusterSameIDWhileAlive(t *testing.T) {
+	c := &cluster{zk: zktest.Start(t), hdfs: hdfstest.Start(t)}
+	startAdmin(t, c.zk.Addr, "a1")
+	const session = 15 * time.Second
+	start := func() *testbroker.Broker {
+		return testbroker.Start(t, t.TempDir(), "-hdfs.addr", c.hdfs.Addr, "-hdfs.timeout", "5s", "-hdfs.commit_interval", "20ms",
+			"-zk", c.zk.Addr, "-zk.session_timeout", session.String(), "-broker.id", "x")
+	}
+	hung := start()
+	c.brokers = []*testbroker.Broker{hung}
+	c.createTopic(t, "s", 1)
+	writable := func(w *wireConn) bool {
+		r := w.call(&wire.ProduceRequest{Topic: []byte("s"), Partition: 0, Version: 1, Batches: records(0, -1, "v", 1)})
+		return r.Header.Code == wire.CodeNone
+	}
+	wHung := dial(t, hung.Addr)
+	waitFor(t, "the first broker to take writes", func() bool { return writable(wHung) })
+	if err := syscall.Kill(hung.Pid(), syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	defer func() {
+		if !resumed {
+			syscall.Kill(hung.Pid(), syscall.SIGCONT)
+		}
+	}()
+	again := start()
+	wAgain := dial(t, again.Addr)
+	waitFor(t, "the broker started again to take writes", func() bool { return writable(wAgain) })
+	syscall.Kill(hung.Pid(), syscall.SIGCONT)
+	resumed = true
+	// Watch both for more than a lease renewal (a fifth of the session) of the resumed one.
+	for i := 0; i < 40; i++ {
+		if writable(wHung) && writable(wAgain) {
+			t.Fatalf("both brokers named x take writes for s/0 (round %d after the hung one resumed)", i)
+		}
+		time.Sleep(250 * time.Millisecond)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -83,6 +84,39 @@ func (s *Server) Restart(t testing.TB) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// Create creates a persistent znode with the given content, for a test that edits the
+// cluster state by hand. It runs a few lines of Java against the server's own client
+// classes (the CLI needs jars the install does not have); a failure fails t.
+func (s *Server) Create(t testing.TB, path, data string) {
+	t.Helper()
+	src := filepath.Join(t.TempDir(), "ZkCreate.java")
+	if err := os.WriteFile(src, []byte(zkCreate), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("java", "-Xmx64m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-cp", s.cp, src, s.Addr, path, data)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // dies with the test binary
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("cannot create znode %s: %v\n%s", path, err, out)
+	}
+}
+
+// zkCreate is Create's program: ADDR PATH DATA.
+const zkCreate = `import org.apache.zookeeper.*;
+import java.util.concurrent.CountDownLatch;
+
+public class ZkCreate {
+	public static void main(String[] a) throws Exception {
+		CountDownLatch up = new CountDownLatch(1);
+		ZooKeeper zk = new ZooKeeper(a[0], 10000, e -> {
+			if (e.getState() == Watcher.Event.KeeperState.SyncConnected) up.countDown();
+		});
+		up.await();
+		zk.create(a[1], a[2].getBytes("UTF-8"), ZooDefs.Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+		zk.close();
+	}
+}
+`
 
 // serving asks the server "srvr" (a four-letter command) and looks for its mode.
 func (s *Server) serving() bool {
