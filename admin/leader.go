@@ -94,6 +94,23 @@ type Owned struct {
 	Version int32
 }
 
+// Owner reads one partition's assignment from ZooKeeper (a zero Owned when it has none
+// or it cannot be parsed).
+func (c *Cluster) Owner(pid PartitionID) (Owned, error) {
+	data, st, err := c.conn.Get(path.Join(c.root, "assignments", pid.Topic, strconv.Itoa(pid.ID)))
+	if errors.Is(err, zk.ErrNoNode) {
+		return Owned{}, nil
+	}
+	if err != nil {
+		return Owned{}, fmt.Errorf("cannot read the assignment of %s/%d: %w", pid.Topic, pid.ID, err)
+	}
+	var o Owner
+	if json.Unmarshal(data, &o) != nil {
+		return Owned{Version: st.Version}, nil
+	}
+	return Owned{Owner: o, Version: st.Version}, nil
+}
+
 // Owners returns every partition's assignment (those whose znode cannot be read are
 // missing: the leader places them again).
 func (c *Cluster) Owners() (map[PartitionID]Owned, error) {
@@ -155,6 +172,7 @@ func (c *Cluster) setOwner(pid PartitionID, o Owner, version int32) error {
 // may call it (Campaign).
 func (c *Cluster) Lead(ctx context.Context, lim Limits, interval time.Duration) error {
 	expired := c.Expired()
+	good := map[PartitionID]Owner{} // the last readable assignment of each partition
 	for {
 		brokers, bch, err := c.Brokers()
 		if err != nil {
@@ -168,7 +186,18 @@ func (c *Cluster) Lead(ctx context.Context, lim Limits, interval time.Duration) 
 		if err != nil {
 			return err
 		}
-		if err := c.placeOnce(brokers, topics, owners, lim); err != nil {
+		// An assignment that cannot be read (edited by hand) is taken as it last was:
+		// its broker may still hold the partition, and a move must wait for it. The
+		// znode is written again as it was.
+		junk := map[PartitionID]bool{}
+		for pid, o := range owners {
+			if g, ok := good[pid]; ok && o.Broker == "" {
+				owners[pid], junk[pid] = Owned{Owner: g, Version: o.Version}, true
+			} else if o.Broker != "" {
+				good[pid] = o.Owner
+			}
+		}
+		if err := c.placeOnce(brokers, topics, owners, junk, lim); err != nil {
 			return err
 		}
 		select {
@@ -184,7 +213,7 @@ func (c *Cluster) Lead(ctx context.Context, lim Limits, interval time.Duration) 
 }
 
 // placeOnce computes one placement and writes what changed.
-func (c *Cluster) placeOnce(brokers []BrokerInfo, topics map[string]TopicInfo, owners map[PartitionID]Owned, lim Limits) error {
+func (c *Cluster) placeOnce(brokers []BrokerInfo, topics map[string]TopicInfo, owners map[PartitionID]Owned, junk map[PartitionID]bool, lim Limits) error {
 	live := make([]Broker, 0, len(brokers))
 	for _, b := range brokers {
 		live = append(live, Broker{ID: b.ID, Capacity: b.Capacity})
@@ -228,10 +257,17 @@ func (c *Cluster) placeOnce(brokers []BrokerInfo, topics map[string]TopicInfo, o
 	}()
 	for _, p := range parts {
 		b, ok := next[p.PartitionID]
+		o, had := owners[p.PartitionID]
+		if ok && b == prev[p.PartitionID] && junk[p.PartitionID] { // repair it as it was
+			if err := c.setOwner(p.PartitionID, o.Owner, o.Version); err != nil {
+				return fmt.Errorf("cannot repair the assignment of %v: %w", p.PartitionID, err)
+			}
+			c.log.Warn("repaired an unreadable assignment as it last was", "topic", p.Topic, "partition", p.ID, "broker", b)
+			continue
+		}
 		if !ok || b == prev[p.PartitionID] {
 			continue
 		}
-		o, had := owners[p.PartitionID]
 		version := int32(-1)
 		if had {
 			version = o.Version

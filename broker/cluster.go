@@ -52,6 +52,7 @@ type clusterState struct {
 	lease        atomic.Int64
 	leaseSession atomic.Int64
 	stop         chan struct{}
+	kick         chan struct{} // a load or unload ended: look at the assignments again
 	wg           sync.WaitGroup
 	loads        atomic.Uint64 // partitions loaded
 	unloads      atomic.Uint64 // partitions given up
@@ -86,7 +87,7 @@ func (b *Broker) dialCluster() error {
 	if err != nil {
 		return fmt.Errorf("cannot join the cluster: %w", err)
 	}
-	cl := &clusterState{c: c, timeout: cc.SessionTimeout, stop: make(chan struct{})}
+	cl := &clusterState{c: c, timeout: cc.SessionTimeout, stop: make(chan struct{}), kick: make(chan struct{}, 1)}
 	cl.mu.addrs = map[string]string{}
 	cl.mu.busy = map[admin.PartitionID]bool{}
 	cl.mu.released = map[admin.PartitionID]uint64{}
@@ -122,6 +123,7 @@ func (b *Broker) leaveCluster() {
 	}
 	close(b.cl.stop)
 	b.cl.wg.Wait()
+	b.cl.lease.Store(0) // before the session ends: nothing more is acknowledged under it
 	b.cl.c.Close()
 }
 
@@ -275,6 +277,7 @@ func (b *Broker) follow() {
 		case <-bch:
 			bch = nil
 		case <-ach:
+		case <-cl.kick: // a load or unload ended: what changed meanwhile waits no longer
 		case <-retry:
 		}
 	}
@@ -297,8 +300,8 @@ func (b *Broker) reconcile(topics map[string]admin.TopicInfo, brokers []admin.Br
 	for name, ti := range topics {
 		b.addClusterTopic(name, ti)
 	}
+	var releases []release
 	cl.mu.Lock()
-	defer cl.mu.Unlock()
 	cl.mu.addrs = make(map[string]string, len(brokers))
 	for _, br := range brokers {
 		cl.mu.addrs[br.ID] = br.Addr
@@ -323,7 +326,9 @@ func (b *Broker) reconcile(topics map[string]admin.TopicInfo, brokers []admin.Br
 		}
 		held := pt.p != nil
 		switch {
-		case o.Broker == cl.id && (!held || pt.epoch != o.Epoch):
+		case o.Broker == cl.id && (!held || pt.epoch != o.Epoch || pt.unloading.Load()):
+			// (unloading and not busy: given up at a session expiry while its load was
+			// ending; takeOver closes it and loads it again)
 			cl.mu.busy[pid] = true
 			cl.wg.Add(1)
 			go b.takeOver(pid, pt, o.Owner)
@@ -332,14 +337,27 @@ func (b *Broker) reconcile(topics map[string]admin.TopicInfo, brokers []admin.Br
 			cl.wg.Add(1)
 			go b.giveUp(pid, pt, true)
 		case o.Broker != cl.id && o.From == cl.id && cl.mu.released[pid] < o.Epoch:
-			// Never loaded here (or given up already): nothing to ship.
-			if err := cl.c.Release(pid, cl.id, o.Epoch); err != nil {
-				b.cfg.Logger.Warn("cannot release a partition: retrying", "topic", pid.Topic, "partition", pid.ID, "err", err)
-				continue
-			}
-			cl.mu.released[pid] = o.Epoch
+			// Never loaded here (or given up already): nothing to ship. Written after
+			// cl.mu is released (metadata on the event loops waits for it).
+			releases = append(releases, release{pid, o.Epoch})
 		}
 	}
+	cl.mu.Unlock()
+	for _, r := range releases {
+		if err := cl.c.Release(r.pid, cl.id, r.epoch); err != nil {
+			b.cfg.Logger.Warn("cannot release a partition: retrying", "topic", r.pid.Topic, "partition", r.pid.ID, "err", err)
+			continue
+		}
+		cl.mu.Lock()
+		cl.mu.released[r.pid] = max(cl.mu.released[r.pid], r.epoch)
+		cl.mu.Unlock()
+	}
+}
+
+// release is a release reconcile writes.
+type release struct {
+	pid   admin.PartitionID
+	epoch uint64
 }
 
 // figures returns what the broker last read of the cluster: live brokers, and the
@@ -405,6 +423,10 @@ func (b *Broker) done(pid admin.PartitionID) {
 	cl.mu.Lock()
 	delete(cl.mu.busy, pid)
 	cl.mu.Unlock()
+	select {
+	case cl.kick <- struct{}{}:
+	default: // a look is due already
+	}
 	cl.wg.Done()
 }
 

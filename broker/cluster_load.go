@@ -70,7 +70,10 @@ func (b *Broker) waitRelease(pid admin.PartitionID, o admin.Owner) bool {
 		}
 		r, ok, err := cl.c.Released(pid)
 		if err == nil && ok && r.Broker == o.From && r.Epoch >= o.Epoch {
-			return true
+			// The cached assignments may be behind: check on ZooKeeper that this load
+			// is still the current one before trusting a release.
+			cur, cerr := cl.c.Owner(pid)
+			return cerr == nil && cur.Broker == cl.id && cur.Epoch == o.Epoch
 		}
 		if err == nil {
 			live, rerr := cl.c.Registered(o.From)
@@ -119,7 +122,7 @@ func (b *Broker) loadAssigned(pid admin.PartitionID, old *part, o admin.Owner) e
 	if tr.ok {
 		start = tr.tail.Start
 	}
-	session := max(b.newSession(), tr.tail.Epoch+1)
+	session := max(clusterSession(o.Epoch, b.newSession()), tr.tail.Epoch+1)
 	p, err := engine.Open(engine.PartitionConfig{Topic: t.meta.Name, ID: pid.ID, Version: t.meta.Version,
 		Session: session, Replicated: true, ReplicaStart: start, Prior: tr.tail.Headers}, l, b.arena)
 	if err != nil {
@@ -241,6 +244,7 @@ func (b *Broker) giveUpAll() {
 	b.mu.RLock()
 	for _, parts := range b.mu.byShard {
 		for _, pt := range parts {
+			pt.abandoned.Store(true) // before the lease can be renewed on the new session
 			pt.unloading.Store(true)
 			pid := admin.PartitionID{Topic: pt.topic.meta.Name, ID: pt.id}
 			if !cl.mu.busy[pid] {
@@ -265,6 +269,9 @@ func (b *Broker) giveUpAll() {
 // new checkpoint. In distributed mode only under a confirmed lease: otherwise it waits
 // in lateShipped for the heartbeat.
 func (b *Broker) passShipped(pt *part, next int64) {
+	if pt.abandoned.Load() {
+		return // given up at a session expiry: another broker may own it now
+	}
 	if b.cl != nil && !b.cl.leased(b.now()) {
 		pt.lateShipped.Store(next)
 		return
@@ -285,4 +292,14 @@ func (b *Broker) clusterRefusal(pt *part) error {
 		return wire.NewError(wire.CodeNotOwner, "this broker's ZooKeeper session is not confirmed: it takes no writes until it is")
 	}
 	return nil
+}
+
+// clusterSession makes a load's session S from the assignment's epoch (the high bits:
+// every move raises it, so a later owner's S exceeds every earlier owner's whatever
+// their clocks say) and a value unique to this load on this broker (the low 40 bits, in
+// ms, of the broker's own increasing session clock: a reload at the same epoch, after a
+// session expiry, gets a new S).
+func clusterSession(epoch, unique uint64) uint64 {
+	const low = 40
+	return epoch<<low | (unique/uint64(time.Millisecond))&(1<<low-1)
 }

@@ -56,6 +56,7 @@ type part struct {
 	// acknowledgment that came while the broker's ZooKeeper lease was not confirmed, to
 	// pass on once it is (0: none).
 	unloading               atomic.Bool
+	abandoned               atomic.Bool // given up at a session expiry: HDFS acks no longer count
 	epoch                   uint64
 	lateShipped             atomic.Int64
 	appendLog, persistLog   everyLog
