@@ -37,6 +37,7 @@ type Cluster struct {
 	// learned from go-zookeeper's log line, which is the only place it says it.
 	asked   time.Duration
 	granted *atomic.Int32
+	stats   leaderStats
 }
 
 // BrokerInfo is a broker's registration; the broker refreshes its load figures in it

@@ -172,6 +172,8 @@ func (c *Cluster) setOwner(pid PartitionID, o Owner, version int32) error {
 // may call it (Campaign).
 func (c *Cluster) Lead(ctx context.Context, lim Limits, interval time.Duration) error {
 	expired := c.Expired()
+	c.stats.leading.Store(true)
+	defer c.stats.leading.Store(false)
 	good := map[PartitionID]Owner{} // the last readable assignment of each partition
 	for {
 		brokers, bch, err := c.Brokers()
@@ -243,6 +245,7 @@ func (c *Cluster) placeOnce(brokers []BrokerInfo, topics map[string]TopicInfo, o
 		}
 	}
 	next := Place(live, parts, prev, lim)
+	c.stats.pass(len(brokers), len(parts), len(next))
 	alive := map[string]bool{}
 	for _, b := range brokers {
 		alive[b.ID] = true
@@ -262,6 +265,7 @@ func (c *Cluster) placeOnce(brokers []BrokerInfo, topics map[string]TopicInfo, o
 			if err := c.setOwner(p.PartitionID, o.Owner, o.Version); err != nil {
 				return fmt.Errorf("cannot repair the assignment of %v: %w", p.PartitionID, err)
 			}
+			c.stats.repaired.Add(1)
 			c.log.Warn("repaired an unreadable assignment as it last was", "topic", p.Topic, "partition", p.ID, "broker", b)
 			continue
 		}
@@ -284,6 +288,7 @@ func (c *Cluster) placeOnce(brokers []BrokerInfo, topics map[string]TopicInfo, o
 			return fmt.Errorf("cannot assign %v to %s: %w", p.PartitionID, b, err)
 		}
 		changed = true
+		c.stats.moves.Add(1)
 		c.log.Info("assigned", "topic", p.Topic, "partition", p.ID, "broker", b, "epoch", o.Epoch+1, "from", from)
 	}
 	return nil

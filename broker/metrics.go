@@ -3,6 +3,7 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -17,8 +18,14 @@ import (
 // ServeMetrics serves /metrics (and /debug/pprof when withPprof) on addr in the
 // background, until the process ends, and returns the address it listens on.
 func (b *Broker) ServeMetrics(addr string, withPprof bool) (string, error) {
+	return serveMetrics(addr, b.cfg.Logger, b.Metrics(), withPprof)
+}
+
+// serveMetrics serves the collector (with the Go runtime's and the process's figures)
+// on addr until the process ends.
+func serveMetrics(addr string, log *slog.Logger, c prometheus.Collector, withPprof bool) (string, error) {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(b.Metrics(), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(c, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	if withPprof {
@@ -34,7 +41,7 @@ func (b *Broker) ServeMetrics(addr string, withPprof bool) (string, error) {
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			b.cfg.Logger.Error("metrics server failed", "err", err)
+			log.Error("metrics server failed", "err", err) // the process goes on without them
 		}
 	}()
 	return ln.Addr().String(), nil

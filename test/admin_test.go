@@ -18,7 +18,8 @@ import (
 func startAdmin(t testing.TB, addr, id string) (*exec.Cmd, *syncBuf) {
 	t.Helper()
 	log := &syncBuf{}
-	cmd := exec.Command(testbroker.Binary(t), "admin", "-zk", addr, "-id", id, "-zk-session-timeout", "2s", "-interval", "100ms")
+	cmd := exec.Command(testbroker.Binary(t), "admin", "-zk", addr, "-id", id, "-zk-session-timeout", "2s", "-interval", "100ms",
+		"-metrics", "127.0.0.1:0")
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -58,6 +59,13 @@ func TestAdminFailover(t *testing.T) {
 	waitFor(t, "the topic placed on b1", func() bool { return placedOn(t, c, 4)["b1"] == 4 })
 	if strings.Contains(secondLog.String(), "admin leading") {
 		t.Fatal("two admins lead at once")
+	}
+	if m := adminMetrics(t, firstLog); testbroker.Scrape(t, m, "sluice_admin_leading") != 1 ||
+		testbroker.Scrape(t, m, "sluice_admin_moves_total") < 4 || testbroker.Scrape(t, m, "sluice_admin_brokers") != 1 {
+		t.Fatal("the leader's figures do not show it leading, with its 4 placements and 1 broker")
+	}
+	if m := adminMetrics(t, secondLog); testbroker.Scrape(t, m, "sluice_admin_leading") != 0 {
+		t.Fatal("the admin standing by says it leads")
 	}
 	first.Process.Kill()
 	waitFor(t, "a2 to lead after a1 died", func() bool { return strings.Contains(secondLog.String(), "admin leading") })
@@ -133,4 +141,18 @@ func TestTwoAdminsAtOnce(t *testing.T) {
 	if n := leading(); n != 1 {
 		t.Fatalf("%d admins lead:\n%s\n%s", n, a.String(), b.String())
 	}
+}
+
+// adminMetrics returns the metrics address an admin logged.
+func adminMetrics(t testing.TB, log *syncBuf) string {
+	t.Helper()
+	var addr string
+	waitFor(t, "the admin's metrics address", func() bool {
+		_, rest, ok := strings.Cut(log.String(), `msg="serving metrics" addr=`)
+		if f := strings.Fields(rest); ok && len(f) > 0 {
+			addr = f[0]
+		}
+		return addr != ""
+	})
+	return strings.TrimSpace(addr)
 }

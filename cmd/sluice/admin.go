@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"sluice/admin"
+	"sluice/broker"
 )
 
 // runAdmin runs an admin of a distributed cluster: it stands by until ZooKeeper elects
@@ -29,6 +30,7 @@ func runAdmin(args []string, _ io.Reader, _, stderr io.Writer) error {
 	slack := fs.Float64("slack", 0.2, "how far above its fair share of load (0.2: 20 %) a broker may be before partitions move off it")
 	interval := fs.Duration("interval", time.Second, "time between placement passes when nothing changes")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	metrics := fs.String("metrics", "", "serve Prometheus metrics on this address (leadership, passes, moves)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -44,6 +46,13 @@ func runAdmin(args []string, _ io.Reader, _, stderr io.Writer) error {
 		return err
 	}
 	defer c.Close()
+	if *metrics != "" {
+		addr, err := broker.ServeFigures(*metrics, log, func() []broker.Figure { return adminFigures(c.Stats()) })
+		if err != nil {
+			return err
+		}
+		log.Info("serving metrics", "addr", addr)
+	}
 	log.Info("admin standing by", "id", *id)
 	if err := c.Campaign(ctx, *id); err != nil {
 		if errors.Is(err, context.Canceled) {
@@ -75,4 +84,21 @@ func (z zkFlags) dial(ctx context.Context, wait, session time.Duration, log *slo
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	return admin.Dial(ctx, strings.Split(*z.addrs, ","), *z.root, session, log)
+}
+
+// adminFigures are an admin's metrics.
+func adminFigures(s admin.LeaderStats) []broker.Figure {
+	leading := 0.0
+	if s.Leading {
+		leading = 1
+	}
+	return []broker.Figure{
+		{Name: "sluice_admin_leading", Help: "1 while this admin leads (places partitions), 0 while it stands by.", Value: leading},
+		{Name: "sluice_admin_passes_total", Help: "Placement passes this admin ran while leading.", Value: float64(s.Passes), Counter: true},
+		{Name: "sluice_admin_moves_total", Help: "Assignments this admin wrote: partitions placed or moved.", Value: float64(s.Moves), Counter: true},
+		{Name: "sluice_admin_repaired_total", Help: "Unreadable assignments written again as they last were.", Value: float64(s.Repaired), Counter: true},
+		{Name: "sluice_admin_brokers", Help: "Live brokers at the last pass.", Value: float64(s.Brokers)},
+		{Name: "sluice_admin_partitions", Help: "Partitions at the last pass.", Value: float64(s.Partitions)},
+		{Name: "sluice_admin_unplaced_partitions", Help: "Partitions with no live broker to place them on at the last pass (alert when above 0).", Value: float64(s.Unplaced)},
+	}
 }
