@@ -43,7 +43,7 @@ func Check(h *History) *Report {
 	for _, a := range h.mu.sends {
 		r.Acks[a.String()]++
 	}
-	final := r.finalReads(h.mu.reads, h.mu.sends)
+	final := r.finalReads(h.mu.reads, h.mu.sends, h.mu.cuts)
 	r.checkDuplicates(final)
 	r.checkOrder(final)
 	r.checkMissing(final, h.mu.sends, h.mu.damaged)
@@ -52,10 +52,13 @@ func Check(h *History) *Report {
 
 // finalReads checks every read for unexpected values and returns what the reads at or
 // below C say each position holds, counting positions whose reads disagree.
-func (r *Report) finalReads(reads []Read, sends map[ID]Ack) map[where]ID {
+func (r *Report) finalReads(reads []Read, sends map[ID]Ack, cuts []cut) map[where]ID {
 	final := map[where]ID{}
 	conflict := map[where]bool{}
-	for _, rd := range reads {
+	for i, rd := range reads {
+		if superseded(i, rd, cuts) {
+			rd.Durable = false // what a cut destroyed is like a read above C
+		}
 		r.Reads++
 		if !rd.Valid {
 			r.add(Unexpected, "partition %d offset %d: a value the harness never wrote (or damaged)", rd.Partition, rd.Offset)
@@ -76,12 +79,23 @@ func (r *Report) finalReads(reads []Read, sends map[ID]Ack) map[where]ID {
 			final[w] = rd.ID
 		}
 	}
-	for _, rd := range reads {
-		if id, ok := final[where{rd.Partition, rd.Offset}]; ok && rd.Valid && !rd.Durable && id != rd.ID {
-			r.add(Rewritten, "partition %d offset %d: %v read above C, later %v", rd.Partition, rd.Offset, rd.ID, id)
+	for i, rd := range reads {
+		stale := !rd.Durable || superseded(i, rd, cuts)
+		if id, ok := final[where{rd.Partition, rd.Offset}]; ok && rd.Valid && stale && id != rd.ID {
+			r.add(Rewritten, "partition %d offset %d: %v read above C or before a cut, later %v", rd.Partition, rd.Offset, rd.ID, id)
 		}
 	}
 	return final
+}
+
+// superseded reports whether read i, rd, was of a position that a later cut destroyed.
+func superseded(i int, rd Read, cuts []cut) bool {
+	for _, c := range cuts {
+		if i < c.reads && rd.Partition == c.part && rd.Offset >= c.from {
+			return true
+		}
+	}
+	return false
 }
 
 // checkDuplicates counts records held at more than one position.

@@ -127,3 +127,25 @@ func TestReportOutputs(t *testing.T) {
 		t.Fatalf("JSON round trip: %+v", back)
 	}
 }
+
+// TestCutSupersedesEarlierReads: after an injected fault cut partition 0 at offset 2,
+// new records take offsets 2 and 3; reads of the old ones there, even at or below C,
+// are neither inconsistent nor lost, while the same history without the cut is both.
+func TestCutSupersedesEarlierReads(t *testing.T) {
+	build := func(withCut bool) *History {
+		h := newHist()
+		for s := uint64(0); s < 4; s++ {
+			h.send(1, s, AckPersisted).read(0, int64(s), 1, s, true)
+		}
+		if withCut {
+			h.h.Cut(0, 2)
+			h.h.Damaged(ID{1, 2})
+			h.h.Damaged(ID{1, 3})
+		}
+		h.send(2, 0, AckPersisted).send(2, 1, AckPersisted)
+		h.read(0, 0, 1, 0, true).read(0, 1, 1, 1, true).read(0, 2, 2, 0, true).read(0, 3, 2, 1, true)
+		return h.h
+	}
+	want(t, Check(build(true)), map[string]int{Damaged: 2, Rewritten: 2})
+	want(t, Check(build(false)), map[string]int{Inconsistent: 2, Lost: 2})
+}

@@ -29,10 +29,13 @@
 //	lost-accepted      allowed    acknowledged accepted only, never read at or below C
 //	damaged            allowed    acknowledged persisted, never read, and destroyed by a
 //	                              fault the harness injected into the files (History.Damaged)
-//	rewritten          allowed    read above C, and that offset later holds another record
+//	rewritten          allowed    read above C, or before an injected fault cut the partition
+//	                              there (History.Cut), and that offset later holds another record
 //	unacknowledged     allowed    sent, outcome unknown (a timeout, a crash): read or not
 //
 // "At or below C" is a read whose offset the partition's checkpoint covered in the same
 // fetch answer: only such reads are final. A read above C may be rewritten after a crash
-// (the broker answers reads up to its high watermark, which may pass C).
+// (the broker answers reads up to its high watermark, which may pass C). A read of a
+// position that an injected fault later destroyed (History.Cut) is no longer final either:
+// after the broker's or the operator's cut, new records take those offsets.
 package check

@@ -53,7 +53,16 @@ type History struct {
 		sends   map[ID]Ack
 		reads   []Read
 		damaged map[ID]bool
+		cuts    []cut
 	}
+}
+
+// cut is a partition's tail destroyed by an injected fault: reads of its positions
+// recorded before it (the first `reads` reads) no longer say what the partition holds.
+type cut struct {
+	part  int
+	from  int64
+	reads int
 }
 
 // NewHistory returns an empty history.
@@ -87,6 +96,15 @@ func (h *History) Damaged(id ID) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.mu.damaged[id] = true
+}
+
+// Cut records that the harness destroyed partition's records from offset from on
+// (damage, then the broker's or the operator's cut): the partition may hold other
+// records at those offsets afterwards, so earlier reads of them are superseded.
+func (h *History) Cut(partition int, from int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.mu.cuts = append(h.mu.cuts, cut{part: partition, from: from, reads: len(h.mu.reads)})
 }
 
 // Len returns how many records were sent and how many reads were recorded.
