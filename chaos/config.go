@@ -35,6 +35,9 @@ type Config struct {
 	ValueSize int
 	// Distributed runs ZooKeeper, HDFS, two admins and several brokers.
 	Distributed bool
+	// HDFSOutage is how long the hdfs-restart fault keeps HDFS down before starting it
+	// again (its start takes seconds more).
+	HDFSOutage time.Duration
 	// Log receives one line per fault and per notable event; nil discards them.
 	Log io.Writer
 }
@@ -58,6 +61,9 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.Rate == 0 {
 		c.Rate = 500
+	}
+	if c.HDFSOutage == 0 {
+		c.HDFSOutage = 5 * time.Second
 	}
 	if c.ValueSize == 0 {
 		c.ValueSize = 100
@@ -105,8 +111,12 @@ func (c *Config) String() string {
 	if c.Distributed {
 		mode = "distributed"
 	}
-	return fmt.Sprintf("mode=%s duration=%v interval=%v faults=%s seed=%d partitions=%d writers=%d rate=%d/s value=%dB",
+	s := fmt.Sprintf("mode=%s duration=%v interval=%v faults=%s seed=%d partitions=%d writers=%d rate=%d/s value=%dB",
 		mode, c.Duration, c.Interval, strings.Join(c.Faults, ","), c.Seed, c.Partitions, c.Writers, c.Rate, c.ValueSize)
+	if c.Distributed {
+		s += fmt.Sprintf(" hdfs-outage=%v", c.HDFSOutage)
+	}
+	return s
 }
 
 // DistributedFaults are the faults of distributed mode (ZooKeeper, HDFS, admins and

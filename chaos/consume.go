@@ -7,6 +7,7 @@ import (
 
 	"sluice/chaos/check"
 	"sluice/client"
+	"sluice/wire"
 )
 
 // reader records what a consumer reads into the history, each position once.
@@ -65,14 +66,10 @@ func (rd *reader) live(ctx context.Context, log func(string, ...any)) {
 func readBack(ctx context.Context, topic string, addrs []string, hist *check.History, limit time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
-	a, err := client.NewAdmin(client.Brokers(addrs...))
-	if err != nil {
-		return fmt.Errorf("cannot read back: %w", err)
-	}
-	defer a.Close()
 	var ends map[int]int64
+	var err error
 	for {
-		ends, err = durableEnds(ctx, a, topic)
+		ends, err = durableEnds(ctx, topic, addrs)
 		if err == nil {
 			break
 		}
@@ -96,20 +93,51 @@ func readBack(ctx context.Context, topic string, addrs []string, hist *check.His
 	return nil
 }
 
-// durableEnds returns each partition's high watermark once its checkpoint covers it.
-func durableEnds(ctx context.Context, a *client.Admin, topic string) (map[int]int64, error) {
+// durableEnds returns each partition's high watermark once its checkpoint covers it,
+// asking each partition's own broker (the metadata of the brokers at addrs names it:
+// another broker does not know a partition's state).
+func durableEnds(ctx context.Context, topic string, addrs []string) (map[int]int64, error) {
+	d, err := describe(ctx, topic, addrs)
+	if err != nil {
+		return nil, err
+	}
+	ends := map[int]int64{}
+	states := map[string]*wire.DescribeTopicResponse{}
+	for i, p := range d.Partitions {
+		if p.Addr == "" {
+			return nil, fmt.Errorf("partition %d has no broker", i)
+		}
+		own := states[p.Addr]
+		if own == nil {
+			if own, err = describe(ctx, topic, []string{p.Addr}); err != nil {
+				return nil, err
+			}
+			states[p.Addr] = own
+		}
+		st := own.Partitions[i]
+		if st.Addr != p.Addr || st.Session == 0 {
+			return nil, fmt.Errorf("partition %d: moving (owner %q, then %q)", i, p.Addr, st.Addr)
+		}
+		if st.Checkpoint < st.NextOffset-1 {
+			return nil, fmt.Errorf("partition %d: checkpoint %d below high watermark %d", i, st.Checkpoint, st.NextOffset)
+		}
+		ends[i] = st.NextOffset
+	}
+	return ends, nil
+}
+
+// describe asks the brokers at addrs for the topic's state.
+func describe(ctx context.Context, topic string, addrs []string) (*wire.DescribeTopicResponse, error) {
+	a, err := client.NewAdmin(client.Brokers(addrs...))
+	if err != nil {
+		return nil, fmt.Errorf("cannot describe %s: %w", topic, err)
+	}
+	defer a.Close()
 	d, err := a.DescribeTopic(ctx, topic)
 	if err != nil {
 		return nil, fmt.Errorf("cannot describe %s: %w", topic, err)
 	}
-	ends := map[int]int64{}
-	for i, p := range d.Partitions {
-		if p.Checkpoint < p.NextOffset-1 {
-			return nil, fmt.Errorf("partition %d: checkpoint %d below high watermark %d", i, p.Checkpoint, p.NextOffset)
-		}
-		ends[i] = p.NextOffset
-	}
-	return ends, nil
+	return d, nil
 }
 
 // reached reports whether c's position is at ends in every partition.

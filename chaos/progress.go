@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -34,12 +33,10 @@ func (p *progress) since(ctx context.Context, t time.Time, limit time.Duration) 
 	}
 }
 
-// recoveryLine summarizes recovery times in milliseconds: median, 90th percentile, max.
-func recoveryLine(ms []int64) string {
+// distribution summarizes times in milliseconds: median, 90th percentile, max.
+func distribution(ms []int64) string {
 	s := slices.Clone(ms)
 	slices.Sort(s)
 	q := func(f float64) int64 { return s[min(len(s)-1, int(f*float64(len(s))))] }
-	var b strings.Builder
-	fmt.Fprintf(&b, "recovery to the next persisted record: median %d ms, p90 %d ms, max %d ms", q(0.5), q(0.9), s[len(s)-1])
-	return b.String()
+	return fmt.Sprintf("median %d ms, p90 %d ms, max %d ms", q(0.5), q(0.9), s[len(s)-1])
 }

@@ -23,6 +23,10 @@ type FaultStat struct {
 	// Recovery is each cycle's time from the heal to the first record persisted after it
 	// (distributed mode: the failover time), in milliseconds.
 	Recovery []int64 `json:"recovery_ms,omitempty"`
+	// Failover is each cycle's time from the fault to the cluster's answer (distributed
+	// mode: a dead or paused broker's partitions placed on the others; a new admin
+	// leading), in milliseconds.
+	Failover []int64 `json:"failover_ms,omitempty"`
 }
 
 // Result is a chaos run's outcome: the faults injected, the workload's figures and the
@@ -66,7 +70,10 @@ func (r *Result) WriteTable(w io.Writer) error {
 		case f.Skipped != "":
 			extra = "SKIPPED: " + f.Skipped
 		case len(f.Recovery) > 0:
-			extra = recoveryLine(f.Recovery)
+			extra = "to the next persisted record: " + distribution(f.Recovery)
+		}
+		if len(f.Failover) > 0 {
+			extra = "failover: " + distribution(f.Failover) + "; " + extra
 		}
 		fmt.Fprintf(w, "%-14s %7d  %s\n", f.Name, f.Cycles, extra)
 	}
