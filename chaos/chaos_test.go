@@ -12,14 +12,15 @@ import (
 	"testing"
 	"time"
 
+	"sluice/internal/peer"
 	"sluice/internal/testbroker"
 )
 
 // The chaos harness against real broker processes (the sluice binary, as `sluice chaos`
 // runs it). The long run is `make chaos`; these are short and bounded.
 
-// shortRun is the fault phase of the test run: every embedded fault at least once.
-const shortRun = 20 * time.Second
+// shortRun is the fault phase of the test runs, after every fault was injected once.
+const shortRun = 10 * time.Second
 
 // TestEmbeddedChaos runs every embedded fault under load and checks the history: nothing
 // acknowledged as persisted lost, nothing duplicated or reordered, no offset read two
@@ -28,6 +29,28 @@ func TestEmbeddedChaos(t *testing.T) {
 	var log bytes.Buffer
 	cfg := Config{Binary: testbroker.Binary(t), Dir: t.TempDir(), Duration: shortRun, Interval: time.Second,
 		Seed: time.Now().UnixNano(), Rate: 300, Log: &log}
+	checkRun(t, cfg, &log, EmbeddedFaults, "broker.log")
+}
+
+// TestDistributedChaos runs every distributed fault once or more under load, on a real
+// ZooKeeper and HDFS: the same checks, across broker failovers.
+func TestDistributedChaos(t *testing.T) {
+	if _, err := peer.Install("zk-peer", "SLUICE_ZK_HOME"); err != nil {
+		peer.Fail(t, "SLUICE_SKIP_ZK", err)
+	}
+	if _, err := peer.Install("hdfs-peer", "SLUICE_HDFS_HOME"); err != nil {
+		peer.Fail(t, "SLUICE_SKIP_HDFS", err)
+	}
+	var log bytes.Buffer
+	cfg := Config{Binary: testbroker.Binary(t), Dir: t.TempDir(), Duration: shortRun, Interval: time.Second,
+		Seed: time.Now().UnixNano(), Rate: 200, HDFSOutage: 2 * time.Second, Distributed: true, Log: &log}
+	checkRun(t, cfg, &log, DistributedFaults, "broker-1.log")
+}
+
+// checkRun runs cfg and fails unless the run is OK, every one of faults was injected or
+// skipped saying why, and records were persisted and read back.
+func checkRun(t *testing.T, cfg Config, log *bytes.Buffer, faults []string, brokerLog string) {
+	t.Helper()
 	res, err := Run(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -36,9 +59,9 @@ func TestEmbeddedChaos(t *testing.T) {
 	res.WriteTable(&table)
 	t.Logf("seed %d\n%s\n%s", cfg.Seed, log.String(), table.String())
 	if !res.OK() {
-		t.Fatalf("the chaos run failed (seed %d); broker log:\n%s", cfg.Seed, tail(filepath.Join(cfg.Dir, "logs", "broker.log")))
+		t.Fatalf("the chaos run failed (seed %d); %s:\n%s", cfg.Seed, brokerLog, tail(filepath.Join(cfg.Dir, "logs", brokerLog)))
 	}
-	for _, name := range EmbeddedFaults {
+	for _, name := range faults {
 		f := res.fault(name)
 		if f.Skipped == "" && f.Cycles == 0 {
 			t.Errorf("fault %s was neither injected nor skipped", name)

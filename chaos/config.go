@@ -14,8 +14,9 @@ type Config struct {
 	Binary string
 	// Dir holds the run's data directories and process logs (required; created).
 	Dir string
-	// Duration is how long faults are injected under load; healing and the read-back
-	// come after it (each bounded).
+	// Duration is how long faults are injected under load (every selected fault is
+	// injected once first, however long that takes); healing and the read-back come
+	// after it (each bounded).
 	Duration time.Duration
 	// Interval is the mean time under load between two faults.
 	Interval time.Duration
@@ -33,6 +34,9 @@ type Config struct {
 	Rate int
 	// ValueSize is each record's value size in bytes (at least 24).
 	ValueSize int
+	// Fsync is the brokers' fsync policy (group, batch or never); empty means the
+	// broker's default (group).
+	Fsync string
 	// Distributed runs ZooKeeper, HDFS, two admins and several brokers.
 	Distributed bool
 	// HDFSOutage is how long the hdfs-restart fault keeps HDFS down before starting it
@@ -94,6 +98,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("chaos: duration %v and interval %v must be positive", c.Duration, c.Interval)
 	case c.Partitions < 1 || c.Writers < 1 || c.Rate < 1:
 		return fmt.Errorf("chaos: partitions %d, writers %d and rate %d must be at least 1", c.Partitions, c.Writers, c.Rate)
+	case c.Fsync != "" && c.Fsync != "group" && c.Fsync != "batch" && c.Fsync != "never":
+		return fmt.Errorf("chaos: fsync policy %q is not group, batch or never", c.Fsync)
 	case c.ValueSize < 24:
 		return fmt.Errorf("chaos: value size %d is below the 24 bytes of a record's identity", c.ValueSize)
 	}
@@ -113,6 +119,9 @@ func (c *Config) String() string {
 	}
 	s := fmt.Sprintf("mode=%s duration=%v interval=%v faults=%s seed=%d partitions=%d writers=%d rate=%d/s value=%dB",
 		mode, c.Duration, c.Interval, strings.Join(c.Faults, ","), c.Seed, c.Partitions, c.Writers, c.Rate, c.ValueSize)
+	if c.Fsync != "" {
+		s += " fsync=" + c.Fsync
+	}
 	if c.Distributed {
 		s += fmt.Sprintf(" hdfs-outage=%v", c.HDFSOutage)
 	}

@@ -92,7 +92,7 @@ func (r *run) startCluster(ctx context.Context, c *cluster) error {
 		b := &broker{name: name, ps: r.ps, argv0: []string{r.cfg.Binary}, data: r.mkdir(name),
 			ready: filepath.Join(r.cfg.Dir, name+".ready"),
 			args: append([]string{"-hdfs.addr", c.hdfs.Addr, "-hdfs.timeout", "5s", "-hdfs.commit_interval", "20ms",
-				"-zk", c.zk.Addr, "-zk.session_timeout", sessionTimeout.String()}, brokerArgs...)}
+				"-zk", c.zk.Addr, "-zk.session_timeout", sessionTimeout.String()}, r.brokerArgs()...)}
 		if err := b.start(ctx); err != nil {
 			return err
 		}
@@ -143,4 +143,11 @@ func (a *admin) leading() bool {
 	s := string(b)
 	cur := strings.LastIndex(s, fmt.Sprintf(" pid %d:", a.p.pid()))
 	return cur >= 0 && strings.Contains(s[cur:], "admin leading")
+}
+
+// lastLine returns the last line of a process's log.
+func lastLine(ps *procs, name string) string {
+	b, _ := os.ReadFile(filepath.Join(ps.logDir, name+".log"))
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	return lines[len(lines)-1]
 }

@@ -13,8 +13,46 @@ import (
 // failoverLimit bounds the wait for a dead or paused broker's partitions to move.
 const failoverLimit = time.Minute
 
-// distributedFaults returns the faults of distributed mode on cluster c.
+// distributedFaults returns the faults of distributed mode on cluster c. After each,
+// the harness restarts an admin that exited by itself, as a supervisor would (`sluice
+// admin` exits when it loses its ZooKeeper session), and notes it; a broker that exited
+// by itself fails the run.
 func (r *run) distributedFaults(c *cluster) map[string]func(context.Context) (string, error) {
+	mix := r.clusterFaults(c)
+	for name, f := range mix {
+		mix[name] = func(ctx context.Context) (string, error) {
+			note, err := f(ctx)
+			if err == nil {
+				err = r.supervise(c, name)
+			}
+			return note, err
+		}
+	}
+	return mix
+}
+
+// supervise restarts every admin that exited by itself and fails for a broker that did.
+func (r *run) supervise(c *cluster, fault string) error {
+	for _, b := range c.brokers {
+		if b.p != nil && b.p.exited() {
+			return fmt.Errorf("%s exited by itself (%v) after fault %s: %s", b.name, b.p.cmd.ProcessState, fault, lastLine(r.ps, b.name))
+		}
+	}
+	for _, a := range c.admins {
+		if a.p == nil || !a.p.exited() {
+			continue
+		}
+		r.res.Exits = append(r.res.Exits, fmt.Sprintf("%s exited by itself after %s: %s", a.name, fault, lastLine(r.ps, a.name)))
+		r.logf("%s exited by itself after %s (%s); restarting it", a.name, fault, lastLine(r.ps, a.name))
+		if err := a.start(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// clusterFaults returns the faults themselves.
+func (r *run) clusterFaults(c *cluster) map[string]func(context.Context) (string, error) {
 	return map[string]func(context.Context) (string, error){
 		"broker-kill":  func(ctx context.Context) (string, error) { return r.brokerDown(ctx, c, "broker-kill", false) },
 		"broker-pause": func(ctx context.Context) (string, error) { return r.brokerDown(ctx, c, "broker-pause", true) },

@@ -22,8 +22,14 @@ import (
 const tmpfsSize = 2 << 30
 
 // brokerArgs keep the broker small and make it roll segments often, so that damage
-// hits sealed segments too.
-var brokerArgs = []string{"-arena.size", "256MiB", "-log.segment_bytes", "1MiB"}
+// hits sealed segments too, and set the configured fsync policy.
+func (r *run) brokerArgs() []string {
+	args := []string{"-arena.size", "256MiB", "-log.segment_bytes", "1MiB"}
+	if r.cfg.Fsync != "" {
+		args = append(args, "-log.fsync", r.cfg.Fsync)
+	}
+	return args
+}
 
 // embedded is one run in embedded mode.
 func (r *run) embedded(ctx context.Context) error {
@@ -32,7 +38,7 @@ func (r *run) embedded(ctx context.Context) error {
 		return fmt.Errorf("cannot create data directory: %w", err)
 	}
 	b := &broker{name: "broker", ps: r.ps, argv0: []string{r.cfg.Binary}, data: data,
-		ready: filepath.Join(r.cfg.Dir, "broker.ready"), args: brokerArgs}
+		ready: filepath.Join(r.cfg.Dir, "broker.ready"), args: r.brokerArgs()}
 	outside := data // the data directory as the harness reaches it
 	var fs *smallFS
 	if slices.Contains(r.cfg.Faults, "diskfull") {

@@ -39,6 +39,10 @@ type Result struct {
 	ProducerRestarts int64 `json:"producer_restarts"`
 	// Repairs counts `sluice segment repair` runs on damaged partitions.
 	Repairs int `json:"repairs"`
+	// Exits are processes that exited by themselves and were restarted, as a
+	// supervisor would (an admin that lost its ZooKeeper session): availability findings
+	// that do not fail the run.
+	Exits []string `json:"exits,omitempty"`
 	// Errors are the harness's own failures (a broker that did not come back, a read-back
 	// that did not finish): a run with any is not OK whatever the checker says.
 	Errors []string      `json:"errors,omitempty"`
@@ -76,6 +80,9 @@ func (r *Result) WriteTable(w io.Writer) error {
 			extra = "failover: " + distribution(f.Failover) + "; " + extra
 		}
 		fmt.Fprintf(w, "%-14s %7d  %s\n", f.Name, f.Cycles, extra)
+	}
+	for _, e := range r.Exits {
+		fmt.Fprintf(w, "EXITED (restarted): %s\n", e)
 	}
 	for _, e := range r.Errors {
 		fmt.Fprintf(w, "HARNESS ERROR: %s\n", e)

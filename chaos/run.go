@@ -104,8 +104,8 @@ func (r *run) load(addrs func() []string) (stop func() int64) {
 var weights = map[string]int{"kill": 4, "pause": 2, "torn": 1, "bitflip": 1, "diskfull": 1,
 	"broker-kill": 3, "broker-pause": 2, "admin-kill": 1, "zk-restart": 1, "hdfs-restart": 1}
 
-// faultLoop injects faults from mix, one every Interval on average, until Duration has
-// passed or ctx ends. After each it waits for the workload to persist a record again.
+// faultLoop injects faults from mix, one every Interval on average, each at least once
+// and then until Duration has passed, or until ctx ends. After each it waits for the workload to persist a record again.
 func (r *run) faultLoop(ctx context.Context, mix map[string]func(context.Context) (string, error)) error {
 	var names []string // each fault as many times as its weight
 	for _, n := range r.cfg.Faults {
@@ -116,12 +116,12 @@ func (r *run) faultLoop(ctx context.Context, mix map[string]func(context.Context
 			names = append(names, n)
 		}
 	}
-	// The first cycles go through every fault once, so that even a short run injects
-	// each; then they are drawn by weight.
+	// The first cycles go through every fault once, so that a run injects each however
+	// short its Duration; then they are drawn by weight until Duration has passed.
 	first := slices.Compact(slices.Clone(names))
 	r.rng.Shuffle(len(first), func(i, j int) { first[i], first[j] = first[j], first[i] })
 	end := time.Now().Add(r.cfg.Duration)
-	for cycle := 0; len(names) > 0 && time.Now().Before(end) && ctx.Err() == nil; cycle++ {
+	for cycle := 0; len(names) > 0 && (cycle < len(first) || time.Now().Before(end)) && ctx.Err() == nil; cycle++ {
 		sleep(ctx, r.cfg.Interval/2+time.Duration(r.rng.Int64N(int64(r.cfg.Interval))))
 		if ctx.Err() != nil {
 			break

@@ -161,10 +161,10 @@ func (r *Report) checkMissing(final map[where]ID, sends map[ID]Ack, damaged map[
 		case a == AckUnknown:
 			r.add(Unacknowledged, "%v: outcome unknown, read=%v", id, read[id])
 		case read[id] || a == AckFailed:
+		case damaged[id]: // whatever its ack: the fault destroyed it
+			r.add(Damaged, "%v: acknowledged %v, destroyed by an injected file fault", id, a)
 		case a == AckAccepted:
 			r.add(LostAccepted, "%v: acknowledged accepted, never read at or below C", id)
-		case damaged[id]:
-			r.add(Damaged, "%v: acknowledged persisted, destroyed by an injected file fault", id)
 		default:
 			r.add(Lost, "%v: acknowledged persisted, never read at or below C", id)
 		}

@@ -76,6 +76,8 @@ func TestEachAnomalyIsFound(t *testing.T) {
 		{"lost-accepted", clean().send(2, 9, AckAccepted), map[string]int{LostAccepted: 1}},
 		{"damaged", func() hist { h := clean().send(1, 9, AckPersisted); h.h.Damaged(ID{1, 9}); return h }(),
 			map[string]int{Damaged: 1}},
+		{"damaged, acknowledged accepted", func() hist { h := clean().send(2, 9, AckAccepted); h.h.Damaged(ID{2, 9}); return h }(),
+			map[string]int{Damaged: 1}},
 		{"unacknowledged, read or not", clean().send(4, 0, AckUnknown).send(4, 1, AckUnknown).read(3, 0, 4, 0, true),
 			map[string]int{Unacknowledged: 2}},
 		{"duplicated in one partition", clean().read(0, 4, 1, 3, true), map[string]int{Duplicated: 1}},

@@ -27,8 +27,9 @@
 //	inconsistent       forbidden  two reads at or below C of one partition+offset disagree
 //	unexpected         forbidden  read but never sent, sent as failed, or a bad checksum
 //	lost-accepted      allowed    acknowledged accepted only, never read at or below C
-//	damaged            allowed    acknowledged persisted, never read, and destroyed by a
-//	                              fault the harness injected into the files (History.Damaged)
+//	damaged            allowed    acknowledged (accepted or persisted), never read, and
+//	                              destroyed by a fault the harness injected into the files
+//	                              (History.Damaged)
 //	rewritten          allowed    read above C, or before an injected fault cut the partition
 //	                              there (History.Cut), and that offset later holds another record
 //	unacknowledged     allowed    sent, outcome unknown (a timeout, a crash): read or not
