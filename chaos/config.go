@@ -39,6 +39,9 @@ type Config struct {
 	Fsync string
 	// Distributed runs ZooKeeper, HDFS, two admins and several brokers.
 	Distributed bool
+	// Session is the ZooKeeper session timeout of the brokers and admins (distributed
+	// mode): a broker paused or dead this long loses its partitions.
+	Session time.Duration
 	// HDFSOutage is how long the hdfs-restart fault keeps HDFS down before starting it
 	// again (its start takes seconds more).
 	HDFSOutage time.Duration
@@ -65,6 +68,9 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.Rate == 0 {
 		c.Rate = 500
+	}
+	if c.Session == 0 {
+		c.Session = 2 * time.Second
 	}
 	if c.HDFSOutage == 0 {
 		c.HDFSOutage = 5 * time.Second
@@ -123,7 +129,7 @@ func (c *Config) String() string {
 		s += " fsync=" + c.Fsync
 	}
 	if c.Distributed {
-		s += fmt.Sprintf(" hdfs-outage=%v", c.HDFSOutage)
+		s += fmt.Sprintf(" session=%v hdfs-outage=%v", c.Session, c.HDFSOutage)
 	}
 	return s
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"sluice/internal/peer/hdfstest"
@@ -16,10 +17,8 @@ import (
 // as the tests run them (internal/peer), two `sluice admin` processes (one leads) and
 // three brokers that follow their assignments, ship to HDFS and let C wait for it.
 
-// Cluster settings: a short session so that a dead or paused broker's partitions move
-// within seconds (as test/cluster_test.go runs it).
+// The cluster's shape.
 const (
-	sessionTimeout = 2 * time.Second
 	clusterBrokers = 3
 	clusterAdmins  = 2
 )
@@ -54,6 +53,12 @@ func (r *run) distributed(ctx context.Context) error {
 	if err := waitPlaced(ctx, c.addrs(), nil); err != nil {
 		return err
 	}
+	sctx, stopSupervising := context.WithCancel(ctx)
+	exits := r.supervise(sctx, c.admins)
+	defer func() {
+		stopSupervising()
+		r.res.Exits = append(r.res.Exits, <-exits...)
+	}()
 	stop := r.load(c.addrs)
 	if err := r.faultLoop(ctx, r.distributedFaults(c)); err != nil {
 		stop()
@@ -81,7 +86,7 @@ func (r *run) startCluster(ctx context.Context, c *cluster) error {
 	r.logf("HDFS serves on %s", c.hdfs.Addr)
 	for i := range clusterAdmins {
 		a := &admin{name: fmt.Sprintf("admin-%d", i+1), ps: r.ps, argv: []string{r.cfg.Binary, "admin", "-zk", c.zk.Addr,
-			"-zk-session-timeout", sessionTimeout.String(), "-interval", "100ms"}}
+			"-zk-session-timeout", r.cfg.Session.String(), "-interval", "100ms"}}
 		if err := a.start(); err != nil {
 			return err
 		}
@@ -92,7 +97,7 @@ func (r *run) startCluster(ctx context.Context, c *cluster) error {
 		b := &broker{name: name, ps: r.ps, argv0: []string{r.cfg.Binary}, data: r.mkdir(name),
 			ready: filepath.Join(r.cfg.Dir, name+".ready"),
 			args: append([]string{"-hdfs.addr", c.hdfs.Addr, "-hdfs.timeout", "5s", "-hdfs.commit_interval", "20ms",
-				"-zk", c.zk.Addr, "-zk.session_timeout", sessionTimeout.String()}, r.brokerArgs()...)}
+				"-zk", c.zk.Addr, "-zk.session_timeout", r.cfg.Session.String()}, r.brokerArgs()...)}
 		if err := b.start(ctx); err != nil {
 			return err
 		}
@@ -120,29 +125,82 @@ func (r *run) mkdir(name string) string {
 	return d
 }
 
-// admin is one `sluice admin` process.
+// admin is one `sluice admin` process. Its fields are guarded by mu: the supervisor
+// goroutine restarts an admin that exited by itself while the fault loop may kill one.
 type admin struct {
 	name string
 	ps   *procs
 	argv []string
-	p    *proc
+	mu   struct {
+		sync.Mutex
+		p    *proc
+		down bool // killed on purpose: not restarted by the supervisor
+	}
 }
 
-func (a *admin) start() error {
+// startLocked starts the admin's process.
+func (a *admin) startLocked() error {
 	p, err := a.ps.start(a.name, append(append([]string{}, a.argv...), "-id", a.name))
-	a.p = p
+	a.mu.p, a.mu.down = p, false
 	return err
+}
+
+// start starts the admin's process (again).
+func (a *admin) start() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.startLocked()
+}
+
+// kill kills the admin's process on purpose.
+func (a *admin) kill() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.mu.down = true
+	if a.mu.p != nil {
+		a.mu.p.kill()
+	}
 }
 
 // leading reports whether the admin's current process logged that it leads.
 func (a *admin) leading() bool {
+	a.mu.Lock()
+	p := a.mu.p
+	a.mu.Unlock()
 	b, err := os.ReadFile(filepath.Join(a.ps.logDir, a.name+".log"))
-	if err != nil || a.p == nil || a.p.exited() {
+	if err != nil || p == nil || p.exited() {
 		return false
 	}
 	s := string(b)
-	cur := strings.LastIndex(s, fmt.Sprintf(" pid %d:", a.p.pid()))
+	cur := strings.LastIndex(s, fmt.Sprintf(" pid %d:", p.pid()))
 	return cur >= 0 && strings.Contains(s[cur:], "admin leading")
+}
+
+// supervise restarts, until ctx ends, every admin that exited by itself, as a
+// supervisor (systemd, a container runtime) would: `sluice admin` exits when it loses its
+// ZooKeeper session. It returns the exits it saw once ctx has ended.
+func (r *run) supervise(ctx context.Context, admins []*admin) <-chan []string {
+	out := make(chan []string, 1)
+	go func() {
+		var exits []string
+		for ctx.Err() == nil {
+			for _, a := range admins {
+				a.mu.Lock()
+				if a.mu.p != nil && !a.mu.down && a.mu.p.exited() {
+					e := fmt.Sprintf("%s exited by itself (%v): %s", a.name, a.mu.p.cmd.ProcessState, lastLine(r.ps, a.name))
+					exits = append(exits, e)
+					r.logf("%s; restarting it", e)
+					if err := a.startLocked(); err != nil {
+						r.logf("cannot restart %s: %v", a.name, err)
+					}
+				}
+				a.mu.Unlock()
+			}
+			sleep(ctx, 200*time.Millisecond)
+		}
+		out <- exits
+	}()
+	return out
 }
 
 // lastLine returns the last line of a process's log.

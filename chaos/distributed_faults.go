@@ -13,42 +13,22 @@ import (
 // failoverLimit bounds the wait for a dead or paused broker's partitions to move.
 const failoverLimit = time.Minute
 
-// distributedFaults returns the faults of distributed mode on cluster c. After each,
-// the harness restarts an admin that exited by itself, as a supervisor would (`sluice
-// admin` exits when it loses its ZooKeeper session), and notes it; a broker that exited
-// by itself fails the run.
+// distributedFaults returns the faults of distributed mode on cluster c. A broker that
+// exited by itself fails the run (an admin that did is restarted by the supervisor).
 func (r *run) distributedFaults(c *cluster) map[string]func(context.Context) (string, error) {
 	mix := r.clusterFaults(c)
 	for name, f := range mix {
 		mix[name] = func(ctx context.Context) (string, error) {
 			note, err := f(ctx)
-			if err == nil {
-				err = r.supervise(c, name)
+			for _, b := range c.brokers {
+				if err == nil && b.p != nil && b.p.exited() {
+					err = fmt.Errorf("%s exited by itself (%v) after fault %s: %s", b.name, b.p.cmd.ProcessState, name, lastLine(r.ps, b.name))
+				}
 			}
 			return note, err
 		}
 	}
 	return mix
-}
-
-// supervise restarts every admin that exited by itself and fails for a broker that did.
-func (r *run) supervise(c *cluster, fault string) error {
-	for _, b := range c.brokers {
-		if b.p != nil && b.p.exited() {
-			return fmt.Errorf("%s exited by itself (%v) after fault %s: %s", b.name, b.p.cmd.ProcessState, fault, lastLine(r.ps, b.name))
-		}
-	}
-	for _, a := range c.admins {
-		if a.p == nil || !a.p.exited() {
-			continue
-		}
-		r.res.Exits = append(r.res.Exits, fmt.Sprintf("%s exited by itself after %s: %s", a.name, fault, lastLine(r.ps, a.name)))
-		r.logf("%s exited by itself after %s (%s); restarting it", a.name, fault, lastLine(r.ps, a.name))
-		if err := a.start(); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // clusterFaults returns the faults themselves.
@@ -108,7 +88,7 @@ func (r *run) brokerDown(ctx context.Context, c *cluster, fault string, pause bo
 	f.Failover = append(f.Failover, failover.Milliseconds())
 	what := "killed (-9) and started again"
 	if pause {
-		what = fmt.Sprintf("paused for %v (session %v) and resumed", failover.Round(time.Millisecond), sessionTimeout)
+		what = fmt.Sprintf("paused for %v (session %v) and resumed", failover.Round(time.Millisecond), r.cfg.Session)
 	}
 	return fmt.Sprintf("%s %s; its partitions moved after %v", b.name, what, failover.Round(time.Millisecond)), nil
 }
@@ -160,7 +140,7 @@ func (r *run) adminKill(ctx context.Context, c *cluster) (string, error) {
 		}
 	}
 	t := time.Now()
-	leader.p.kill()
+	leader.kill()
 	var next *admin
 	for next == nil {
 		for _, a := range c.admins {

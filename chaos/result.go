@@ -39,8 +39,8 @@ type Result struct {
 	ProducerRestarts int64 `json:"producer_restarts"`
 	// Repairs counts `sluice segment repair` runs on damaged partitions.
 	Repairs int `json:"repairs"`
-	// Exits are processes that exited by themselves and were restarted, as a
-	// supervisor would (an admin that lost its ZooKeeper session): availability findings
+	// Exits are admins that exited by themselves and were restarted, as a supervisor
+	// would (an admin exits when it loses its ZooKeeper session): availability findings
 	// that do not fail the run.
 	Exits []string `json:"exits,omitempty"`
 	// Errors are the harness's own failures (a broker that did not come back, a read-back
