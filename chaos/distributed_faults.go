@@ -64,6 +64,7 @@ func (r *run) clusterFaults(c *cluster) map[string]func(context.Context) (string
 // moved).
 func (r *run) brokerDown(ctx context.Context, c *cluster, fault string, pause bool) (string, error) {
 	b := c.brokers[r.rng.IntN(len(c.brokers))]
+	held := ownedBy(ctx, c.addrs(), b.addr)
 	t := time.Now()
 	if pause {
 		if err := b.p.signal(syscall.SIGSTOP); err != nil {
@@ -75,6 +76,7 @@ func (r *run) brokerDown(ctx context.Context, c *cluster, fault string, pause bo
 	err := waitPlaced(ctx, c.addrs(), map[string]bool{b.addr: true})
 	failover := time.Since(t)
 	if pause {
+		sleep(ctx, t.Add(r.cfg.Session+time.Second).Sub(time.Now())) // past the session, even when it held nothing
 		if cerr := b.p.signal(syscall.SIGCONT); err == nil {
 			err = cerr
 		}
@@ -84,13 +86,39 @@ func (r *run) brokerDown(ctx context.Context, c *cluster, fault string, pause bo
 	if err != nil {
 		return "", err
 	}
-	f := r.res.fault(fault)
-	f.Failover = append(f.Failover, failover.Milliseconds())
 	what := "killed (-9) and started again"
 	if pause {
-		what = fmt.Sprintf("paused for %v (session %v) and resumed", failover.Round(time.Millisecond), r.cfg.Session)
+		what = fmt.Sprintf("paused for %v (session %v) and resumed", time.Since(t).Round(time.Millisecond), r.cfg.Session)
 	}
-	return fmt.Sprintf("%s %s; its partitions moved after %v", b.name, what, failover.Round(time.Millisecond)), nil
+	if held == 0 { // nothing to fail over: no failover time
+		return fmt.Sprintf("%s %s; it held no partition", b.name, what), nil
+	}
+	f := r.res.fault(fault)
+	f.Failover = append(f.Failover, failover.Milliseconds())
+	return fmt.Sprintf("%s %s; its %d partitions moved after %v", b.name, what, held, failover.Round(time.Millisecond)), nil
+}
+
+// ownedBy returns how many partitions the metadata places on the broker at addr (0 when
+// the metadata cannot be read).
+func ownedBy(ctx context.Context, addrs []string, addr string) int {
+	a, err := client.NewAdmin(client.Brokers(addrs...))
+	if err != nil {
+		return 0
+	}
+	defer a.Close()
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	ts, err := a.Metadata(ctx, topic)
+	if err != nil || len(ts) != 1 {
+		return 0
+	}
+	n := 0
+	for _, p := range ts[0].Partitions {
+		if p.Addr == addr {
+			n++
+		}
+	}
+	return n
 }
 
 // waitPlaced waits until the metadata gives every partition a broker outside avoid.
