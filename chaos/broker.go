@@ -51,7 +51,9 @@ func (b *broker) start(ctx context.Context) error {
 	for {
 		if raw, err := os.ReadFile(b.ready); err == nil && len(raw) > 0 {
 			f := strings.Fields(string(raw))
-			b.addr = f[0]
+			if b.addr == "" { // a restart keeps its address: the workload's goroutines read it
+				b.addr = f[0]
+			}
 			if len(f) > 1 {
 				b.metrics = f[1]
 			}

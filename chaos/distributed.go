@@ -59,7 +59,8 @@ func (r *run) distributed(ctx context.Context) error {
 		stopSupervising()
 		r.res.Exits = append(r.res.Exits, <-exits...)
 	}()
-	stop := r.load(c.addrs)
+	fixed := c.addrs() // restarts keep the addresses
+	stop := r.load(func() []string { return fixed })
 	if err := r.faultLoop(ctx, r.distributedFaults(c)); err != nil {
 		stop()
 		return err

@@ -58,7 +58,8 @@ func (r *run) embedded(ctx context.Context) error {
 	if err := createTopic(ctx, b.addr, r.cfg.Partitions); err != nil {
 		return err
 	}
-	addrs := func() []string { return []string{b.addr} }
+	fixed := []string{b.addr} // a restart keeps the address
+	addrs := func() []string { return fixed }
 	stop := r.load(addrs)
 	mix := r.embeddedFaults(b, outside, fs)
 	if err := r.faultLoop(ctx, mix); err != nil {
