@@ -18,6 +18,7 @@ const (
 
 var ackNames = [...]string{"unknown", "failed", "accepted", "persisted"}
 
+// String returns the ack's name as the report prints it.
 func (a Ack) String() string {
 	if int(a) < len(ackNames) {
 		return ackNames[a]

@@ -20,6 +20,7 @@ type ID struct {
 	Seq      uint64
 }
 
+// String returns "producer/sequence".
 func (id ID) String() string { return fmt.Sprintf("%d/%d", id.Producer, id.Seq) }
 
 // AppendValue appends a record value for id to dst, padded to size bytes (at least the
