@@ -4,7 +4,7 @@
 GO       ?= go
 FUZZTIME ?= 5s
 
-.PHONY: run test deps check unit fuzz bench bench-quick bench-sustained bench-hdfs bench-storage build
+.PHONY: run test deps check unit fuzz bench bench-quick bench-sustained bench-hdfs bench-storage build chaos
 
 build:
 	$(GO) build -o bin/sluice ./cmd/sluice
@@ -65,3 +65,14 @@ bench-hdfs:
 
 bench-storage:
 	scripts/bench-storage
+
+# The long chaos run (RELIABILITY.md): sluice chaos in embedded mode for CHAOS_TIME, then in
+# distributed mode (ZooKeeper, HDFS, two admins, three brokers) for CHAOS_TIME, every
+# fault of each mode, about 20-25 minutes in all. Fails on anything the guarantees forbid;
+# the results are in bin/chaos-*.json, and a failed run keeps its data and process logs
+# (the path is printed). `make test` runs a short one (package chaos's tests).
+CHAOS_TIME ?= 10m
+chaos: build deps
+	bin/sluice chaos --duration $(CHAOS_TIME) --json bin/chaos-embedded.json
+	SLUICE_HDFS_HOME=$$(scripts/hdfs-peer) SLUICE_ZK_HOME=$$(scripts/zk-peer) \
+		bin/sluice chaos --distributed --duration $(CHAOS_TIME) --interval 3s --hdfs-outage 30s --json bin/chaos-distributed.json

@@ -32,6 +32,7 @@ type Consumer struct {
 	round  []fetchSent // fetches whose answers are still to read, in request order
 	data   bool        // the last round brought records
 	cur    *cpart
+	curC   int64 // the checkpoint C of the answer being iterated
 	ri     recordIter
 	stop   chan struct{}
 	once   sync.Once
@@ -67,7 +68,7 @@ func NewConsumer(ctx context.Context, topic string, opts ...Opt) (*Consumer, err
 		return nil, err
 	}
 	cs := &Consumer{cfg: c, topic: topic, topicB: []byte(topic), admin: &Admin{cfg: c},
-		data: true, stop: make(chan struct{})}
+		data: true, curC: -1, stop: make(chan struct{})}
 	cs.mu.conns = map[string]*rpcConn{}
 	cs.ri.lo, cs.ri.hi = uint16(c.logicalLo), uint16(c.logicalHi)
 	if err := cs.resolve(ctx); err != nil {
@@ -192,7 +193,7 @@ func (c *Consumer) take(p *cpart, resp *wire.Response) error {
 	switch code := resp.Header.Code; {
 	case code == wire.CodeNone:
 		c.data = c.data || len(body.Records) > 0
-		c.cur = p
+		c.cur, c.curC = p, body.Checkpoint
 		c.ri.topic, c.ri.part = c.topic, p.id
 		c.ri.reset(body.Records, &p.cur)
 		return nil
@@ -288,6 +289,12 @@ func (c *Consumer) Partition() int {
 	}
 	return c.cur.id
 }
+
+// Checkpoint returns the checkpoint C (-1 when none) that the broker reported with the
+// current answer: records at or below it are durable and never rewritten, while records
+// above it (the broker serves up to its high watermark) may be lost and their offsets
+// reused after a crash.
+func (c *Consumer) Checkpoint() int64 { return c.curC }
 
 // Err returns the error that ended Next early, if any: damaged data, a corrupt batch or
 // offsets that are not dense (*GapError, matching ErrOffsetGap). The records before it

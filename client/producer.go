@@ -44,9 +44,13 @@ type Producer struct {
 
 	mu struct {
 		sync.Mutex
-		sh        winShared
-		wins      []*window
-		links     []*link // per partition
+		sh    winShared
+		wins  []*window
+		links []*link // per partition
+		// every holds each link ever started, also those no partition uses any more (all
+		// of a broker's partitions moved away while it lives): Close shuts them all down,
+		// or their connections' readers would keep Close waiting.
+		every     []*link
 		rt        router
 		changed   chan struct{} // closed when windows change and someone waits
 		waiters   int

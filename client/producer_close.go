@@ -52,7 +52,7 @@ func (p *Producer) Close(ctx context.Context) error {
 	werr := p.flush(ctx, AckPersisted)
 	p.cancel()
 	p.mu.Lock()
-	links := uniqueLinks(p.mu.links)
+	links := p.mu.every
 	p.mu.Unlock()
 	for _, l := range links {
 		l.shutdown()
@@ -72,18 +72,6 @@ func (p *Producer) Close(ctx context.Context) error {
 		werr = errClosing
 	}
 	return &UnpersistedError{Records: recs, Err: werr}
-}
-
-func uniqueLinks(ls []*link) []*link {
-	var out []*link
-	seen := map[*link]bool{}
-	for _, l := range ls {
-		if !seen[l] {
-			seen[l] = true
-			out = append(out, l)
-		}
-	}
-	return out
 }
 
 // refreshLocked starts a metadata refresh unless one is running: the topic's version or

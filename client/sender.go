@@ -37,12 +37,13 @@ type link struct {
 
 // linkLocked returns the link to addr, starting one if there is none.
 func (p *Producer) linkLocked(addr string) *link {
-	for _, l := range p.mu.links {
+	for _, l := range p.mu.every { // also a broker's that lost its partitions and gets some back
 		if l.addr == addr {
 			return l
 		}
 	}
 	l := &link{p: p, addr: addr, kick: make(chan struct{}, 1)}
+	p.mu.every = append(p.mu.every, l)
 	p.wg.Add(1)
 	go l.run()
 	return l

@@ -43,6 +43,7 @@ var layers = []struct {
 	{"admin/...", 55},       // ZooKeeper placement (the broker follows it)
 	{"bench/...", 70},       // bench harness
 	{"tools/...", 70},       // operator tools
+	{"chaos/...", 70},       // fault-injection harness and its queue checker
 	{"cmd/...", 80},         // the binary
 	{"test", 90},            // this package
 }

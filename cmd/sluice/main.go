@@ -26,6 +26,7 @@ type command struct {
 func commands() map[string]command {
 	return map[string]command{
 		"admin":          {"admin -zk ADDRS [-zk-root PATH] [-id NAME]: stand by for, then run, the leader that places partitions on brokers (distributed mode)", runAdmin},
+		"chaos":          {"chaos [--duration D] [--faults F,...] [--seed N] [--distributed] [--json FILE]: inject faults under load into brokers on loopback, then check that nothing acknowledged was lost, duplicated or reordered", chaosCmd},
 		"cluster status": {"cluster status -zk ADDRS [-zk-root PATH]: print a distributed cluster's brokers and every partition's owner", clusterStatus},
 		"broker":         {"broker -data DIR [-listen ADDR] [-config FILE] [-arena-size SIZE] [-metrics ADDR]: run the embedded broker", runBroker},
 		"produce":        {"produce --broker ADDR --topic T [--key] [--acks accepted|persisted] [--codec C] [--timeout D]: send stdin lines as records", produce},

@@ -9,6 +9,7 @@
 package zktest
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -38,51 +39,80 @@ type Server struct {
 // stops it when t ends.
 func Start(t testing.TB) *Server {
 	t.Helper()
+	s, err := Run(t.TempDir())
+	if err != nil {
+		if errors.Is(err, errInstall) {
+			peer.Fail(t, "SLUICE_SKIP_ZK", err)
+		}
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// errInstall is a ZooKeeper that cannot be installed here (no Java or Maven).
+var errInstall = errors.New("cannot install ZooKeeper")
+
+// Run starts a server (as Start does) with its data and log in dir, for programs that
+// are not tests (`sluice chaos --distributed`). The caller stops it (Stop or Kill); it
+// dies with the calling process.
+func Run(dir string) (*Server, error) {
 	home, err := peer.Install("zk-peer", "SLUICE_ZK_HOME")
 	if err != nil {
-		peer.Fail(t, "SLUICE_SKIP_ZK", err)
+		return nil, fmt.Errorf("%w: %w", errInstall, err)
 	}
 	cp, err := os.ReadFile(filepath.Join(home, "classpath"))
 	if err != nil {
-		peer.Fail(t, "SLUICE_SKIP_ZK", err)
+		return nil, fmt.Errorf("%w: %w", errInstall, err)
 	}
 	port, err := peer.FreePort()
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	s := &Server{Addr: fmt.Sprintf("127.0.0.1:%d", port), dir: t.TempDir(), cp: strings.TrimSpace(string(cp))}
+	s := &Server{Addr: fmt.Sprintf("127.0.0.1:%d", port), dir: dir, cp: strings.TrimSpace(string(cp))}
 	cfg := fmt.Sprintf("tickTime=500\ndataDir=%s\nclientPort=%d\nclientPortAddress=127.0.0.1\n"+
 		"admin.enableServer=false\n4lw.commands.whitelist=ruok,srvr,stat,mntr\nforceSync=no\n",
 		filepath.Join(s.dir, "data"), port)
 	if err := os.WriteFile(filepath.Join(s.dir, "zoo.cfg"), []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	t.Cleanup(s.Stop)
-	s.Restart(t)
-	return s
+	if err := s.StartAgain(); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // Restart starts the server (again, on its data) and waits until it serves.
 func (s *Server) Restart(t testing.TB) {
 	t.Helper()
+	if err := s.StartAgain(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// StartAgain starts the server (again, on its data and port) and waits until it
+// serves.
+func (s *Server) StartAgain() error {
 	p, err := peer.Java(s.dir, "log", "-Xms32m", "-Xmx128m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
 		"-cp", s.cp, "org.apache.zookeeper.server.ZooKeeperServerMain", filepath.Join(s.dir, "zoo.cfg"))
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	s.proc = p
 	deadline := time.Now().Add(readyTimeout)
 	for !s.serving() {
 		select {
 		case <-p.Exited:
-			t.Fatalf("ZooKeeper exited before it served (%v):\n%s", p.Cmd.ProcessState, peer.Tail(s.dir, "log"))
+			return fmt.Errorf("ZooKeeper exited before it served (%v):\n%s", p.Cmd.ProcessState, peer.Tail(s.dir, "log"))
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("ZooKeeper not serving after %v:\n%s", readyTimeout, peer.Tail(s.dir, "log"))
+			p.Kill()
+			return fmt.Errorf("ZooKeeper not serving after %v:\n%s", readyTimeout, peer.Tail(s.dir, "log"))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	return nil
 }
 
 // Create creates a persistent znode with the given content, for a test that edits the
@@ -155,3 +185,11 @@ func (s *Server) Pause() { s.proc.Cmd.Process.Signal(syscall.SIGSTOP) }
 
 // Resume continues a paused server (SIGCONT).
 func (s *Server) Resume() { s.proc.Cmd.Process.Signal(syscall.SIGCONT) }
+
+// Pid returns the server's process id, 0 while it is stopped.
+func (s *Server) Pid() int {
+	if s.proc == nil {
+		return 0
+	}
+	return s.proc.Cmd.Process.Pid
+}

@@ -1,0 +1,164 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"sluice/chaos/check"
+)
+
+// topic is the topic the workload writes.
+const topic = "chaos"
+
+// Limits of the phases after the faults.
+const (
+	healLimit     = 2 * time.Minute // until a record is persisted again after a fault
+	readBackLimit = 5 * time.Minute
+)
+
+// run is one chaos run: its processes, its history and what it found so far.
+type run struct {
+	cfg  Config
+	ps   *procs
+	rng  *rand.Rand
+	hist *check.History
+	prog progress
+	res  *Result
+	t0   time.Time
+	// logMu serializes the lines of Config.Log: writers, the consumer and the fault
+	// loop all write progress lines.
+	logMu sync.Mutex
+}
+
+// Run runs a chaos run (Config) and returns its result; err is for a run that could not
+// start at all. Every process it started is stopped by pid before it returns, also
+// when ctx ends early (an interrupted run has no check).
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	cfg.EnsureDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	logs := filepath.Join(cfg.Dir, "logs")
+	if err := os.MkdirAll(logs, 0o755); err != nil {
+		return nil, fmt.Errorf("cannot create run directory: %w", err)
+	}
+	r := &run{cfg: cfg, ps: newProcs(logs), rng: rand.New(rand.NewPCG(uint64(cfg.Seed), 0x5eed)),
+		hist: check.NewHistory(), res: &Result{Config: cfg.String()}, t0: time.Now()}
+	defer r.ps.stopAll(10 * time.Second)
+	var err error
+	if cfg.Distributed {
+		err = r.distributed(ctx)
+	} else {
+		err = r.embedded(ctx)
+	}
+	r.res.Elapsed = time.Since(r.t0)
+	if err != nil {
+		r.res.Errors = append(r.res.Errors, err.Error())
+	}
+	return r.res, nil
+}
+
+// logf writes one progress line.
+func (r *run) logf(format string, args ...any) {
+	r.logMu.Lock()
+	defer r.logMu.Unlock()
+	fmt.Fprintf(r.cfg.Log, "%7.1fs "+format+"\n", append([]any{time.Since(r.t0).Seconds()}, args...)...)
+}
+
+// load runs the writers and the live consumer until the returned stop is called; stop
+// waits until every writer has closed its producer and returns how many were replaced.
+func (r *run) load(addrs func() []string) (stop func() int64) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var ws []*writer
+	for i := range r.cfg.Writers {
+		w := &writer{index: i, kind: writerKinds[i%len(writerKinds)], rate: r.cfg.Rate, size: r.cfg.ValueSize,
+			topic: topic, addrs: addrs, hist: r.hist, prog: &r.prog, log: r.logf}
+		ws = append(ws, w)
+		wg.Add(1)
+		go func() { defer wg.Done(); w.run(ctx) }()
+	}
+	rd := &reader{topic: topic, addrs: addrs, hist: r.hist, next: map[int]int64{}}
+	wg.Add(1)
+	go func() { defer wg.Done(); rd.live(ctx, r.logf) }()
+	return func() int64 {
+		cancel()
+		wg.Wait()
+		var n int64
+		for _, w := range ws {
+			n += w.restarts.Load()
+		}
+		return n
+	}
+}
+
+// weights make the crash faults, which the long run must repeat most (issue 15's
+// figures: hundreds of kill -9 cycles), come up more often than the file damage, whose
+// every cycle destroys the tail of a partition. A fault missing here weighs 1.
+var weights = map[string]int{"kill": 4, "pause": 2, "torn": 1, "bitflip": 1, "diskfull": 1,
+	"broker-kill": 3, "broker-pause": 2, "admin-kill": 1, "zk-restart": 1, "hdfs-restart": 1}
+
+// faultLoop injects faults from mix, one every Interval on average, each at least once
+// and then until Duration has passed, or until ctx ends. After each it waits for the workload to persist a record again.
+func (r *run) faultLoop(ctx context.Context, mix map[string]func(context.Context) (string, error)) error {
+	var names []string // each fault as many times as its weight
+	for _, n := range r.cfg.Faults {
+		if mix[n] == nil {
+			continue // skipped: the result says why
+		}
+		for range weights[n] {
+			names = append(names, n)
+		}
+	}
+	// The first cycles go through every fault once, so that a run injects each however
+	// short its Duration; then they are drawn by weight until Duration has passed.
+	first := slices.Compact(slices.Clone(names))
+	r.rng.Shuffle(len(first), func(i, j int) { first[i], first[j] = first[j], first[i] })
+	end := time.Now().Add(r.cfg.Duration)
+	for cycle := 0; len(names) > 0 && (cycle < len(first) || time.Now().Before(end)) && ctx.Err() == nil; cycle++ {
+		sleep(ctx, r.cfg.Interval/2+time.Duration(r.rng.Int64N(int64(r.cfg.Interval))))
+		if ctx.Err() != nil {
+			break
+		}
+		name := names[r.rng.IntN(len(names))]
+		if cycle < len(first) {
+			name = first[cycle]
+		}
+		f := r.res.fault(name)
+		note, err := mix[name](ctx)
+		if err != nil {
+			return fmt.Errorf("fault %s, cycle %d: %w", name, f.Cycles+1, err)
+		}
+		healed := time.Now()
+		f.Cycles++
+		if note != "" && len(f.Notes) < maxNotes {
+			f.Notes = append(f.Notes, note)
+		}
+		d, err := r.prog.since(ctx, healed, healLimit)
+		if err != nil {
+			return fmt.Errorf("after fault %s, cycle %d (%s): %w", name, f.Cycles, note, err)
+		}
+		f.Recovery = append(f.Recovery, d.Milliseconds())
+		r.logf("%s #%d: %s; persisting again after %v", name, f.Cycles, note, d.Round(time.Millisecond))
+	}
+	return ctx.Err()
+}
+
+// finish stops the load, reads everything back and runs the checker.
+func (r *run) finish(ctx context.Context, stop func() int64, addrs []string) error {
+	r.logf("stopping the load")
+	r.res.ProducerRestarts = stop()
+	sent, reads := r.hist.Len()
+	r.logf("load stopped: %d records sent, %d reads; reading everything back", sent, reads)
+	if err := readBack(ctx, topic, addrs, r.hist, readBackLimit); err != nil {
+		return err
+	}
+	r.res.Report = check.Check(r.hist)
+	return nil
+}

@@ -1,0 +1,161 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"sluice/chaos/check"
+	"sluice/client"
+)
+
+// writerKind is one shape of producer in the workload.
+type writerKind struct {
+	sync  bool      // ProduceSync per record, or Produce and a Flush/WaitPersisted per chunk
+	ack   check.Ack // the level it asks for
+	keyed bool      // records carry a key (routed by its hash) or none (sticky partition)
+}
+
+// writerKinds are cycled through by the writers: every combination of the contract's
+// produce modes that the harness checks.
+var writerKinds = []writerKind{
+	{sync: false, ack: check.AckPersisted, keyed: true},
+	{sync: true, ack: check.AckPersisted, keyed: false},
+	{sync: false, ack: check.AckAccepted, keyed: false},
+	{sync: true, ack: check.AckAccepted, keyed: true},
+}
+
+// opTimeout bounds one produce call, flush or wait: long enough to ride out a fault
+// (a restart takes a second or two), short enough that a stuck producer is replaced.
+const opTimeout = 30 * time.Second
+
+// writer is one producer of the workload. Each incarnation is a new client.Producer
+// with a new identity in the values (index<<32 | incarnation), so the checker's
+// per-producer order holds per client producer.
+type writer struct {
+	index    int
+	kind     writerKind
+	rate     int
+	size     int
+	topic    string
+	addrs    func() []string
+	hist     *check.History
+	prog     *progress
+	seq      uint64
+	restarts atomic.Int64 // incarnations after the first
+	log      func(format string, args ...any)
+}
+
+// run produces until ctx ends, replacing its producer whenever a call fails.
+func (w *writer) run(ctx context.Context) {
+	for inc := uint64(1); ctx.Err() == nil; inc++ {
+		p, err := client.NewProducer(ctx, w.topic, client.Brokers(w.addrs()...), client.Linger(2*time.Millisecond),
+			client.RetryBackoff(10*time.Millisecond, 500*time.Millisecond))
+		if err != nil {
+			sleep(ctx, 200*time.Millisecond)
+			continue
+		}
+		if inc > 1 {
+			w.restarts.Add(1)
+		}
+		pending, err := w.produce(ctx, p, uint64(w.index)<<32|inc)
+		if err != nil && ctx.Err() == nil {
+			w.log("writer %d: producer %d replaced: %v", w.index, inc, err)
+		}
+		cctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+		if err := p.Close(cctx); err == nil { // Close persisted every record it held
+			w.mark(pending, check.AckPersisted)
+		}
+		cancel()
+	}
+}
+
+// produce writes chunks of records with p until ctx ends or a call fails, and returns
+// the records not yet known to be persisted.
+func (w *writer) produce(ctx context.Context, p *client.Producer, pid uint64) ([]check.ID, error) {
+	const tick = 100 * time.Millisecond
+	chunk := max(1, w.rate/10)
+	var pending []check.ID
+	next := time.Now()
+	for ctx.Err() == nil {
+		ids, err := w.chunk(ctx, p, pid, chunk)
+		pending = append(pending, ids...)
+		if err != nil {
+			return pending, err
+		}
+		if w.kind.ack == check.AckPersisted {
+			pending = pending[:0]
+		}
+		next = next.Add(tick)
+		sleep(ctx, time.Until(next))
+	}
+	return pending, nil
+}
+
+// chunk produces n records and waits for the writer's ack level, recording each
+// outcome. It returns the records it produced.
+func (w *writer) chunk(ctx context.Context, p *client.Producer, pid uint64, n int) ([]check.ID, error) {
+	ids := make([]check.ID, 0, n)
+	octx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	for range n {
+		id := check.ID{Producer: pid, Seq: w.seq}
+		w.seq++
+		r := &client.Record{Value: check.AppendValue(nil, id, w.size)}
+		if w.kind.keyed {
+			r.Key = []byte(strconv.FormatUint(id.Seq%17, 10))
+		}
+		w.hist.Sent(id, check.AckUnknown)
+		ids = append(ids, id)
+		if !w.kind.sync {
+			if err := p.Produce(octx, r); err != nil {
+				return ids, fmt.Errorf("cannot produce %v: %w", id, err)
+			}
+			continue
+		}
+		level := client.AckAccepted
+		if w.kind.ack == check.AckPersisted {
+			level = client.AckPersisted
+		}
+		if _, err := p.ProduceSync(octx, r, level); err != nil {
+			return ids, fmt.Errorf("cannot produce %v: %w", id, err)
+		}
+		w.mark([]check.ID{id}, w.kind.ack)
+	}
+	if w.kind.sync {
+		return ids, nil
+	}
+	wait := p.Flush
+	if w.kind.ack == check.AckPersisted {
+		wait = p.WaitPersisted
+	}
+	if err := wait(octx); err != nil {
+		return ids, fmt.Errorf("cannot wait for %v: %w", w.kind.ack, err)
+	}
+	w.mark(ids, w.kind.ack)
+	return ids, nil
+}
+
+func (w *writer) mark(ids []check.ID, a check.Ack) {
+	for _, id := range ids {
+		w.hist.Sent(id, a)
+	}
+	if a == check.AckPersisted && len(ids) > 0 {
+		w.prog.persisted()
+	}
+}
+
+// sleep waits for d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
