@@ -3,6 +3,8 @@ package bench
 import (
 	"encoding/binary"
 	"time"
+
+	"sluice/internal/nanosleep"
 )
 
 // stampSize is the size of the timestamp at the front of every record value.
@@ -84,7 +86,7 @@ func sleepUntil(t int64) {
 	switch {
 	case d <= 0:
 	case d < 2*time.Millisecond:
-		preciseSleep(d)
+		nanosleep.Sleep(d)
 	default:
 		time.Sleep(d)
 	}

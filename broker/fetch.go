@@ -75,7 +75,7 @@ func (t *fetchTask) Release() { _ = t.pt.shard.Submit(t) }
 // or a store region by sendfile; the chunks or the region stay held until written.
 func (t *fetchTask) serve() {
 	if t.multi != nil {
-		t.multi.woken()
+		t.multi.woken(t.pt.shard) // serve runs on the partition's shard
 		return
 	}
 	res, err := t.pt.p.Fetch(t.req.Offset, int(max(t.req.MaxBytes, 1)), nil)

@@ -23,8 +23,12 @@ import (
 //
 // A waiter is a fetchTask with multi set: the partition wakes it like any long poll
 // (data, deadline, release, shutdown) and settle hands it back; its serve calls woken.
-// Only the first wake-up counts (state); the final gather, on each shard, releases the
-// waiters still parked there, whose wake-ups then do nothing.
+// Only the first wake-up counts (state). When it comes from a partition's shard, the
+// final gather reads only that shard's group, right there, and answers: the records that
+// woke the request go out without a hop to another shard (the other partitions are
+// answered with their offsets from the first gather). Then each other shard releases its
+// waiters (a cleanup task), whose wake-ups do nothing; so no waiter outlives its request
+// for long. A wake-up from the connection (Release) gathers every group.
 //
 // The groups are ordered by their first partition in the request, and partitions of one
 // group keep request order: the budget goes to partitions in request order, except that
@@ -185,8 +189,8 @@ func (m *multiFetch) gatherGroup() {
 			it.code, it.win = codeOf(pt.refusal()), engine.Window{Checkpoint: -1}
 			continue
 		}
-		if m.phase == mfFinal && pt.p.Release(&it.waiter) {
-			m.b.settle(pt)
+		if m.phase == mfFinal {
+			m.releaseWaiter(it)
 		}
 		it.code, it.win = wire.CodeNone, pt.p.Window()
 		left := m.maxBytes - m.spent
@@ -213,19 +217,30 @@ func (m *multiFetch) parkGroup() {
 	for _, i := range m.groups[m.pass].items {
 		it := &m.items[i]
 		pt := it.pt
+		it.res.Release() // the first gather's empty read may hold a segment: not while parked
 		if pt.p != nil && pt.p.ParkFetch(&it.waiter, it.offset, m.deadline) {
 			m.b.parkedFetch.Add(1)
 			m.b.arm(pt)
 			continue
 		}
-		m.woken()
+		m.woken(nil) // a full final gather: the data may be on any shard
+	}
+}
+
+// releaseWaiter wakes it's waiter if it is still parked; its wake-up does nothing (the
+// request is answered or being answered). Shard of it only.
+func (m *multiFetch) releaseWaiter(it *mfItem) {
+	if it.pt.p != nil && it.pt.p.Release(&it.waiter) {
+		m.b.settle(it.pt)
 	}
 }
 
 // woken is a wake-up from a waiter (its partition's shard) or from the connection
 // (Release). The first one while parked starts the final gather; one during the park
 // pass is left for that pass to act on; later ones do nothing. Any goroutine.
-func (m *multiFetch) woken() {
+//
+// sh is the shard woken runs on (a waiter's), nil when it runs elsewhere.
+func (m *multiFetch) woken(sh *sched.Shard) {
 	for {
 		switch m.state.Load() {
 		case mfParking:
@@ -234,7 +249,11 @@ func (m *multiFetch) woken() {
 			}
 		case mfParked:
 			if m.state.CompareAndSwap(mfParked, mfWoken) {
-				m.startFinal()
+				if g := m.groupOf(sh); g >= 0 {
+					m.answerFrom(g)
+				} else {
+					m.startFinal()
+				}
 				return
 			}
 		default:
@@ -243,9 +262,48 @@ func (m *multiFetch) woken() {
 	}
 }
 
+// groupOf returns the index of sh's group, -1 when sh is nil or has none.
+func (m *multiFetch) groupOf(sh *sched.Shard) int {
+	for g := range m.groups {
+		if sh != nil && m.groups[g].shard == sh {
+			return g
+		}
+	}
+	return -1
+}
+
+// answerFrom gathers group g (on its shard, where the wake-up came from), answers, and
+// has every other shard release its waiters.
+func (m *multiFetch) answerFrom(g int) {
+	m.phase, m.pass, m.spent = mfFinal, g, 0
+	m.gatherGroup()
+	m.answer()
+	for o := range m.groups {
+		if o != g {
+			// Best effort: with the queue full the waiters wake at their deadline.
+			_ = m.groups[o].shard.Submit(&mfCleanup{m: m, g: o})
+		}
+	}
+}
+
+// mfCleanup releases the waiters of one group of an answered multiFetch. Cleanups of
+// different groups touch different items, so they may run at once.
+type mfCleanup struct {
+	m *multiFetch
+	g int
+}
+
+// Run releases the group's waiters still parked.
+func (c *mfCleanup) Run(*sched.Shard) {
+	defer c.m.b.recoverShard("fetch_multi cleanup", nil)
+	for _, i := range c.m.groups[c.g].items {
+		c.m.releaseWaiter(&c.m.items[i])
+	}
+}
+
 // Release asks for the answer now (netio.Releaser): a later answer on the connection is
 // ready. Safe from any goroutine; it never blocks.
-func (m *multiFetch) Release() { m.woken() }
+func (m *multiFetch) Release() { m.woken(nil) }
 
 // startFinal starts the final gather. Only one goroutine gets here per request, after the
 // park pass ended.
