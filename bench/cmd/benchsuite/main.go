@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"sluice/bench"
@@ -27,10 +28,13 @@ func main() {
 	flag.StringVar(&o.SluiceBin, "sluice", "bin/sluice", "sluice binary")
 	flag.StringVar(&o.NATSBin, "nats-server", "", "nats-server binary (empty: skip NATS)")
 	flag.StringVar(&o.KafkaDir, "kafka", "", "Kafka directory with lib/ and log4j2.properties (empty: skip Kafka)")
+	only := flag.String("only", "", "comma-separated parts to run: latency, consume, produce (default: everything)")
+	systems := flag.String("systems", "", "comma-separated servers to start: sluice, nats, kafka (default: every one given)")
 	out := flag.String("out", "BENCHMARKS.md", "markdown file whose generated section is rewritten")
 	charts := flag.String("charts", "docs/bench", "directory for the PNG charts")
 	jsonOut := flag.String("json", "", "write every result to this JSON file")
 	flag.Parse()
+	o.Only, o.Systems = splitList(*only), splitList(*systems)
 	o.Log = os.Stderr
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -62,7 +66,8 @@ func run(ctx context.Context, o bench.SuiteOptions, out, chartDir, jsonOut strin
 	for _, ch := range []struct {
 		name string
 		draw func(string) error
-	}{{"throughput.png", s.ThroughputChart}, {"latency-cdf.png", s.LatencyChart}, {"sustained.png", s.SustainedChart}} {
+	}{{"throughput.png", s.ThroughputChart}, {"latency-cdf.png", s.LatencyChart},
+		{"latency-time.png", s.LatencyOverTimeChart}, {"sustained.png", s.SustainedChart}} {
 		if err := ch.draw(filepath.Join(chartDir, ch.name)); err != nil {
 			return err
 		}
@@ -73,4 +78,12 @@ func run(ctx context.Context, o bench.SuiteOptions, out, chartDir, jsonOut strin
 		return err
 	}
 	return os.WriteFile(out, []byte(bench.RewriteSection(string(doc), s.Markdown(charts))), 0o644)
+}
+
+// splitList splits a comma-separated flag value; empty gives nil.
+func splitList(v string) []string {
+	if v == "" {
+		return nil
+	}
+	return strings.Split(v, ",")
 }
