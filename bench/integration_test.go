@@ -107,3 +107,15 @@ func TestCharts(t *testing.T) {
 		}
 	}
 }
+
+// TestRewriteNarrowSection: a narrow run's section goes before the full run's, and a
+// second narrow run replaces it, leaving the full run's section as it was.
+func TestRewriteNarrowSection(t *testing.T) {
+	doc := "# b\n\n" + SectionBegin + "\nfull\n" + SectionEnd + "\n"
+	once := RewriteNarrowSection(doc, "narrow 1")
+	twice := RewriteNarrowSection(once, "narrow 2")
+	want := "# b\n\n" + NarrowBegin + "\nnarrow 2\n" + NarrowEnd + "\n\n" + SectionBegin + "\nfull\n" + SectionEnd + "\n"
+	if twice != want {
+		t.Fatalf("got\n%s\nwant\n%s", twice, want)
+	}
+}

@@ -41,6 +41,9 @@ type Suite struct {
 	Skipped map[string]string             `json:"skipped,omitempty"`
 	Machine Machine                       `json:"machine"`
 	NewOnly bool                          `json:"new_only,omitempty"`
+	// Only and Systems are SuiteOptions' subsets, when the run was narrowed.
+	Only    []string `json:"only,omitempty"`
+	Systems []string `json:"systems,omitempty"`
 	// Disk holds the disk ceilings (buffered, direct) on the data directory's filesystem;
 	// DirtyLimit the host's dirty-page limit they were sized by; DiskNote how.
 	Disk       []*DiskResult `json:"disk,omitempty"`
@@ -121,7 +124,7 @@ const (
 
 // RunSuite runs every workload against every system it can start and the ceilings.
 func RunSuite(ctx context.Context, o SuiteOptions) (*Suite, error) {
-	s := &Suite{Quick: o.Quick, NewOnly: o.NewOnly, Start: time.Now(), Results: map[string]map[string]*Result{},
+	s := &Suite{Quick: o.Quick, NewOnly: o.NewOnly, Only: o.Only, Systems: o.Systems, Start: time.Now(), Results: map[string]map[string]*Result{},
 		RSS: map[string]int64{}, Skipped: map[string]string{}, Machine: DescribeMachine(), LoadStart: loadAvg(), workDir: o.Work}
 	defer func() { s.LoadEnd = loadAvg() }()
 	sz := sizesOf(o.Quick)

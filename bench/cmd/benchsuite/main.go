@@ -62,22 +62,31 @@ func run(ctx context.Context, o bench.SuiteOptions, out, chartDir, jsonOut strin
 	if err != nil {
 		return err
 	}
+	// A narrow run has charts and a section of its own: it never overwrites the full run's.
+	narrow := len(o.Only) > 0 || len(o.Systems) > 0
+	prefix, rewrite := "", bench.RewriteSection
+	if narrow {
+		prefix, rewrite = "narrow-", bench.RewriteNarrowSection
+	}
 	var charts []string
 	for _, ch := range []struct {
 		name string
 		draw func(string) error
 	}{{"throughput.png", s.ThroughputChart}, {"latency-cdf.png", s.LatencyChart},
 		{"latency-time.png", s.LatencyOverTimeChart}, {"sustained.png", s.SustainedChart}} {
-		if err := ch.draw(filepath.Join(chartDir, ch.name)); err != nil {
+		if narrow && ch.name == "sustained.png" {
+			continue // a narrow run has no sustained runs
+		}
+		if err := ch.draw(filepath.Join(chartDir, prefix+ch.name)); err != nil {
 			return err
 		}
-		charts = append(charts, filepath.ToSlash(filepath.Join(rel, ch.name)))
+		charts = append(charts, filepath.ToSlash(filepath.Join(rel, prefix+ch.name)))
 	}
 	doc, err := os.ReadFile(out)
 	if err != nil && !os.IsNotExist(err) {
 		return err
 	}
-	return os.WriteFile(out, []byte(bench.RewriteSection(string(doc), s.Markdown(charts))), 0o644)
+	return os.WriteFile(out, []byte(rewrite(string(doc), s.Markdown(charts))), 0o644)
 }
 
 // splitList splits a comma-separated flag value; empty gives nil.
