@@ -139,17 +139,7 @@ func (m *multiFetch) submit(g int) {
 func (m *multiFetch) Run(*sched.Shard) {
 	defer m.b.recoverRequest("fetch_multi", nil, m.c, m.slot, m.hdr)
 	if m.phase == mfPark {
-		m.parkGroup()
-		if m.pass > 0 {
-			m.submit(m.pass - 1)
-			return
-		}
-		if m.state.CompareAndSwap(mfParking, mfParked) {
-			m.c.Park(m.slot, m) // may call Release at once: a later answer is ready
-			return
-		}
-		m.state.Store(mfWoken) // a waiter woke during the pass
-		m.startFinal()
+		m.parkPass()
 		return
 	}
 	m.gatherGroup()
@@ -162,20 +152,27 @@ func (m *multiFetch) Run(*sched.Shard) {
 		// shard so that the first park needs no hop.
 		m.phase = mfPark
 		m.state.Store(mfParking)
-		m.parkGroup()
-		if m.pass > 0 {
-			m.submit(m.pass - 1)
-			return
-		}
-		if m.state.CompareAndSwap(mfParking, mfParked) {
-			m.c.Park(m.slot, m)
-			return
-		}
-		m.state.Store(mfWoken)
-		m.startFinal()
+		m.parkPass()
 		return
 	}
 	m.answer()
+}
+
+// parkPass parks the current group's waiters and moves on to the previous group; after
+// the first group, the request is parked, unless a waiter woke during the pass: then the
+// final gather starts.
+func (m *multiFetch) parkPass() {
+	m.parkGroup()
+	if m.pass > 0 {
+		m.submit(m.pass - 1)
+		return
+	}
+	if m.state.CompareAndSwap(mfParking, mfParked) {
+		m.c.Park(m.slot, m) // may call Release at once: a later answer is ready
+		return
+	}
+	m.state.Store(mfWoken) // a waiter woke during the pass
+	m.startFinal()
 }
 
 // gatherGroup reads the current group's partitions. In the final gather it first
