@@ -147,13 +147,17 @@ func sampleLatencySeries(rec *Recorder, start func() int64, series *[]SeriesPoin
 	wg.Go(func() {
 		t := time.NewTicker(seriesInterval)
 		defer t.Stop()
+		from := start()
 		for {
 			select {
 			case <-done:
 				return
 			case now := <-t.C:
+				if st := start(); st != from { // the warm-up ended: its points do not count
+					*series, from = (*series)[:0], st
+				}
 				p := rec.takeWindow()
-				at := float64(now.UnixNano()-start()) / 1e9
+				at := float64(now.UnixNano()-from) / 1e9
 				if at > 0 && p.Recs > 0 {
 					p.At = at
 					*series = append(*series, p)

@@ -131,51 +131,69 @@ var percentileTicks = plot.ConstantTicks{
 	{Value: nines(1), Label: "max"},
 }
 
-// LatencyChart draws the end-to-end latency distribution of each system at half load:
-// x the latency on a log scale, y the percentile on a scale of nines (p50, p90, p99,
-// p99.9 evenly spaced), with p50, p99 and p99.9 labelled on each curve.
+// LatencyChart draws the end-to-end latency distribution of each system, 4 partitions,
+// at half load (solid) and at 10 000 records/s (dashed): x the latency on a log scale, y
+// the percentile on a scale of nines (p50, p90, p99, p99.9 evenly spaced), with p50, p99
+// and p99.9 labelled on each curve.
 func (s *Suite) LatencyChart(path string) error {
-	p := newPlot("End-to-end latency at half of each system's maximum rate, 4 partitions",
+	p := newPlot("End-to-end latency, 4 partitions: half of each system's maximum rate (solid), 10 000 records/s (dashed)",
 		"latency (log scale)", "percentile")
+	p.Title.TextStyle.Font.Size = vg.Points(11)
 	p.X.Scale, p.X.Tick.Marker = plot.LogScale{}, latencyTicks{}
 	p.Y.Tick.Marker = percentileTicks
 	p.Y.Min, p.Y.Max = 0, nines(1)
-	for _, sys := range []string{"sluice", "kafka", "nats"} {
-		r := s.Results[sys][ME2EHalf]
-		if r == nil || r.Latency == nil {
-			continue
+	for _, run := range []struct {
+		m    string
+		dash bool
+	}{{ME2EHalf, false}, {ME2E10K, true}} {
+		for _, sys := range []string{"sluice", "kafka", "nats"} {
+			r := s.Results[sys][run.m]
+			if r == nil || r.Latency == nil {
+				continue
+			}
+			if err := addCDF(p, sys, r, run.dash); err != nil {
+				return err
+			}
 		}
-		var xys plotter.XYs
-		for _, pt := range r.Latency.CDF {
-			xys = append(xys, plotter.XY{X: max(pt.Micros, 1), Y: nines(pt.Fraction)})
-		}
-		l, err := line(xys, palette[sys], 2, false)
-		if err != nil {
-			return err
-		}
-		p.Add(l)
-		p.Legend.Add(fmt.Sprintf("%s (%.0f records/s)", sys, r.Config.Rate), l)
-		lt := r.Latency
-		marks := plotter.XYLabels{
-			XYs:    plotter.XYs{{X: lt.P50, Y: nines(0.5)}, {X: lt.P99, Y: nines(0.99)}, {X: lt.P999, Y: nines(0.999)}},
-			Labels: []string{" p50 " + fmtMicros(lt.P50), " p99 " + fmtMicros(lt.P99), " p99.9 " + fmtMicros(lt.P999)},
-		}
-		sc, err := plotter.NewScatter(marks)
-		if err != nil {
-			return err
-		}
-		sc.GlyphStyle.Color, sc.GlyphStyle.Radius, sc.GlyphStyle.Shape = palette[sys], vg.Points(3), draw.CircleGlyph{}
-		lab, err := plotter.NewLabels(marks)
-		if err != nil {
-			return err
-		}
-		for j := range lab.TextStyle {
-			lab.TextStyle[j].Color, lab.TextStyle[j].Font.Size = palette[sys], vg.Points(8)
-			lab.TextStyle[j].YAlign = draw.YTop
-		}
-		p.Add(sc, lab)
 	}
 	return p.Save(chartW, chartH, path)
+}
+
+// addCDF adds one run's latency curve to p, with its p50, p99 and p99.9 marked.
+func addCDF(p *plot.Plot, sys string, r *Result, dash bool) error {
+	var xys plotter.XYs
+	for _, pt := range r.Latency.CDF {
+		xys = append(xys, plotter.XY{X: max(pt.Micros, 1), Y: nines(pt.Fraction)})
+	}
+	l, err := line(xys, palette[sys], 2, dash)
+	if err != nil {
+		return err
+	}
+	p.Add(l)
+	p.Legend.Add(fmt.Sprintf("%s, %.0f records/s", sys, r.Config.Rate), l)
+	lt := r.Latency
+	marks := plotter.XYLabels{
+		XYs:    plotter.XYs{{X: lt.P50, Y: nines(0.5)}, {X: lt.P99, Y: nines(0.99)}, {X: lt.P999, Y: nines(0.999)}},
+		Labels: []string{" p50 " + fmtMicros(lt.P50), " p99 " + fmtMicros(lt.P99), " p99.9 " + fmtMicros(lt.P999)},
+	}
+	sc, err := plotter.NewScatter(marks)
+	if err != nil {
+		return err
+	}
+	sc.GlyphStyle.Color, sc.GlyphStyle.Radius, sc.GlyphStyle.Shape = palette[sys], vg.Points(3), draw.CircleGlyph{}
+	lab, err := plotter.NewLabels(marks)
+	if err != nil {
+		return err
+	}
+	for j := range lab.TextStyle {
+		lab.TextStyle[j].Color, lab.TextStyle[j].Font.Size = palette[sys], vg.Points(8)
+		lab.TextStyle[j].YAlign = draw.YTop
+		if sys != "sluice" { // the peers' labels go left of their points: curves lie close
+			lab.TextStyle[j].XAlign = draw.XRight
+		}
+	}
+	p.Add(sc, lab)
+	return nil
 }
 
 // latencyTicks marks a log latency axis (µs) at every power of ten, labelled with units.
@@ -208,7 +226,7 @@ func (s *Suite) LatencyOverTimeChart(path string) error {
 			continue
 		}
 		var p99, mx plotter.XYs
-		for _, pt := range r.LatencySeries {
+		for _, pt := range measuredSeries(r.LatencySeries) {
 			p99 = append(p99, plotter.XY{X: pt.At, Y: max(pt.P99, 1)})
 			mx = append(mx, plotter.XY{X: pt.At, Y: max(pt.Max, 1)})
 		}
@@ -262,4 +280,16 @@ func (s *Suite) SustainedChart(path string) error {
 	}
 	p.Y.Min = 0
 	return p.Save(chartW, chartH, path)
+}
+
+// measuredSeries drops the warm-up's points of a latency series, if any: results written
+// before the sampler dropped them itself have them first, counted from the run's start
+// (the times go back once the measured part starts).
+func measuredSeries(pts []SeriesPoint) []SeriesPoint {
+	for i := len(pts) - 1; i > 0; i-- {
+		if pts[i].At < pts[i-1].At {
+			return pts[i:]
+		}
+	}
+	return pts
 }

@@ -33,19 +33,27 @@ func main() {
 	out := flag.String("out", "BENCHMARKS.md", "markdown file whose generated section is rewritten")
 	charts := flag.String("charts", "docs/bench", "directory for the PNG charts")
 	jsonOut := flag.String("json", "", "write every result to this JSON file")
+	fromJSON := flag.String("from-json", "", "run nothing: redraw the charts and the section from this results file")
 	flag.Parse()
 	o.Only, o.Systems = splitList(*only), splitList(*systems)
 	o.Log = os.Stderr
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, o, *out, *charts, *jsonOut); err != nil {
+	if err := run(ctx, o, *out, *charts, *jsonOut, *fromJSON); err != nil {
 		fmt.Fprintln(os.Stderr, "benchsuite:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, o bench.SuiteOptions, out, chartDir, jsonOut string) error {
-	s, err := bench.RunSuite(ctx, o)
+func run(ctx context.Context, o bench.SuiteOptions, out, chartDir, jsonOut, fromJSON string) error {
+	var s *bench.Suite
+	var err error
+	if fromJSON != "" {
+		s, err = load(fromJSON)
+		o.Only, o.Systems = s.Only, s.Systems
+	} else {
+		s, err = bench.RunSuite(ctx, o)
+	}
 	if err != nil {
 		return err
 	}
@@ -95,4 +103,17 @@ func splitList(v string) []string {
 		return nil
 	}
 	return strings.Split(v, ",")
+}
+
+// load reads a suite's results written by -json.
+func load(path string) (*bench.Suite, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var s bench.Suite
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, fmt.Errorf("cannot read %s: %w", path, err)
+	}
+	return &s, nil
 }
