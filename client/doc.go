@@ -32,12 +32,13 @@
 // # Consumer
 //
 // NewConsumer reads a topic (or the physical partitions serving a logical range) from the
-// oldest or newest offset, an offset, or a time. Per broker, a fetcher goroutine keeps
-// one fetch_multi request (all that broker's partitions, one long poll, one byte budget
-// of FetchMaxBytes) in flight and sends the next as soon as an answer arrives; Poll takes
-// the next answer from any broker, and Next and Record iterate its records without
-// allocating per record. A quiet partition never holds up a busy one: the broker answers
-// as soon as any partition has records. Memory: two answers per broker. Offsets are checked dense end
+// oldest or newest offset, an offset, or a time. Per broker, two fetcher goroutines
+// (lanes, each with its own connection and half of that broker's partitions) each keep
+// one fetch_multi request (one long poll, one byte budget of FetchMaxBytes) in flight and
+// send the next as soon as an answer arrives; Poll takes the next answer from any
+// fetcher, and Next and Record iterate its records without allocating per record. A
+// quiet partition never holds up a busy one: the broker answers as soon as any partition
+// of the request has records. Memory: two answers per fetcher. Offsets are checked dense end
 // to end: the first batch of every fetch answer holds the offset asked for, and each
 // later batch starts right after the one before. A batch's base offset is outside its
 // CRC, so this is what catches a damaged one; the consumer then stops with a *GapError
@@ -58,7 +59,7 @@
 // Inside the producer, the per-partition window (window.go) is a synchronous state machine
 // with no goroutines, sockets or clocks; the driver owns them: per broker a sender
 // goroutine and a reader goroutine per connection; inside the consumer, a fetcher
-// goroutine per broker (fetcher.go), which owns its fetch positions and hands answers
+// goroutine per lane of a broker (fetcher.go), which owns its fetch positions and hands answers
 // over a channel. Producer.mu guards the windows; a
 // link's and a connection's locks guard their own fields. No two of these locks are ever
 // held at once, so there is no lock order to keep. Files: config.go (options), window.go

@@ -11,14 +11,14 @@ import (
 	"sluice/wire"
 )
 
-// fetcher reads the consumer's partitions served by one broker: a goroutine that keeps
-// one fetch_multi request for all of them in flight and sends the next one the moment an
+// fetcher reads some of the consumer's partitions served by one broker (a lane: see
+// fetchLanes): a goroutine that keeps one fetch_multi request for all of them in flight and sends the next one the moment an
 // answer has arrived, before the application looks at the records. So the broker is
 // never idle waiting for the application, a quiet partition never holds up a busy one
 // (the broker answers as soon as any has records), and the application iterates one
 // answer while the next one is on the wire.
 //
-// Memory: two answer buffers per broker, each one frame of at most the byte budget
+// Memory: two answer buffers per fetcher, each one frame of at most the byte budget
 // (FetchMaxBytes, plus part headers and a batch larger than the budget): one being read,
 // one the application iterates (answers travel through the consumer's ready channel and
 // come back on free). A fetcher does not read an answer until it has a free buffer.
@@ -61,21 +61,37 @@ type answerPart struct {
 // answerBuffers is how many buffers a fetcher owns.
 const answerBuffers = 2
 
-// startFetchers starts a fetcher per broker for the consumer's partitions, from their
-// cursors.
+// fetchLanes is how many fetchers, each with its own connection and request in flight,
+// share the partitions of one broker (when it serves at least that many): one request
+// in flight leaves the broker idle for a round trip (and a hop between its shards) after
+// every answer, and the consumer iterating one answer while the next is on the wire
+// covers only the client's side of that. Two requests in flight cover it for the broker
+// too. Separate connections, because a connection's answers come back in request order:
+// one lane's long poll would hold up the other's records.
+const fetchLanes = 2
+
+// startFetchers starts the fetchers for the consumer's partitions, from their cursors:
+// fetchLanes per broker, each reading every fetchLanes-th of its partitions.
 func (c *Consumer) startFetchers(ctx context.Context) error {
-	byAddr := map[string]*fetcher{}
+	type lane struct {
+		addr string
+		i    int
+	}
+	byLane := map[lane]*fetcher{}
+	seen := map[string]int{} // partitions so far per broker
 	for _, p := range c.parts {
 		if p.addr == "" {
 			return fmt.Errorf("cannot fetch %s/%d: %w", c.topic, p.id, errNoAddress)
 		}
-		f := byAddr[p.addr]
+		k := lane{p.addr, seen[p.addr] % fetchLanes}
+		seen[p.addr]++
+		f := byLane[k]
 		if f == nil {
 			f = &fetcher{c: c, addr: p.addr, free: make(chan *answer, answerBuffers), quit: make(chan struct{})}
 			for range answerBuffers {
 				f.free <- &answer{f: f}
 			}
-			byAddr[p.addr] = f
+			byLane[k] = f
 			c.fetchers = append(c.fetchers, f)
 		}
 		f.parts = append(f.parts, p)
@@ -232,10 +248,11 @@ func grow0(b []byte, n int) []byte {
 	return b[:n]
 }
 
-// growKeep returns b resized to n bytes, keeping its contents.
+// growKeep returns b resized to n bytes, keeping its contents. It at least doubles the
+// capacity when it grows, so that answers of slowly rising sizes do not each allocate.
 func growKeep(b []byte, n int) []byte {
 	if cap(b) < n {
-		nb := make([]byte, n)
+		nb := make([]byte, n, max(n, 2*cap(b)))
 		copy(nb, b)
 		return nb
 	}
