@@ -12,11 +12,11 @@ import (
 )
 
 // fetcher reads some of the consumer's partitions served by one broker (a lane: see
-// fetchLanes): a goroutine that keeps one fetch_multi request for all of them in flight and sends the next one the moment an
-// answer has arrived, before the application looks at the records. So the broker is
-// never idle waiting for the application, a quiet partition never holds up a busy one
-// (the broker answers as soon as any has records), and the application iterates one
-// answer while the next one is on the wire.
+// fetchLanes): a goroutine that keeps one fetch_multi request for all of them in flight
+// and sends the next one the moment an answer has arrived, before the application looks
+// at the records. So the broker never waits for the application, a quiet partition
+// never holds up a busy one (the broker answers as soon as any has records), and the
+// application iterates one answer while the next one is on the wire.
 //
 // Memory: two answer buffers per fetcher, each one frame of at most the byte budget
 // (FetchMaxBytes, plus part headers and a batch larger than the budget): one being read,
@@ -165,7 +165,7 @@ func (f *fetcher) run(ready chan<- *answer) {
 			return
 		}
 		a.err = f.fetch(a)
-		ready <- a // room for one answer per fetcher: never blocks for long
+		ready <- a // ready has room for every fetcher's every buffer: never blocks
 		if a.err != nil {
 			return
 		}
