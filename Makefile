@@ -4,7 +4,7 @@
 GO       ?= go
 FUZZTIME ?= 5s
 
-.PHONY: run test deps check unit fuzz bench bench-quick bench-sustained bench-hdfs bench-storage build chaos
+.PHONY: run test deps check unit fuzz bench bench-quick bench-sustained bench-latency bench-hdfs bench-storage build chaos
 
 build:
 	$(GO) build -o bin/sluice ./cmd/sluice
@@ -46,7 +46,8 @@ fuzz:
 # section of BENCHMARKS.md and docs/bench/*.png. About 30-40 minutes (at most 45).
 # bench-quick: no Kafka, small counts, a few minutes. bench-sustained: only the disk
 # ceilings and the sustained produce runs, about 15 minutes. bench-storage: the storage
-# benchmarks of issue 2.
+# benchmarks of issue 2. bench-latency: only the latency and consume parts with sluice and
+# Kafka (issue 14), about 10 minutes; ONLY= and SYSTEMS= narrow `make bench` the same way.
 bench:
 	scripts/bench-all
 
@@ -55,6 +56,9 @@ bench-quick:
 
 bench-sustained:
 	NEW_ONLY=1 scripts/bench-all
+
+bench-latency:
+	ONLY=latency,consume SYSTEMS=sluice,kafka scripts/bench-all
 
 # The HDFS tier in one run (issue 12): a MiniDFSCluster, raw colinmarc/hdfs rates,
 # produce without and with HDFS shipping, the lag at half load, the catch-up after a

@@ -2,116 +2,114 @@ package bench
 
 import (
 	"fmt"
-	"image"
 	"image/color"
-	"image/draw"
-	"image/png"
 	"math"
-	"os"
+	"strings"
 
-	"golang.org/x/image/font"
-	"golang.org/x/image/font/basicfont"
-	"golang.org/x/image/math/fixed"
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
 )
 
-// Charts are drawn with the standard image packages and x/image's fixed 7x13 font:
-// a grouped bar chart of throughput and a latency CDF. They are plain on purpose.
+// The charts are drawn with gonum.org/v1/plot (only this package imports it): the
+// throughput bars with each measurement's ceiling marked, the end-to-end latency
+// distributions on log axes with their percentiles labelled, the latency of the e2e run
+// over time, and the sustained runs second by second.
 
 var palette = map[string]color.RGBA{
 	"sluice": {0x1f, 0x77, 0xb4, 0xff}, "kafka": {0xd6, 0x27, 0x28, 0xff},
-	"nats": {0x2c, 0xa0, 0x2c, 0xff}, "ceiling": {0x7f, 0x7f, 0x7f, 0xff},
+	"nats": {0x2c, 0xa0, 0x2c, 0xff}, "ceiling": {0x40, 0x40, 0x40, 0xff},
 }
 
-type canvas struct{ *image.RGBA }
+// chartW and chartH are the size of every chart.
+const (
+	chartW = 24 * vg.Centimeter
+	chartH = 12 * vg.Centimeter
+)
 
-func newCanvas(w, h int) canvas {
-	c := canvas{image.NewRGBA(image.Rect(0, 0, w, h))}
-	draw.Draw(c, c.Bounds(), image.White, image.Point{}, draw.Src)
-	return c
+// newPlot returns a plot with the common look: a title, axis labels, a grid, the legend
+// at the top left.
+func newPlot(title, x, y string) *plot.Plot {
+	p := plot.New()
+	p.Title.Text, p.X.Label.Text, p.Y.Label.Text = title, x, y
+	p.Title.TextStyle.Font.Size = vg.Points(13)
+	p.Legend.Top, p.Legend.Left = true, true
+	p.Add(plotter.NewGrid())
+	return p
 }
 
-func (c canvas) rect(x0, y0, x1, y1 int, col color.Color) {
-	draw.Draw(c, image.Rect(x0, y0, x1, y1), &image.Uniform{col}, image.Point{}, draw.Src)
-}
-
-func (c canvas) text(x, y int, s string, col color.Color) {
-	d := &font.Drawer{Dst: c, Src: &image.Uniform{col}, Face: basicfont.Face7x13, Dot: fixed.P(x, y)}
-	d.DrawString(s)
-}
-
-// line draws a 2-pixel segment (DDA).
-func (c canvas) line(x0, y0, x1, y1 int, col color.Color) {
-	n := max(abs(x1-x0), abs(y1-y0), 1)
-	for i := 0; i <= n; i++ {
-		x := x0 + (x1-x0)*i/n
-		y := y0 + (y1-y0)*i/n
-		c.Set(x, y, col)
-		c.Set(x+1, y, col)
-		c.Set(x, y+1, col)
-	}
-}
-
-func abs(v int) int {
-	if v < 0 {
-		return -v
-	}
-	return v
-}
-
-func (c canvas) save(path string) error {
-	f, err := os.Create(path)
+// line returns a solid line through xys in color col, width w points; dashed if dash.
+func line(xys plotter.XYs, col color.Color, w float64, dash bool) (*plotter.Line, error) {
+	l, err := plotter.NewLine(xys)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if err := png.Encode(f, c); err != nil {
-		f.Close()
-		return err
+	l.Color, l.Width = col, vg.Points(w)
+	if dash {
+		l.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
 	}
-	return f.Close()
+	return l, nil
 }
 
-// ThroughputChart draws MB/s per measurement, one bar per system.
+// ThroughputChart draws MB/s per measurement, a bar per system, and each measurement's
+// ceiling (tcp or sendfile, same run) as a black dashed mark across its group.
 func (s *Suite) ThroughputChart(path string) error {
-	const W, H, left, bottom, top = 900, 420, 60, 60, 40
-	c := newCanvas(W, H)
-	systems := []string{"sluice", "kafka", "nats", "ceiling"}
-	maxV := 1.0
-	for _, mt := range measureTitles {
-		for _, sys := range systems {
-			maxV = max(maxV, s.mbpsOf(sys, mt.m))
-		}
-	}
-	c.text(left, 20, "Throughput, MB/s of record values (higher is better)", color.Black)
-	plotH := H - bottom - top
-	c.line(left, H-bottom, W-10, H-bottom, color.Black)
-	c.line(left, top, left, H-bottom, color.Black)
-	for i := 0; i <= 4; i++ {
-		v := maxV * float64(i) / 4
-		y := H - bottom - int(float64(plotH)*float64(i)/4)
-		c.text(5, y+4, fmt.Sprintf("%.0f", v), color.Black)
-	}
-	groupW := (W - left - 20) / len(measureTitles)
-	barW := groupW / (len(systems) + 1)
+	p := newPlot("Throughput, MB/s of record values (higher is better)", "", "MB/s")
+	systems := []string{"sluice", "kafka", "nats"}
 	labels := []string{"produce 1 KiB", "produce 100 B", "consume page cache", "consume memory"}
-	for g, mt := range measureTitles {
-		x0 := left + 10 + g*groupW
-		for i, sys := range systems {
-			v := s.mbpsOf(sys, mt.m)
-			h := int(float64(plotH) * v / maxV)
-			x := x0 + i*barW
-			c.rect(x, H-bottom-h, x+barW-4, H-bottom, palette[sys])
-			if v > 0 {
-				c.text(x, H-bottom-h-3, fmt.Sprintf("%.0f", v), color.Black)
+	p.NominalX(labels...)
+	barW := vg.Points(26)
+	for i, sys := range systems {
+		vals := make(plotter.Values, len(measureTitles))
+		var xys plotter.XYs
+		var text []string
+		for g, mt := range measureTitles {
+			vals[g] = s.mbpsOf(sys, mt.m)
+			if vals[g] > 0 {
+				xys = append(xys, plotter.XY{X: float64(g), Y: vals[g]})
+				text = append(text, fmt.Sprintf("%.0f", vals[g]))
 			}
 		}
-		c.text(x0, H-bottom+18, labels[g], color.Black)
+		bars, err := plotter.NewBarChart(vals, barW)
+		if err != nil {
+			return err
+		}
+		bars.Color, bars.LineStyle.Width = palette[sys], 0
+		bars.Offset = barW * vg.Length(i-len(systems)/2)
+		p.Add(bars)
+		p.Legend.Add(sys, bars)
+		if len(xys) > 0 {
+			lab, err := plotter.NewLabels(plotter.XYLabels{XYs: xys, Labels: text})
+			if err != nil {
+				return err
+			}
+			for j := range lab.TextStyle {
+				lab.TextStyle[j].XAlign, lab.TextStyle[j].YAlign = draw.XCenter, draw.YBottom
+				lab.TextStyle[j].Font.Size = vg.Points(8)
+			}
+			lab.Offset = vg.Point{X: bars.Offset}
+			p.Add(lab)
+		}
 	}
-	for i, sys := range systems {
-		x := left + 10 + i*120
-		c.rect(x, H-22, x+12, H-10, palette[sys])
-		c.text(x+16, H-11, sys, color.Black)
+	added := false
+	for g, mt := range measureTitles {
+		c := s.mbpsOf("ceiling", mt.m)
+		if c <= 0 {
+			continue
+		}
+		l, err := line(plotter.XYs{{X: float64(g) - 0.45, Y: c}, {X: float64(g) + 0.45, Y: c}}, palette["ceiling"], 2, true)
+		if err != nil {
+			return err
+		}
+		p.Add(l)
+		if !added {
+			p.Legend.Add("ceiling (tcp, or sendfile for the page cache)", l)
+			added = true
+		}
 	}
-	return c.save(path)
+	p.Y.Min = 0
+	return p.Save(chartW, chartH, path)
 }
 
 // mbpsOf maps "ceiling" to each measurement's ceiling.
@@ -122,111 +120,176 @@ func (s *Suite) mbpsOf(sys, m string) float64 {
 	return s.mbps(sys, m)
 }
 
-// LatencyChart draws the CDF of the end-to-end latencies at half load: x the latency on
-// a log scale, y the fraction of records at or below it.
+// nines maps a fraction of records to the chart's percentile axis: -log10(1-f), so that
+// p50, p90, p99, p99.9 are evenly spaced and the tail gets the room it needs.
+func nines(f float64) float64 { return -math.Log10(max(1-f, 1e-5)) }
+
+// percentileTicks label the percentile axis.
+var percentileTicks = plot.ConstantTicks{
+	{Value: nines(0), Label: "p0"}, {Value: nines(0.5), Label: "p50"}, {Value: nines(0.9), Label: "p90"},
+	{Value: nines(0.99), Label: "p99"}, {Value: nines(0.999), Label: "p99.9"}, {Value: nines(0.9999), Label: "p99.99"},
+	{Value: nines(1), Label: "max"},
+}
+
+// LatencyChart draws the end-to-end latency distribution of each system, 4 partitions,
+// at half load (solid) and at 10 000 records/s (dashed): x the latency on a log scale, y
+// the percentile on a scale of nines (p50, p90, p99, p99.9 evenly spaced), with p50, p99
+// and p99.9 labelled on each curve.
 func (s *Suite) LatencyChart(path string) error {
-	const W, H, left, bottom, top, right = 900, 420, 60, 50, 40, 20
-	c := newCanvas(W, H)
-	c.text(left, 20, "End-to-end latency CDF at half of each system's maximum rate (log scale)", color.Black)
-	lo, hi := 10.0, 1e5 // µs
-	for _, sys := range []string{"sluice", "kafka", "nats"} {
-		if r := s.Results[sys][ME2EHalf]; r != nil && r.Latency != nil {
-			hi = max(hi, r.Latency.Max*1.2)
+	p := newPlot("End-to-end latency, 4 partitions: half of each system's maximum rate (solid), 10 000 records/s (dashed)",
+		"latency (log scale)", "percentile")
+	p.Title.TextStyle.Font.Size = vg.Points(11)
+	p.X.Scale, p.X.Tick.Marker = plot.LogScale{}, latencyTicks{}
+	p.Y.Tick.Marker = percentileTicks
+	p.Y.Min, p.Y.Max = 0, nines(1)
+	for _, run := range []struct {
+		m    string
+		dash bool
+	}{{ME2EHalf, false}, {ME2E10K, true}} {
+		for _, sys := range []string{"sluice", "kafka", "nats"} {
+			r := s.Results[sys][run.m]
+			if r == nil || r.Latency == nil {
+				continue
+			}
+			if err := addCDF(p, sys, r, run.dash); err != nil {
+				return err
+			}
 		}
 	}
-	hi = math.Pow(10, math.Ceil(math.Log10(hi)))
-	plotW, plotH := W-left-right, H-bottom-top
-	xOf := func(us float64) int {
-		us = min(max(us, lo), hi)
-		return left + int(float64(plotW)*(math.Log10(us)-math.Log10(lo))/(math.Log10(hi)-math.Log10(lo)))
+	return p.Save(chartW, chartH, path)
+}
+
+// addCDF adds one run's latency curve to p, with its p50, p99 and p99.9 marked.
+func addCDF(p *plot.Plot, sys string, r *Result, dash bool) error {
+	var xys plotter.XYs
+	for _, pt := range r.Latency.CDF {
+		xys = append(xys, plotter.XY{X: max(pt.Micros, 1), Y: nines(pt.Fraction)})
 	}
-	yOf := func(f float64) int { return H - bottom - int(float64(plotH)*f) }
-	c.line(left, H-bottom, W-right, H-bottom, color.Black)
-	c.line(left, top, left, H-bottom, color.Black)
-	grey := color.RGBA{0xdd, 0xdd, 0xdd, 0xff}
-	for us := lo; us <= hi; us *= 10 {
-		x := xOf(us)
-		c.rect(x, top, x+1, H-bottom, grey)
-		c.text(x-10, H-bottom+15, fmtMicros(us), color.Black)
+	l, err := line(xys, palette[sys], 2, dash)
+	if err != nil {
+		return err
 	}
-	for _, f := range []float64{0.5, 0.9, 0.99, 1} {
-		y := yOf(f)
-		c.rect(left, y, W-right, y+1, grey)
-		c.text(5, y+4, fmt.Sprintf("%g", f), color.Black)
+	p.Add(l)
+	p.Legend.Add(fmt.Sprintf("%s, %.0f records/s", sys, r.Config.Rate), l)
+	lt := r.Latency
+	marks := plotter.XYLabels{
+		XYs:    plotter.XYs{{X: lt.P50, Y: nines(0.5)}, {X: lt.P99, Y: nines(0.99)}, {X: lt.P999, Y: nines(0.999)}},
+		Labels: []string{" p50 " + fmtMicros(lt.P50), " p99 " + fmtMicros(lt.P99), " p99.9 " + fmtMicros(lt.P999)},
 	}
-	i := 0
+	sc, err := plotter.NewScatter(marks)
+	if err != nil {
+		return err
+	}
+	sc.GlyphStyle.Color, sc.GlyphStyle.Radius, sc.GlyphStyle.Shape = palette[sys], vg.Points(3), draw.CircleGlyph{}
+	lab, err := plotter.NewLabels(marks)
+	if err != nil {
+		return err
+	}
+	for j := range lab.TextStyle {
+		lab.TextStyle[j].Color, lab.TextStyle[j].Font.Size = palette[sys], vg.Points(8)
+		lab.TextStyle[j].YAlign = draw.YTop
+		if sys != "sluice" { // the peers' labels go left of their points: curves lie close
+			lab.TextStyle[j].XAlign = draw.XRight
+		}
+	}
+	p.Add(sc, lab)
+	return nil
+}
+
+// latencyTicks marks a log latency axis (µs) at every power of ten, labelled with units.
+type latencyTicks struct{}
+
+// Ticks returns the ticks between lo and hi.
+func (latencyTicks) Ticks(lo, hi float64) []plot.Tick {
+	var ts []plot.Tick
+	for v := math.Pow(10, math.Floor(math.Log10(max(lo, 1)))); v <= hi*1.0001; v *= 10 {
+		ts = append(ts, plot.Tick{Value: v, Label: fmtMicros(v)})
+		for m := 2.0; m < 10; m++ {
+			if v*m <= hi {
+				ts = append(ts, plot.Tick{Value: v * m})
+			}
+		}
+	}
+	return ts
+}
+
+// LatencyOverTimeChart draws the latency of the half-load e2e run over time: for each
+// system the p99 of every 250 ms (solid) and its max (dashed), log scale, so that spikes
+// show.
+func (s *Suite) LatencyOverTimeChart(path string) error {
+	p := newPlot("End-to-end latency over time at half load: p99 (solid) and max (dashed) of each 250 ms",
+		"seconds into the measured run", "latency (log scale)")
+	p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, latencyTicks{}
 	for _, sys := range []string{"sluice", "kafka", "nats"} {
 		r := s.Results[sys][ME2EHalf]
-		if r == nil || r.Latency == nil {
+		if r == nil || len(r.LatencySeries) == 0 {
 			continue
 		}
-		pts := r.Latency.CDF
-		for j := 1; j < len(pts); j++ {
-			c.line(xOf(pts[j-1].Micros), yOf(pts[j-1].Fraction), xOf(pts[j].Micros), yOf(pts[j].Fraction), palette[sys])
+		var p99, mx plotter.XYs
+		for _, pt := range measuredSeries(r.LatencySeries) {
+			p99 = append(p99, plotter.XY{X: pt.At, Y: max(pt.P99, 1)})
+			mx = append(mx, plotter.XY{X: pt.At, Y: max(pt.Max, 1)})
 		}
-		x := left + 10 + i*120
-		c.rect(x, H-22, x+12, H-10, palette[sys])
-		c.text(x+16, H-11, sys, color.Black)
-		i++
+		l, err := line(p99, palette[sys], 1.5, false)
+		if err != nil {
+			return err
+		}
+		d, err := line(mx, palette[sys], 0.8, true)
+		if err != nil {
+			return err
+		}
+		p.Add(l, d)
+		p.Legend.Add(sys, l)
 	}
-	return c.save(path)
+	return p.Save(chartW, chartH, path)
 }
 
 // SustainedChart draws the sustained 1 KiB runs' MB/s second by second, one line per
-// system, with the disk ceilings as horizontal lines.
+// system, with the disk ceilings as dashed horizontal lines.
 func (s *Suite) SustainedChart(path string) error {
-	const W, H, left, bottom, top, right = 900, 420, 60, 50, 40, 20
-	c := newCanvas(W, H)
-	c.text(left, 20, "Sustained produce, 1 KiB records: MB/s sent each second, and the disk ceilings", color.Black)
-	maxV, maxT := 1.0, 1
-	for _, sys := range []string{"sluice", "kafka", "nats"} {
-		if r := s.Results[sys][MSustain1K]; r != nil {
-			maxT = max(maxT, len(r.Series))
-			for _, v := range r.Series {
-				maxV = max(maxV, v)
-			}
-		}
-	}
-	for _, d := range s.Disk {
-		maxV = max(maxV, d.MBPerSec)
-	}
-	maxV *= 1.1
-	plotW, plotH := W-left-right, H-bottom-top
-	xOf := func(sec int) int { return left + plotW*sec/maxT }
-	yOf := func(v float64) int { return H - bottom - int(float64(plotH)*v/maxV) }
-	c.line(left, H-bottom, W-right, H-bottom, color.Black)
-	c.line(left, top, left, H-bottom, color.Black)
-	grey := color.RGBA{0xdd, 0xdd, 0xdd, 0xff}
-	for i := 0; i <= 4; i++ {
-		v := maxV * float64(i) / 4
-		c.rect(left, yOf(v), W-right, yOf(v)+1, grey)
-		c.text(5, yOf(v)+4, fmt.Sprintf("%.0f", v), color.Black)
-	}
-	for sec := 0; sec <= maxT; sec += max(10, maxT/10/10*10) {
-		c.text(xOf(sec)-8, H-bottom+15, fmt.Sprintf("%ds", sec), color.Black)
-	}
-	for _, d := range s.Disk {
-		if d.MBPerSec > 0 {
-			y := yOf(d.MBPerSec)
-			for x := left; x < W-right; x += 12 { // dashed
-				c.rect(x, y, x+6, y+2, palette["ceiling"])
-			}
-			c.text(W-right-200, y-4, fmt.Sprintf("%s ceiling %.0f MB/s", d.Mode, d.MBPerSec), color.Black)
-		}
-	}
-	i := 0
+	p := newPlot("Sustained produce, 1 KiB records: MB/s sent each second, and the disk ceilings",
+		"seconds", "MB/s")
+	maxT := 1.0
 	for _, sys := range []string{"sluice", "kafka", "nats"} {
 		r := s.Results[sys][MSustain1K]
 		if r == nil || len(r.Series) == 0 {
 			continue
 		}
-		for j := 1; j < len(r.Series); j++ {
-			c.line(xOf(j-1), yOf(r.Series[j-1]), xOf(j), yOf(r.Series[j]), palette[sys])
+		var xys plotter.XYs
+		for j, v := range r.Series {
+			xys = append(xys, plotter.XY{X: float64(j + 1), Y: v})
 		}
-		x := left + 10 + i*120
-		c.rect(x, H-22, x+12, H-10, palette[sys])
-		c.text(x+16, H-11, sys, color.Black)
-		i++
+		maxT = max(maxT, float64(len(r.Series)))
+		l, err := line(xys, palette[sys], 1.5, false)
+		if err != nil {
+			return err
+		}
+		p.Add(l)
+		p.Legend.Add(sys, l)
 	}
-	return c.save(path)
+	for _, d := range s.Disk {
+		if d.MBPerSec <= 0 {
+			continue
+		}
+		l, err := line(plotter.XYs{{X: 0, Y: d.MBPerSec}, {X: maxT, Y: d.MBPerSec}}, palette["ceiling"], 1, true)
+		if err != nil {
+			return err
+		}
+		p.Add(l)
+		p.Legend.Add(fmt.Sprintf("%s ceiling %.0f MB/s", strings.ToLower(d.Mode), d.MBPerSec), l)
+	}
+	p.Y.Min = 0
+	return p.Save(chartW, chartH, path)
+}
+
+// measuredSeries drops the warm-up's points of a latency series, if any: results written
+// before the sampler dropped them itself have them first, counted from the run's start
+// (the times go back once the measured part starts).
+func measuredSeries(pts []SeriesPoint) []SeriesPoint {
+	for i := len(pts) - 1; i > 0; i-- {
+		if pts[i].At < pts[i-1].At {
+			return pts[i:]
+		}
+	}
+	return pts
 }

@@ -1,7 +1,10 @@
 package bench
 
 import (
+	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -54,7 +57,8 @@ func TestMarkdown(t *testing.T) {
 	s.put("sluice", MProduce1K, &Result{MBPerSec: 900, RecordsPerSec: 900e3})
 	s.put("nats", MProduce1K, &Result{MBPerSec: 150})
 	s.put("tcp", MProduce1K, &Result{MBPerSec: 3000})
-	s.put("sluice", ME2EHalf, &Result{Config: Config{Rate: 1000}, RecordsPerSec: 1000, Latency: &Latency{P50: 100, P99: 800, P999: 1500, Max: 2000}})
+	s.put("sluice", ME2EHalf, &Result{Config: Config{Rate: 1000}, RecordsPerSec: 1000, Latency: &Latency{P50: 100, P99: 800, P999: 1500, Max: 2000},
+		Breakdown: &Breakdown{Schedule: &Latency{P50: 20, P99: 90}, Transit: &Latency{P50: 70, P99: 700}, Delivery: &Latency{P50: 5, P99: 9}}})
 	series := []float64{900, 900, 300, 300}
 	s.put("sluice", MSustain1K, &Result{MBPerSec: 600, Seconds: 60, Bytes: 36e9, Series: series})
 	s.put("kafka", MSustain1K, &Result{MBPerSec: 150, Series: []float64{200, 200, 100, 100}})
@@ -62,7 +66,9 @@ func TestMarkdown(t *testing.T) {
 		{Mode: DiskDirect, FS: "ext4", Bytes: 3 << 30, MBPerSec: 1200, WriteMBPerSec: 1300, SyncEvery: 64 << 20}}
 	s.Copies = &CopyCount{Run: MSustain1K, Produced: 2e9, Copied: 4e9}
 	md := s.Markdown([]string{"docs/bench/throughput.png"})
-	for _, want := range []string{"| produce, 1 KiB records | 900 | — | 150 | 3000 (tcp) | — | 6.00 | 0.30 |", "| sluice | 1000 | 100 µs | 800 µs | 1.50 ms | 2.00 ms | 0 |", "| sluice | 100 MiB |", "kafka: no jars", "![throughput](docs/bench/throughput.png)", "burst produce ≥ 5× NATS (1 KiB): 6.00× — met",
+	for _, want := range []string{"| produce, 1 KiB records | 900 | — | 150 | 3000 (tcp) | — | 6.00 | 0.30 |", "| half load, 4 partitions | sluice | 1000 | 100 µs | 800 µs | 1.50 ms | 2.00 ms | — | 0 |",
+		"end-to-end p99 ≤ 1 ms and p99.9 ≤ 5 ms, half load, 4 partitions: 800 µs / 1.50 ms — met",
+		"| half load, 4 partitions | sluice | 20 µs / 90 µs | 70 µs / 700 µs | 5 µs / 9 µs |", "| sluice | 100 MiB |", "kafka: no jars", "![throughput](docs/bench/throughput.png)", "burst produce ≥ 5× NATS (1 KiB): 6.00× — met",
 		"| 1 KiB records, steady | 300 | 100 | — | 1200 | 350 | 3.00 | — | 0.25 |",
 		"sustained produce ≥ 0.5 of the O_DIRECT ceiling (1 KiB, steady): 0.25 — **not met**",
 		"sustained produce ≥ 3× Kafka (1 KiB, steady): 3.00× — met",
@@ -71,5 +77,45 @@ func TestMarkdown(t *testing.T) {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)
 		}
+	}
+}
+
+// TestCharts draws every chart of a suite with made-up results and checks that each is a
+// PNG of some size.
+func TestCharts(t *testing.T) {
+	s := &Suite{Results: map[string]map[string]*Result{}}
+	s.put("sluice", MProduce1K, &Result{MBPerSec: 900})
+	s.put("kafka", MProduce1K, &Result{MBPerSec: 200})
+	s.put("tcp", MProduce1K, &Result{MBPerSec: 3000})
+	s.put("sendfile", MConsumePage, &Result{MBPerSec: 2000})
+	s.put("sluice", MConsumePage, &Result{MBPerSec: 1800})
+	cdf := []CDFPoint{{Micros: 50, Fraction: 0}, {Micros: 120, Fraction: 0.5}, {Micros: 900, Fraction: 0.99}, {Micros: 4000, Fraction: 1}}
+	s.put("sluice", ME2EHalf, &Result{Config: Config{Rate: 1000}, Latency: &Latency{P50: 120, P99: 900, P999: 3000, Max: 4000, CDF: cdf},
+		LatencySeries: []SeriesPoint{{At: 0.25, P50: 100, P99: 800, Max: 900, Recs: 10}, {At: 0.5, P50: 110, P99: 5000, Max: 9000, Recs: 10}}})
+	s.put("sluice", MSustain1K, &Result{Series: []float64{900, 800, 850}})
+	s.Disk = []*DiskResult{{Mode: DiskDirect, MBPerSec: 1200}}
+	dir := t.TempDir()
+	for name, draw := range map[string]func(string) error{"throughput": s.ThroughputChart, "latency-cdf": s.LatencyChart,
+		"latency-time": s.LatencyOverTimeChart, "sustained": s.SustainedChart} {
+		path := filepath.Join(dir, name+".png")
+		if err := draw(path); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil || len(b) < 1000 || !bytes.HasPrefix(b, []byte("\x89PNG")) {
+			t.Fatalf("%s: %d bytes, %v", name, len(b), err)
+		}
+	}
+}
+
+// TestRewriteNarrowSection: a narrow run's section goes before the full run's, and a
+// second narrow run replaces it, leaving the full run's section as it was.
+func TestRewriteNarrowSection(t *testing.T) {
+	doc := "# b\n\n" + SectionBegin + "\nfull\n" + SectionEnd + "\n"
+	once := RewriteNarrowSection(doc, "narrow 1")
+	twice := RewriteNarrowSection(once, "narrow 2")
+	want := "# b\n\n" + NarrowBegin + "\nnarrow 2\n" + NarrowEnd + "\n\n" + SectionBegin + "\nfull\n" + SectionEnd + "\n"
+	if twice != want {
+		t.Fatalf("got\n%s\nwant\n%s", twice, want)
 	}
 }

@@ -118,11 +118,18 @@ func (d *kafkaDriver) NewConsumer(ctx context.Context, c *Config, i, n int) (Con
 	return &kafkaConsumer{cl: cl}, nil
 }
 
-type kafkaConsumer struct{ cl *kgo.Client }
+type kafkaConsumer struct {
+	cl      *kgo.Client
+	arrived int64 // when the last PollFetches returned (Arrivals)
+}
+
+// Arrived returns when the PollFetches that brought the current record returned.
+func (c *kafkaConsumer) Arrived() int64 { return c.arrived }
 
 func (c *kafkaConsumer) Run(ctx context.Context, fn func([]byte) bool) error {
 	for {
 		fs := c.cl.PollFetches(ctx)
+		c.arrived = time.Now().UnixNano()
 		if ctx.Err() != nil {
 			return nil
 		}

@@ -21,15 +21,29 @@ func newHist() *hdrhistogram.Histogram { return hdrhistogram.New(histMin, histMa
 type Recorder struct {
 	mu struct {
 		sync.Mutex
-		total, interval *hdrhistogram.Histogram
+		// window is the latency-over-time interval (takeWindow), apart from interval,
+		// which the progress line takes.
+		total, interval, window *hdrhistogram.Histogram
 	}
 }
 
 // NewRecorder returns an empty Recorder.
 func NewRecorder() *Recorder {
 	r := &Recorder{}
-	r.mu.total, r.mu.interval = newHist(), newHist()
+	r.mu.total, r.mu.interval, r.mu.window = newHist(), newHist(), newHist()
 	return r
+}
+
+// takeWindow returns the percentiles of what was recorded since the last call (µs) and
+// starts a new window.
+func (r *Recorder) takeWindow() SeriesPoint {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	w := r.mu.window
+	p := SeriesPoint{P50: float64(w.ValueAtQuantile(50)) / 1e3, P99: float64(w.ValueAtQuantile(99)) / 1e3,
+		Max: float64(w.Max()) / 1e3, Recs: w.TotalCount()}
+	w.Reset()
+	return p
 }
 
 // clampLatency keeps v within the histogram's range: below 1 µs counts as 1 µs, above a
@@ -42,6 +56,7 @@ func (r *Recorder) Record(v int64) {
 	r.mu.Lock()
 	_ = r.mu.total.RecordValue(v)
 	_ = r.mu.interval.RecordValue(v)
+	_ = r.mu.window.RecordValue(v)
 	r.mu.Unlock()
 }
 
@@ -52,6 +67,7 @@ func (r *Recorder) RecordAll(vs []int64) {
 		v = clampLatency(v)
 		_ = r.mu.total.RecordValue(v)
 		_ = r.mu.interval.RecordValue(v)
+		_ = r.mu.window.RecordValue(v)
 	}
 	r.mu.Unlock()
 }
@@ -71,6 +87,7 @@ func (r *Recorder) Reset() {
 	r.mu.Lock()
 	r.mu.total.Reset()
 	r.mu.interval.Reset()
+	r.mu.window.Reset()
 	r.mu.Unlock()
 }
 

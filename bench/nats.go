@@ -178,15 +178,21 @@ func (d *natsDriver) NewConsumer(ctx context.Context, c *Config, i, n int) (Cons
 }
 
 type natsConsumer struct {
-	nc *nats.Conn
-	it jetstream.MessagesContext
+	nc      *nats.Conn
+	it      jetstream.MessagesContext
+	arrived int64 // when the last Next returned (Arrivals)
 }
+
+// Arrived returns when the Next that brought the current record returned: messages come
+// one at a time, so delivery is about 0 and transit includes the client's queue.
+func (c *natsConsumer) Arrived() int64 { return c.arrived }
 
 func (c *natsConsumer) Run(ctx context.Context, fn func([]byte) bool) error {
 	stop := context.AfterFunc(ctx, c.it.Stop)
 	defer stop()
 	for {
 		m, err := c.it.Next()
+		c.arrived = time.Now().UnixNano()
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
 				return nil

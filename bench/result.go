@@ -27,6 +27,10 @@ type Result struct {
 	// Latency is the end-to-end latency (e2e, consume from the tail) or the produce
 	// acknowledgment latency (produce, where the driver reports acks); nil when none.
 	Latency *Latency `json:"latency,omitempty"`
+	// Breakdown splits an e2e run's latency into stages (breakdown.go).
+	Breakdown *Breakdown `json:"breakdown,omitempty"`
+	// LatencySeries is an e2e run's latency over time, one point per 250 ms.
+	LatencySeries []SeriesPoint `json:"latency_series,omitempty"`
 	// Series is a produce run's MB/s of value bytes sent, one figure per second (sends,
 	// not acknowledgments: a producer's buffer, at most 256 MiB here, lies between them).
 	Series []float64 `json:"series_mb_per_sec,omitempty"`
@@ -81,6 +85,16 @@ func Summary(r *Result) string {
 		s += fmt.Sprintf("; latency p50 %s p99 %s p99.9 %s max %s", fmtMicros(l.P50), fmtMicros(l.P99), fmtMicros(l.P999), fmtMicros(l.Max))
 		if l.Corrected {
 			s += " (corrected for coordinated omission)"
+		}
+	}
+	if b := r.Breakdown; b != nil {
+		for _, st := range []struct {
+			name string
+			l    *Latency
+		}{{"schedule", b.Schedule}, {"transit", b.Transit}, {"delivery", b.Delivery}} {
+			if st.l != nil {
+				s += fmt.Sprintf("; %s p50 %s p99 %s", st.name, fmtMicros(st.l.P50), fmtMicros(st.l.P99))
+			}
 		}
 	}
 	return s

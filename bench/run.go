@@ -95,6 +95,7 @@ func produceLoop(ctx context.Context, p Producer, c *Config, rate float64, quota
 				stamp = pacer.Intended(first + i)
 			}
 			putStamp(v, stamp)
+			putSent(v, time.Now().UnixNano())
 			a := ack
 			if p.Acks() && rec != nil {
 				a = func(err error) {
@@ -328,17 +329,27 @@ func RunE2E(ctx context.Context, d Driver, c Config, progress io.Writer) (*Resul
 	cctx, ccancel := context.WithCancel(ctx)
 	defer ccancel()
 	var cwg sync.WaitGroup
+	st := newStages()
 	for _, cs := range cons {
+		arr, _ := cs.(Arrivals)
 		cwg.Go(func() {
 			lat := make([]int64, 0, 256)
+			ss := make([]stageSample, 0, 256)
 			var bytes int64
 			flush := func() {
 				rec.RecordAll(lat)
+				st.recordAll(ss)
 				got.add(int64(len(lat)), bytes)
-				lat, bytes = lat[:0], 0
+				lat, ss, bytes = lat[:0], ss[:0], 0
 			}
 			err := cs.Run(cctx, func(v []byte) bool {
-				lat = append(lat, time.Now().UnixNano()-stampOf(v))
+				now := time.Now().UnixNano()
+				lat = append(lat, now-stampOf(v))
+				var arrived int64
+				if arr != nil {
+					arrived = arr.Arrived()
+				}
+				ss = append(ss, sampleOf(v, arrived, now))
 				bytes += int64(len(v))
 				if len(lat) == cap(lat) {
 					flush()
@@ -362,6 +373,7 @@ func RunE2E(ctx context.Context, d Driver, c Config, progress io.Writer) (*Resul
 			select {
 			case <-time.After(c.Warmup):
 				rec.Reset()
+				st.reset()
 				// Throughput counts from here too: the measured part starts now.
 				startNs.Store(time.Now().UnixNano())
 				got.records.Store(0)
@@ -371,6 +383,7 @@ func RunE2E(ctx context.Context, d Driver, c Config, progress io.Writer) (*Resul
 			}
 		}()
 	}
+	stopSeries := sampleLatencySeries(rec, startNs.Load, &res.LatencySeries)
 	var pwg sync.WaitGroup
 	for i, p := range prods {
 		pwg.Go(func() {
@@ -384,6 +397,7 @@ func RunE2E(ctx context.Context, d Driver, c Config, progress io.Writer) (*Resul
 	}
 	pwg.Wait()
 	end := time.Now()
+	stopSeries()
 	for deadline := time.Now().Add(drainWait); got.records.Load() < sent.records.Load() && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -402,6 +416,7 @@ func RunE2E(ctx context.Context, d Driver, c Config, progress io.Writer) (*Resul
 	res.Start = time.Unix(0, startNs.Load())
 	res.finish(end.Sub(res.Start))
 	res.Latency = rec.Summary(c.Rate > 0)
+	res.Breakdown = st.summary()
 	return res, nil
 }
 

@@ -84,7 +84,13 @@ func (d *sluiceDriver) NewConsumer(ctx context.Context, c *Config, i, n int) (Co
 	return &sluiceConsumer{c: cs}, nil
 }
 
-type sluiceConsumer struct{ c *client.Consumer }
+type sluiceConsumer struct {
+	c       *client.Consumer
+	arrived int64 // when the last Poll returned (Arrivals)
+}
+
+// Arrived returns when the Poll that brought the current record returned (Unix ns).
+func (c *sluiceConsumer) Arrived() int64 { return c.arrived }
 
 func (c *sluiceConsumer) Run(ctx context.Context, fn func([]byte) bool) error {
 	for {
@@ -94,6 +100,7 @@ func (c *sluiceConsumer) Run(ctx context.Context, fn func([]byte) bool) error {
 			}
 			return err
 		}
+		c.arrived = time.Now().UnixNano()
 		for c.c.Next() {
 			var r *batch.Record = c.c.Record()
 			if !fn(r.Value) {

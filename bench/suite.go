@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -15,7 +16,15 @@ type SuiteOptions struct {
 	Quick bool // smaller counts and shorter runs (make bench-quick)
 	// NewOnly runs only the disk ceilings and the sustained runs (with the copy count),
 	// not the burst, consume and latency runs nor the loopback ceilings.
-	NewOnly   bool
+	NewOnly bool
+	// Only, when not empty, runs only these parts (and what they need), for narrow runs
+	// on a shared host: "latency" (the 1 KiB produce run that sets the half rate, then
+	// the e2e runs), "consume" (the 1 KiB produce run, the two consume runs and their
+	// ceilings), "produce" (both produce runs and their ceilings). The sustained runs
+	// and the disk ceilings run only without Only (or with NewOnly).
+	Only []string
+	// Systems, when not empty, limits the servers started to these names.
+	Systems   []string
 	Work      string // scratch directory for data and logs
 	SluiceBin string
 	NATSBin   string // nats-server binary; empty skips NATS
@@ -32,6 +41,9 @@ type Suite struct {
 	Skipped map[string]string             `json:"skipped,omitempty"`
 	Machine Machine                       `json:"machine"`
 	NewOnly bool                          `json:"new_only,omitempty"`
+	// Only and Systems are SuiteOptions' subsets, when the run was narrowed.
+	Only    []string `json:"only,omitempty"`
+	Systems []string `json:"systems,omitempty"`
 	// Disk holds the disk ceilings (buffered, direct) on the data directory's filesystem;
 	// DirtyLimit the host's dirty-page limit they were sized by; DiskNote how.
 	Disk       []*DiskResult `json:"disk,omitempty"`
@@ -62,7 +74,22 @@ const (
 	MConsumeMem  = "consume-memory"
 	MConsumePage = "consume-pagecache"
 	ME2EHalf     = "e2e-half"
+	ME2EHalf1P   = "e2e-half-1p" // one partition
+	ME2E10K      = "e2e-10k"     // a fixed 10 000 records/s, the same for every system
 )
+
+// e2eRate10K is the fixed rate of ME2E10K.
+const e2eRate10K = 10_000
+
+// has reports whether the suite runs part (see SuiteOptions.Only).
+func (o *SuiteOptions) has(part string) bool {
+	return len(o.Only) == 0 || slices.Contains(o.Only, part)
+}
+
+// runs reports whether the suite starts server name (see SuiteOptions.Systems).
+func (o *SuiteOptions) runs(name string) bool {
+	return len(o.Systems) == 0 || slices.Contains(o.Systems, name)
+}
 
 // sizes of a suite run.
 type suiteSizes struct {
@@ -97,7 +124,7 @@ const (
 
 // RunSuite runs every workload against every system it can start and the ceilings.
 func RunSuite(ctx context.Context, o SuiteOptions) (*Suite, error) {
-	s := &Suite{Quick: o.Quick, NewOnly: o.NewOnly, Start: time.Now(), Results: map[string]map[string]*Result{},
+	s := &Suite{Quick: o.Quick, NewOnly: o.NewOnly, Only: o.Only, Systems: o.Systems, Start: time.Now(), Results: map[string]map[string]*Result{},
 		RSS: map[string]int64{}, Skipped: map[string]string{}, Machine: DescribeMachine(), LoadStart: loadAvg(), workDir: o.Work}
 	defer func() { s.LoadEnd = loadAvg() }()
 	sz := sizesOf(o.Quick)
@@ -116,12 +143,19 @@ func RunSuite(ctx context.Context, o SuiteOptions) (*Suite, error) {
 	}
 	// The disk ceilings first, in a directory beside the data directories (the same
 	// filesystem), on a disk no server is writing to.
-	logf("== disk ceilings")
-	if err := runDiskCeilings(ctx, s, filepath.Join(o.Work, "disk"), sz, logf); err != nil {
-		s.Skipped["disk ceilings"] = err.Error()
-		logf("disk ceilings failed: %v", err)
+	full := len(o.Only) == 0
+	if full || o.NewOnly {
+		logf("== disk ceilings")
+		if err := runDiskCeilings(ctx, s, filepath.Join(o.Work, "disk"), sz, logf); err != nil {
+			s.Skipped["disk ceilings"] = err.Error()
+			logf("disk ceilings failed: %v", err)
+		}
 	}
 	for _, srv := range servers {
+		if !o.runs(srv.Name) {
+			s.Skipped[srv.Name] = "not in -systems"
+			continue
+		}
 		os.RemoveAll(filepath.Dir(srv.Dir))
 		logf("== %s: starting", srv.Name)
 		if err := srv.Start(ctx); err != nil {
@@ -130,7 +164,7 @@ func RunSuite(ctx context.Context, o SuiteOptions) (*Suite, error) {
 			continue
 		}
 		if !o.NewOnly {
-			err := runSystem(ctx, s, srv, sz, logf)
+			err := runSystem(ctx, s, &o, srv, sz, logf)
 			srv.Stop()
 			s.RSS[srv.Name] = srv.PeakRSS
 			if err != nil {
@@ -138,7 +172,7 @@ func RunSuite(ctx context.Context, o SuiteOptions) (*Suite, error) {
 				logf("%s failed: %v", srv.Name, err)
 			}
 		}
-		if ctx.Err() == nil {
+		if ctx.Err() == nil && (full || o.NewOnly) {
 			logf("== %s: sustained runs", srv.Name)
 			if err := runSustained(ctx, s, srv, sz, logf); err != nil {
 				s.Skipped[srv.Name+" sustained"] = err.Error()
@@ -153,7 +187,7 @@ func RunSuite(ctx context.Context, o SuiteOptions) (*Suite, error) {
 	}
 	if !o.NewOnly {
 		logf("== ceilings")
-		if err := runCeilings(ctx, s, filepath.Join(o.Work, "ceiling"), sz, logf); err != nil {
+		if err := runCeilings(ctx, s, &o, filepath.Join(o.Work, "ceiling"), sz, logf); err != nil {
 			s.Skipped["ceiling"] = err.Error()
 		}
 	}
@@ -207,9 +241,10 @@ func baseConfig(system, addr, topic string, recSize int) Config {
 
 // runSystem runs the workloads against one started server: produce (1 KiB, then 100 B),
 // consume what was produced from the start (memory, or whatever the system reads from),
-// restart the server, consume again (page cache), and an end-to-end run at half the
-// 1 KiB produce rate.
-func runSystem(ctx context.Context, s *Suite, srv *Server, sz suiteSizes, logf func(string, ...any)) error {
+// restart the server, consume again (page cache), and the end-to-end runs: at half the
+// 1 KiB produce rate with 4 partitions and with 1, and at a fixed 10 000 records/s. With
+// o.Only, only the parts asked for and the 1 KiB produce run they need.
+func runSystem(ctx context.Context, s *Suite, o *SuiteOptions, srv *Server, sz suiteSizes, logf func(string, ...any)) error {
 	name := srv.Name
 	run := func(m, w string, c Config) (*Result, error) {
 		r, err := Run(ctx, w, c, nil)
@@ -227,31 +262,46 @@ func runSystem(ctx context.Context, s *Suite, srv *Server, sz suiteSizes, logf f
 	if err != nil {
 		return err
 	}
-	cc := c
-	cc.FromStart, cc.Count = true, p1k.Records
-	if _, err := run(MConsumeMem, "consume", cc); err != nil {
-		return err
+	if o.has("consume") {
+		cc := c
+		cc.FromStart, cc.Count = true, p1k.Records
+		if _, err := run(MConsumeMem, "consume", cc); err != nil {
+			return err
+		}
+		if err := srv.Restart(ctx); err != nil {
+			return err
+		}
+		if _, err := run(MConsumePage, "consume", cc); err != nil {
+			return err
+		}
 	}
-	if err := srv.Restart(ctx); err != nil {
-		return err
+	if o.has("produce") {
+		c100 := baseConfig(name, srv.Addr, "b100", 100)
+		c100.Count, c100.Duration = sz.count100, sz.cap
+		if _, err := run(MProduce100, "produce", c100); err != nil {
+			return err
+		}
 	}
-	if _, err := run(MConsumePage, "consume", cc); err != nil {
-		return err
+	if !o.has("latency") {
+		return nil
 	}
-	c100 := baseConfig(name, srv.Addr, "b100", 100)
-	c100.Count, c100.Duration = sz.count100, sz.cap
-	if _, err := run(MProduce100, "produce", c100); err != nil {
-		return err
+	for _, e2e := range []struct {
+		m     string
+		parts int
+		rate  float64
+	}{{ME2EHalf, suitePartitions, p1k.RecordsPerSec / 2}, {ME2EHalf1P, 1, p1k.RecordsPerSec / 2}, {ME2E10K, suitePartitions, e2eRate10K}} {
+		e := baseConfig(name, srv.Addr, fmt.Sprintf("be2e%d", e2e.parts), 1024)
+		e.Partitions, e.Rate, e.Duration, e.Warmup, e.Linger = e2e.parts, e2e.rate, sz.e2e, sz.warmup, e2eLinger
+		if _, err := run(e2e.m, "e2e", e); err != nil {
+			return err
+		}
 	}
-	e := baseConfig(name, srv.Addr, "be2e", 1024)
-	e.Rate, e.Duration, e.Warmup, e.Linger = p1k.RecordsPerSec/2, sz.e2e, sz.warmup, e2eLinger
-	_, err = run(ME2EHalf, "e2e", e)
-	return err
+	return nil
 }
 
 // runCeilings measures the ceilings: tcp for produce and consume from memory, sendfile
 // for consume from the page cache (the file is written by the sendfile producer first).
-func runCeilings(ctx context.Context, s *Suite, dir string, sz suiteSizes, logf func(string, ...any)) error {
+func runCeilings(ctx context.Context, s *Suite, o *SuiteOptions, dir string, sz suiteSizes, logf func(string, ...any)) error {
 	os.RemoveAll(dir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -271,6 +321,11 @@ func runCeilings(ctx context.Context, s *Suite, dir string, sz suiteSizes, logf 
 		{"sendfile", MConsumePage, "consume", 1024, sz.count1K, true},
 	}
 	for _, st := range steps {
+		needed := o.has("produce") && st.w == "produce" ||
+			o.has("consume") && (st.m == MConsumeMem || st.m == MConsumePage || st.system == "sendfile")
+		if !needed {
+			continue
+		}
 		c := baseConfig(st.system, dir, "c1k", st.rec)
 		c.Count, c.Duration, c.FromStart = st.count, sz.cap, st.fromStart
 		r, err := Run(ctx, st.w, c, nil)

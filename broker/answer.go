@@ -25,6 +25,8 @@ func (b *Broker) Handle(c *netio.Conn, slot netio.Slot, req *wire.Request) {
 		b.handleProduce(c, slot, hdr, body)
 	case *wire.FetchRequest:
 		b.handleFetch(c, slot, hdr, body)
+	case *wire.FetchMultiRequest:
+		b.handleFetchMulti(c, slot, hdr, body)
 	case *wire.ListOffsetsRequest:
 		b.handleListOffsets(c, slot, hdr, body)
 	case *wire.MetadataRequest:

@@ -22,6 +22,9 @@ type fetchTask struct {
 	hdr     wire.ResponseHeader
 	req     wire.FetchRequest
 	started bool // shard-owned: Run ran once (a later Run is a release)
+	// multi is set when the task is a waiter of a multi-partition fetch (fetchmulti.go):
+	// it only parks, and its wake-up goes to the multiFetch.
+	multi *multiFetch
 }
 
 func (b *Broker) handleFetch(c *netio.Conn, slot netio.Slot, hdr wire.ResponseHeader, r *wire.FetchRequest) {
@@ -71,6 +74,10 @@ func (t *fetchTask) Release() { _ = t.pt.shard.Submit(t) }
 // serve answers with whatever the partition has at the offset: arena chunks by writev,
 // or a store region by sendfile; the chunks or the region stay held until written.
 func (t *fetchTask) serve() {
+	if t.multi != nil {
+		t.multi.woken(t.pt.shard) // serve runs on the partition's shard
+		return
+	}
 	res, err := t.pt.p.Fetch(t.req.Offset, int(max(t.req.MaxBytes, 1)), nil)
 	if err != nil {
 		if rr := t.b.remote; rr != nil && codeOf(err) == wire.CodeOffsetOutOfRange && t.req.Offset < t.pt.p.LocalStart() {

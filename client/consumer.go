@@ -5,15 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"sluice/batch"
 	"sluice/wire"
 )
 
-// Consumer reads a topic: every physical partition, or those serving a logical range. It
-// fetches in rounds, one request per partition pipelined on each broker's connection,
-// and long-polls (FetchMaxWait) when the previous round brought nothing:
+// Consumer reads a topic: every physical partition, or those serving a logical range.
+// Per broker, a fetcher goroutine keeps one fetch_multi request for all the partitions
+// that broker serves in flight, and sends the next the moment an answer arrives
+// (fetcher.go): the broker answers as soon as any of them has records (long poll of
+// FetchMaxWait), so a quiet partition never holds up a busy one, and the application
+// iterates one answer while the next is on the wire:
 //
 //	for {
 //		if err := c.Poll(ctx); err != nil { ... }
@@ -29,28 +31,27 @@ type Consumer struct {
 	topicB []byte
 	admin  *Admin
 	parts  []*cpart
-	round  []fetchSent // fetches whose answers are still to read, in request order
-	data   bool        // the last round brought records
 	cur    *cpart
 	curC   int64 // the checkpoint C of the answer being iterated
 	ri     recordIter
-	stop   chan struct{}
-	once   sync.Once
+	// The fetchers, owned by the goroutine calling Poll (mu.fetchers is the copy Close
+	// reads): started by Poll, stopped on a failure and started again from the cursors.
+	fetchers []*fetcher
+	fwg      sync.WaitGroup
+	ready    chan *answer // answers of every fetcher, in arrival order
+	ans      *answer      // the answer Next iterates
+	partIdx  int          // its next part
+	stop     chan struct{}
+	once     sync.Once
 	// failed is the error that stopped an iteration (damaged data: a *GapError or a
 	// corrupt batch); Poll returns it from then on, so nothing past it is delivered.
 	failed error
 
 	mu struct {
 		sync.Mutex
-		conns map[string]*rpcConn // by broker address
+		conns    map[string]*rpcConn // by broker address: start offsets, single fetches
+		fetchers []*fetcher
 	}
-}
-
-// fetchSent is a fetch of a round: its partition and the connection it went on (a
-// metadata refresh may change the partition's address before the answer is read).
-type fetchSent struct {
-	p  *cpart
-	rc *rpcConn
 }
 
 // cpart is a partition the consumer reads.
@@ -68,7 +69,7 @@ func NewConsumer(ctx context.Context, topic string, opts ...Opt) (*Consumer, err
 		return nil, err
 	}
 	cs := &Consumer{cfg: c, topic: topic, topicB: []byte(topic), admin: &Admin{cfg: c},
-		data: true, curC: -1, stop: make(chan struct{})}
+		curC: -1, stop: make(chan struct{})}
 	cs.mu.conns = map[string]*rpcConn{}
 	cs.ri.lo, cs.ri.hi = uint16(c.logicalLo), uint16(c.logicalHi)
 	if err := cs.resolve(ctx); err != nil {
@@ -105,8 +106,8 @@ func (c *Consumer) resolve(ctx context.Context) error {
 	return nil
 }
 
-// Poll reads the next fetch answer (one partition's), sending a new round of fetches
-// when the previous one is used up; Next then iterates its records. The records are
+// Poll takes the next fetch answer (the records of one or more partitions from one
+// broker), waiting for one; Next then iterates its records. The records are
 // valid until the next Poll. Connection failures and retriable codes are retried with
 // backoff until ctx ends, refreshing the partitions' addresses before each retry.
 func (c *Consumer) Poll(ctx context.Context) error {
@@ -168,31 +169,59 @@ func (c *Consumer) poll(ctx context.Context) error {
 	}
 	c.cur = nil
 	c.ri.reset(nil, nil)
-	if len(c.round) == 0 {
-		if err := c.sendRound(ctx); err != nil {
-			c.dropConns()
+	if c.ans != nil { // the application is done with it: back to its fetcher
+		c.ans.f.free <- c.ans
+		c.ans = nil
+	}
+	if c.fetchers == nil {
+		if err := c.startFetchers(ctx); err != nil {
 			return err
 		}
 	}
-	p := c.round[0].p
-	resp, err := c.round[0].rc.read(ctx)
-	if c.closed() {
+	var a *answer
+	select {
+	case a = <-c.ready:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.stop:
 		return ErrClosed
 	}
-	if err != nil {
-		c.dropConns()
-		return fmt.Errorf("cannot fetch %s/%d: %w", c.topic, p.id, err)
+	if a.err != nil {
+		c.stopFetchers()
+		if c.closed() {
+			return ErrClosed
+		}
+		var sf *singleFetchError
+		if errors.As(a.err, &sf) {
+			return c.fetchSingle(ctx, sf.p)
+		}
+		return a.err
 	}
-	c.round = c.round[1:]
-	return c.take(p, resp)
+	c.ans, c.partIdx = a, 0
+	return nil
 }
 
-// take applies a fetch answer of partition p.
+// fetchSingle reads partition p once with the single-partition fetch (data only HDFS
+// holds, in distributed mode); the fetchers start again at the next Poll.
+func (c *Consumer) fetchSingle(ctx context.Context, p *cpart) error {
+	rc, err := c.conn(ctx, p.addr)
+	if err == nil {
+		var resp *wire.Response
+		resp, err = rc.call(ctx, &wire.FetchRequest{Topic: c.topicB, Partition: uint32(p.id), Offset: p.cur.next,
+			MaxBytes: uint32(c.cfg.fetchBytes)})
+		if err == nil {
+			return c.take(p, resp)
+		}
+	}
+	c.dropConns()
+	return fmt.Errorf("cannot fetch %s/%d: %w", c.topic, p.id, err)
+}
+
+// take applies a single-partition fetch answer of partition p.
 func (c *Consumer) take(p *cpart, resp *wire.Response) error {
 	body, _ := resp.Body.(*wire.FetchResponse)
 	switch code := resp.Header.Code; {
 	case code == wire.CodeNone:
-		c.data = c.data || len(body.Records) > 0
 		c.cur, c.curC = p, body.Checkpoint
 		c.ri.topic, c.ri.part = c.topic, p.id
 		c.ri.reset(body.Records, &p.cur)
@@ -204,30 +233,6 @@ func (c *Consumer) take(p *cpart, resp *wire.Response) error {
 	default:
 		return fmt.Errorf("cannot fetch %s/%d at %d: %w", c.topic, p.id, p.cur.next, resp.Err())
 	}
-}
-
-// sendRound writes one fetch per partition, grouped by broker.
-func (c *Consumer) sendRound(ctx context.Context) error {
-	wait := uint32(0)
-	if !c.data {
-		wait = uint32(c.cfg.fetchWait / time.Millisecond)
-	}
-	c.data = false
-	for _, p := range c.parts {
-		rc, err := c.conn(ctx, p.addr)
-		if err != nil {
-			return fmt.Errorf("cannot fetch %s/%d: %w", c.topic, p.id, err)
-		}
-		rc.queue(&wire.FetchRequest{Topic: c.topicB, Partition: uint32(p.id), Offset: p.cur.next,
-			MaxBytes: uint32(c.cfg.fetchBytes), MaxWaitMs: wait})
-		c.round = append(c.round, fetchSent{p: p, rc: rc})
-	}
-	for _, f := range c.round {
-		if err := c.flushOnce(ctx, f.rc); err != nil {
-			return fmt.Errorf("cannot fetch %s/%d: %w", c.topic, f.p.id, err)
-		}
-	}
-	return nil
 }
 
 // conn returns the connection to addr, dialing it if needed.
@@ -263,26 +268,38 @@ func (c *Consumer) dropConns() {
 		rc.close()
 		delete(c.mu.conns, addr)
 	}
-	c.round = c.round[:0]
 }
 
 // Next moves to the next record of the current answer; false when there are no more, or
 // on damaged data: see Err.
 func (c *Consumer) Next() bool {
-	if c.ri.next() {
-		return true
+	for {
+		if c.ri.next() {
+			return true
+		}
+		if c.ri.err != nil {
+			c.failed = c.ri.err
+			return false
+		}
+		if c.ans == nil || c.partIdx >= len(c.ans.parts) {
+			return false
+		}
+		ap := &c.ans.parts[c.partIdx]
+		c.partIdx++
+		if ap.skipTo >= 0 {
+			ap.p.cur.next = ap.skipTo
+		}
+		c.cur, c.curC = ap.p, ap.checkpoint
+		c.ri.topic, c.ri.part = c.topic, ap.p.id
+		c.ri.reset(ap.records, &ap.p.cur)
 	}
-	if c.ri.err != nil {
-		c.failed = c.ri.err
-	}
-	return false
 }
 
 // Record returns the current record. It points into the consumer and is overwritten by
 // Next; its slices are valid until the next Poll.
 func (c *Consumer) Record() *batch.Record { return c.ri.rec }
 
-// Partition returns the physical partition of the current answer, -1 before the first.
+// Partition returns the physical partition of the current record, -1 before the first.
 func (c *Consumer) Partition() int {
 	if c.cur == nil {
 		return -1
@@ -328,7 +345,9 @@ func (c *Consumer) Close() error {
 		for _, rc := range c.mu.conns {
 			rc.close()
 		}
+		c.stopFetchersLocked()
 		c.mu.Unlock()
+		c.fwg.Wait()
 		c.admin.Close()
 	})
 	return nil

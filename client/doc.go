@@ -9,8 +9,10 @@
 // the broker accepted the record, or until it is persisted. Records are routed by the hash
 // of their key (LogicalOf) to one of the 65536 logical partitions, or by an explicit
 // logical id, then to the physical partition serving that id (wire.PartitionOf); keyless
-// records stick to one partition until its batch is sealed. Batches are sealed when they
-// reach BatchBytes or have lingered for Linger, compressed with the chosen codec, and kept
+// records stick to one partition until its batch closes, then move to the next, round
+// robin (route.go says why). Batches are sealed when they reach BatchBytes or have
+// lingered for Linger since their first record (LowLatency: as soon as the sender is
+// free), compressed with the chosen codec, and kept
 // until the broker's checkpoint C covers them (DESIGN.md §2):
 //
 //	q: [ accepted (offsets known) | in flight | not sent ] + open batch
@@ -30,8 +32,13 @@
 // # Consumer
 //
 // NewConsumer reads a topic (or the physical partitions serving a logical range) from the
-// oldest or newest offset, an offset, or a time. Poll fetches with a long poll; Next and
-// Record iterate the records without allocating per record. Offsets are checked dense end
+// oldest or newest offset, an offset, or a time. Per broker, two fetcher goroutines
+// (lanes, each with its own connection and half of that broker's partitions) each keep
+// one fetch_multi request (one long poll, one byte budget of FetchMaxBytes) in flight and
+// send the next as soon as an answer arrives; Poll takes the next answer from any
+// fetcher, and Next and Record iterate its records without allocating per record. A
+// quiet partition never holds up a busy one: the broker answers as soon as any partition
+// of the request has records. Memory: two answers per fetcher. Offsets are checked dense end
 // to end: the first batch of every fetch answer holds the offset asked for, and each
 // later batch starts right after the one before. A batch's base offset is outside its
 // CRC, so this is what catches a damaged one; the consumer then stops with a *GapError
@@ -51,10 +58,12 @@
 //
 // Inside the producer, the per-partition window (window.go) is a synchronous state machine
 // with no goroutines, sockets or clocks; the driver owns them: per broker a sender
-// goroutine and a reader goroutine per connection. Producer.mu guards the windows; a
+// goroutine and a reader goroutine per connection; inside the consumer, a fetcher
+// goroutine per lane of a broker (fetcher.go), which owns its fetch positions and hands answers
+// over a channel. Producer.mu guards the windows; a
 // link's and a connection's locks guard their own fields. No two of these locks are ever
 // held at once, so there is no lock order to keep. Files: config.go (options), window.go
 // and window_answer.go (the state machine), producer.go and producer_close.go (API),
 // sender.go and pconn.go (the driver), conn.go (framing, synchronous connections),
-// consumer.go, iter.go and start.go (consumer), admin.go, route.go.
+// consumer.go, fetcher.go, iter.go and start.go (consumer), admin.go, route.go.
 package client

@@ -163,9 +163,11 @@ func (p *Producer) produce(ctx context.Context, r *Record, seal bool) (*window, 
 	if err := p.roomLocked(ctx, size); err != nil {
 		return nil, nil, err
 	}
+	if keyless(r) {
+		p.mu.rt.follow(p.nextOrdLocked)
+	}
 	logical, part := p.mu.rt.route(r)
 	w := p.mu.wins[part]
-	ord := w.nextOrd
 	wake := w.add(r, logical, ts, int64(now.Sub(p.t0)))
 	p.mu.maxProg = max(p.mu.maxProg, r.Progress)
 	var b *pbatch
@@ -173,14 +175,14 @@ func (p *Producer) produce(ctx context.Context, r *Record, seal bool) (*window, 
 		w.seal()
 		b, wake = w.q[len(w.q)-1], true
 	}
-	if w.nextOrd != ord {
-		p.mu.rt.sealed(part)
-	}
 	if wake {
 		p.mu.links[part].wake()
 	}
 	return w, b, nil
 }
+
+// nextOrdLocked returns the ord partition part's next sealed batch will get.
+func (p *Producer) nextOrdLocked(part int) uint64 { return p.mu.wins[part].nextOrd }
 
 // roomLocked waits until the producer may buffer size more bytes.
 func (p *Producer) roomLocked(ctx context.Context, size int64) error {

@@ -70,7 +70,10 @@ func benchProducer(b *testing.B, addr string) {
 
 var benchTopics int
 
-func createBenchTopic(b *testing.B, addr string) wire.Topic {
+func createBenchTopic(b *testing.B, addr string) wire.Topic { return createBenchTopicN(b, addr, 1) }
+
+// createBenchTopicN creates a topic of parts partitions with a fresh name.
+func createBenchTopicN(b *testing.B, addr string, parts int) wire.Topic {
 	a, err := client.NewAdmin(client.Brokers(addr))
 	if err != nil {
 		b.Fatal(err)
@@ -80,7 +83,7 @@ func createBenchTopic(b *testing.B, addr string) wire.Topic {
 	name := "bench-" + string(rune('a'+benchTopics%26)) + time.Now().Format("150405.000000")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	t, err := a.CreateTopic(ctx, name, 1, wire.TopicOptions{})
+	t, err := a.CreateTopic(ctx, name, parts, wire.TopicOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}

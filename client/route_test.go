@@ -96,18 +96,28 @@ func TestRoute(t *testing.T) {
 	f(65536, Record{Logical: 1234, UseLogical: true}, 1234, 1234)
 }
 
+// TestRouteKeylessSticks: keyless records stay on one partition until its batch closes
+// (the window's next ord moves), then go to the next partition, round robin; a batch
+// closing in another partition does not move them.
 func TestRouteKeylessSticks(t *testing.T) {
 	rt := router{p: 3}
+	ords := []uint64{1, 1, 1} // each partition's next ord
+	nextOrd := func(part int) uint64 { return ords[part] }
+	route := func() int {
+		rt.follow(nextOrd)
+		_, part := rt.route(&Record{})
+		return part
+	}
 	var parts []int
 	for range 3 {
-		_, a := rt.route(&Record{})
-		_, b := rt.route(&Record{})
-		rt.sealed(a)
+		a, b := route(), route()
+		ords[a]++ // the batch closed (full, lingered or flushed)
 		parts = append(parts, a, b)
 	}
-	rt.sealed(2 - 1) // a seal in another partition does not move keyless records
-	_, last := rt.route(&Record{})
-	if fmt.Sprint(parts) != "[0 0 1 1 2 2]" || last != 0 {
+	ords[1]++ // a batch closing in another partition does not move keyless records
+	last := route()
+	ords[0]++
+	if fmt.Sprint(parts) != "[0 0 1 1 2 2]" || last != 0 || route() != 1 {
 		t.Fatalf("keyless records went to %v then %d", parts, last)
 	}
 }

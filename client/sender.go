@@ -5,8 +5,13 @@ import (
 	"sync"
 	"time"
 
+	"sluice/internal/nanosleep"
 	"sluice/wire"
 )
+
+// timerGranularity is how late Go's timers may fire here (they wake from the netpoller,
+// whose timeout counts milliseconds): waits shorter than this use nanosleep.
+const timerGranularity = time.Millisecond
 
 // link is the producer's driver for one broker: two connections (data requests, and the
 // empty produces that wait for the checkpoint, kept apart so that a long poll never holds
@@ -172,6 +177,14 @@ func (l *link) sleep(wakeAt int64) bool {
 		d := time.Duration(wakeAt - l.p.now())
 		if d <= 0 {
 			return true
+		}
+		if d < timerGranularity {
+			// A timer would fire a millisecond late at best (a 200 µs linger would last
+			// 1 ms): a wait this short sleeps in nanosleep(2) instead, one system call per
+			// linger, not per record. A wake-up meanwhile (a batch filled) is taken after
+			// it, at most d late.
+			nanosleep.Sleep(d)
+			return l.p.ctx.Err() == nil
 		}
 		l.timer.Reset(d)
 		defer l.timer.Stop()

@@ -11,6 +11,15 @@ import (
 // never is a wake-up time that does not come.
 const never = math.MaxInt64
 
+// lingerInflight bounds the requests in flight under which a batch that has lingered is
+// sealed and sent. With that many unanswered, the open batch keeps growing until an
+// answer comes (or it fills): under load the answers pace the batches, which grow with
+// the load instead of going out every linger (a linger of 200 µs at 130 000 records/s
+// would make 5 000 requests a second of 26 records each), while a partition with a quiet
+// pipe still sends its batch as soon as it has lingered. Nagle's algorithm, with two
+// requests of slack.
+const lingerInflight = 2
+
 // winShared is what the windows of one producer share. The producer's lock guards it
 // together with the windows.
 type winShared struct {
@@ -208,7 +217,7 @@ func (w *window) nextRequest(now int64, r *sendReq) bool {
 	if !w.canSend(now) {
 		return false
 	}
-	if w.sent == len(w.q) && w.open && now-w.openFirst >= w.sh.linger {
+	if w.sent == len(w.q) && w.open && now-w.openFirst >= w.sh.linger && len(w.reqs) < lingerInflight {
 		w.seal()
 	}
 	if w.sent == len(w.q) {
@@ -266,7 +275,7 @@ func (w *window) wakeAt(now int64) int64 {
 		return never
 	case now < w.notBefore:
 		return w.notBefore
-	case w.canSend(now) && w.sent == len(w.q) && w.open:
+	case w.canSend(now) && w.sent == len(w.q) && w.open && len(w.reqs) < lingerInflight:
 		return w.openFirst + w.sh.linger
 	}
 	return never

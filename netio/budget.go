@@ -142,21 +142,30 @@ func (b *outboundBudget) room(c *Conn) int64 {
 // large: other requests are bounded by MaxInflight. A connection that holds nothing may
 // always take one fetch, so that none starves while others hold the budget.
 func (b *outboundBudget) mayTake(c *Conn, api wire.APIKey) bool {
-	return api != wire.APIFetch || c.out.Load() == 0 || b.room(c) > 0
+	return (api != wire.APIFetch && api != wire.APIFetchMulti) || c.out.Load() == 0 || b.room(c) > 0
 }
 
 // reserve returns what a request about to be handled should reserve of the budget. A
 // fetch asking for more than its connection has room for has its MaxBytes lowered to the
 // room (at least 1 byte: a fetch always answers at least one whole batch), so that what
 // is reserved bounds what it may answer; the client simply fetches again.
+// A multi-partition fetch is clamped the same way: its MaxBytes is the budget of the whole
+// answer, plus a part header per partition.
 func (b *outboundBudget) reserve(c *Conn, req *wire.Request) int64 {
-	f, ok := req.Body.(*wire.FetchRequest)
-	if !ok {
+	var maxBytes *uint32
+	head := int64(fetchHeadBytes)
+	switch f := req.Body.(type) {
+	case *wire.FetchRequest:
+		maxBytes = &f.MaxBytes
+	case *wire.FetchMultiRequest:
+		maxBytes = &f.MaxBytes
+		head += int64(wire.FetchPartHeaderSize * len(f.Partitions))
+	default:
 		return 0
 	}
-	if room := b.room(c); int64(f.MaxBytes) > room {
-		f.MaxBytes = uint32(max(room, 1))
+	if room := b.room(c); int64(*maxBytes) > room {
+		*maxBytes = uint32(max(room, 1))
 		b.clamped.Add(1)
 	}
-	return fetchHeadBytes + int64(f.MaxBytes)
+	return head + int64(*maxBytes)
 }

@@ -13,13 +13,16 @@ import (
 // fields it has), then Iov (for example arena chunks holding batches), then Len bytes of
 // File from Pos (a segment region, sent with sendfile; File is -1 when none). Done, if
 // not nil, runs on the loop once everything was written or the connection closed: it
-// releases the chunks or the region.
+// releases the chunks or the region. More are further parts of the same answer, each
+// written the same way after the one before it (a multi-partition fetch: a part header,
+// then that partition's chunks or file region); Done covers them too.
 type Response struct {
 	Head []byte
 	Iov  [][]byte
 	File int
 	Pos  int64
 	Len  int64
+	More []Part
 	Done func()
 	// Close asks netio to close the connection once this response is written (fatal
 	// protocol errors).
@@ -37,12 +40,34 @@ type slot struct {
 	reserved, queued int64
 }
 
-// memBytes returns the bytes of memory an answer holds until it is written: its Head and
-// Iov (a file region is page cache, sent by sendfile).
+// Part is one part of a Response after its first: Head, then Iov, then Len bytes of File
+// from Pos (File is -1 when none).
+type Part struct {
+	Head []byte
+	Iov  [][]byte
+	File int
+	Pos  int64
+	Len  int64
+}
+
+// part returns part i of r: 0 is r's own fields, i > 0 is r.More[i-1].
+func (r *Response) part(i int) Part {
+	if i == 0 {
+		return Part{Head: r.Head, Iov: r.Iov, File: r.File, Pos: r.Pos, Len: r.Len}
+	}
+	return r.More[i-1]
+}
+
+// memBytes returns the bytes of memory an answer holds until it is written: the Head and
+// Iov of every part (a file region is page cache, sent by sendfile).
 func (r *Response) memBytes() int64 {
-	n := int64(len(r.Head))
-	for _, b := range r.Iov {
-		n += int64(len(b))
+	var n int64
+	for i := range 1 + len(r.More) {
+		p := r.part(i)
+		n += int64(len(p.Head))
+		for _, b := range p.Iov {
+			n += int64(len(b))
+		}
 	}
 	return n
 }
@@ -78,8 +103,10 @@ type Conn struct {
 
 	// Loop-only writer state.
 	iov       [][]byte // what remains of the head response's bytes
-	fileSent  int64    // bytes of the head response's file region already sent
-	started   bool     // the head response's iov was loaded
+	fileSent  int64    // bytes of the current part's file region already sent
+	started   bool     // the iov of the head response's current parts was loaded
+	part      int      // the head response's first part not yet loaded into iov
+	filePart  int      // the loaded part whose file region follows the iov; -1 when none
 	waiting   atomic.Bool
 	dup       *os.File // dup of the socket for writability waits, made on first need
 	closeNext bool     // close after the queue drains (fatal error answered)

@@ -41,7 +41,7 @@ func (c *Conn) flush() error {
 		c.mu.queue = c.mu.queue[1:]
 		c.unchargeLocked(s)
 		c.mu.Unlock()
-		c.started, c.fileSent = false, 0
+		c.started, c.fileSent, c.part = false, 0, 0
 		if s.resp.Done != nil {
 			s.resp.Done()
 		}
@@ -54,16 +54,56 @@ func (c *Conn) flush() error {
 // errClosing asks the loop to close the connection after a fatal error was answered.
 var errClosing = errors.New("closing after a fatal protocol error")
 
-// writeResponse writes (the rest of) one response: bytes by writev, then the file region
-// by sendfile. It returns errBlocked when the socket is full.
+// writeResponse writes (the rest of) one response, part by part: the bytes of
+// consecutive parts by one writev, up to and including the first part with a file region,
+// then that region by sendfile, and so on. Memory-only parts (a multi-partition fetch
+// answered from the arena) thus cost one writev for the whole answer, not one per part.
+// It returns errBlocked when the socket is full.
 func (c *Conn) writeResponse(r *Response) error {
-	fd := c.gc.Fd()
-	if !c.started {
-		c.iov = append(append(c.iov[:0], r.Head), r.Iov...)
-		c.started = true
+	for {
+		if !c.started {
+			c.loadIov(r)
+		}
+		if err := c.writeIov(); err != nil {
+			return err
+		}
+		if c.filePart >= 0 {
+			p := r.part(c.filePart)
+			if err := c.sendFile(p.File, p.Pos, p.Len); err != nil {
+				return err
+			}
+		}
+		if c.part > len(r.More) {
+			return nil
+		}
+		c.started, c.fileSent = false, 0
 	}
+}
+
+// loadIov loads the bytes of the parts from c.part on into c.iov, up to and including
+// the first part with a file region (c.filePart; -1 when none).
+func (c *Conn) loadIov(r *Response) {
+	c.iov, c.filePart = c.iov[:0], -1
+	for c.part <= len(r.More) {
+		p := r.part(c.part)
+		c.iov = append(append(c.iov, p.Head), p.Iov...)
+		c.part++
+		if p.Len > 0 {
+			c.filePart = c.part - 1
+			break
+		}
+	}
+	c.started = true
+}
+
+// maxIov is the most buffers one writev takes (IOV_MAX on Linux).
+const maxIov = 1024
+
+// writeIov writes what c.iov holds.
+func (c *Conn) writeIov() error {
+	fd := c.gc.Fd()
 	for len(c.iov) > 0 {
-		n, err := unix.Writev(fd, c.iov)
+		n, err := unix.Writev(fd, c.iov[:min(len(c.iov), maxIov)])
 		if n > 0 {
 			c.srv.stats.bytesCopied.Add(uint64(n))
 			c.iov = advance(c.iov, n)
@@ -78,12 +118,18 @@ func (c *Conn) writeResponse(r *Response) error {
 			return err
 		}
 	}
-	for c.fileSent < r.Len {
-		off := r.Pos + c.fileSent
-		n, err := unix.Sendfile(fd, r.File, &off, int(min(r.Len-c.fileSent, maxSendfile)))
-		if n > 0 {
-			c.fileSent += int64(n)
-			c.srv.stats.bytesSendfile.Add(uint64(n))
+	return nil
+}
+
+// sendFile sends what is left of a part's file region (c.fileSent of n bytes are sent).
+func (c *Conn) sendFile(file int, pos, n int64) error {
+	fd := c.gc.Fd()
+	for c.fileSent < n {
+		off := pos + c.fileSent
+		sent, err := unix.Sendfile(fd, file, &off, int(min(n-c.fileSent, maxSendfile)))
+		if sent > 0 {
+			c.fileSent += int64(sent)
+			c.srv.stats.bytesSendfile.Add(uint64(sent))
 		}
 		if err != nil {
 			if err == unix.EINTR {
@@ -94,7 +140,7 @@ func (c *Conn) writeResponse(r *Response) error {
 			}
 			return err
 		}
-		if n == 0 {
+		if sent == 0 {
 			return errors.New("sendfile: segment file shorter than its region")
 		}
 	}

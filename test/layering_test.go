@@ -58,6 +58,7 @@ var only = map[string]string{
 	"github.com/pierrec/lz4":          "codec",
 	"github.com/twmb/franz-go":        "bench",
 	"github.com/nats-io/nats.go":      "bench",
+	"gonum.org/v1/plot":               "bench",
 	"github.com/prometheus/client_go": "broker",
 }
 

@@ -18,6 +18,7 @@ const (
 	APICreateTopic   APIKey = 3 // create a topic with P partitions and options
 	APIDescribeTopic APIKey = 4 // metadata plus options and per-partition state
 	APIListOffsets   APIKey = 5 // the offset a timestamp falls at, from the time index
+	APIFetchMulti    APIKey = 6 // read batches of several partitions, one long poll and byte budget
 )
 
 // apis describes every API key, indexed by key: its name, the API versions this package
@@ -40,6 +41,8 @@ var apis = [...]struct {
 		func() Body { return new(DescribeTopicRequest) }, func() Body { return new(DescribeTopicResponse) }},
 	APIListOffsets: {"list_offsets", 0, 0,
 		func() Body { return new(ListOffsetsRequest) }, func() Body { return new(ListOffsetsResponse) }},
+	APIFetchMulti: {"fetch_multi", 0, 0,
+		func() Body { return new(FetchMultiRequest) }, func() Body { return new(FetchMultiResponse) }},
 }
 
 // Known reports whether k is an API key this package knows.

@@ -107,9 +107,15 @@ func (r *FetchResponse) AppendFrameHeader(dst []byte, hdr ResponseHeader, record
 
 // appendHeader appends the body's fields before the records, announcing recordsLen bytes.
 func (r *FetchResponse) appendHeader(dst []byte, recordsLen int) []byte {
-	dst = appendI64(dst, r.HighWatermark)
-	dst = appendI64(dst, r.LogStartOffset)
-	dst = appendI64(dst, r.Checkpoint)
+	return appendFetchOffsets(dst, r.HighWatermark, r.LogStartOffset, r.Checkpoint, recordsLen)
+}
+
+// appendFetchOffsets appends the fields every fetch answer has before its records: the
+// partition's high watermark, log start and C, and the records length.
+func appendFetchOffsets(dst []byte, next, start, checkpoint int64, recordsLen int) []byte {
+	dst = appendI64(dst, next)
+	dst = appendI64(dst, start)
+	dst = appendI64(dst, checkpoint)
 	return le.AppendUint32(dst, uint32(recordsLen))
 }
 

@@ -56,6 +56,10 @@ func sampleRequests() map[string]Request {
 			Timestamp: 1_700_000_000_000}),
 		"list-offsets-earliest": req(APIListOffsets, 11, &ListOffsetsRequest{Topic: []byte("o"),
 			Timestamp: TimestampEarliest}),
+		"fetch-multi": req(APIFetchMulti, 12, &FetchMultiRequest{Topic: []byte("orders"), MaxWaitMs: 100,
+			MaxBytes: 4 << 20, Partitions: []FetchMultiPartition{{Partition: 2, Offset: 7}, {Partition: 0, Offset: 1 << 40}}}),
+		"fetch-multi-one": req(APIFetchMulti, 13, &FetchMultiRequest{Topic: []byte("o"),
+			Partitions: []FetchMultiPartition{{Partition: 65535}}}),
 	}
 }
 
@@ -103,6 +107,12 @@ func sampleResponses() map[string]Response {
 			Partitions: states}),
 		"list-offsets": resp(APIListOffsets, CodeNone, "", &ListOffsetsResponse{Offset: 1001, HighWatermark: 1003,
 			LogStartOffset: 1000}),
+		"fetch-multi": resp(APIFetchMulti, CodeNone, "", &FetchMultiResponse{Parts: []FetchPart{
+			{Partition: 1, HighWatermark: 1003, LogStartOffset: 1000, Checkpoint: 1001, Records: storedBatches(1000)},
+			{Partition: 3, Code: CodeOffsetOutOfRange, HighWatermark: 10, LogStartOffset: 5, Checkpoint: 9},
+			{Partition: 0, Code: CodeNotServing, Checkpoint: -1},
+			{Partition: 2, HighWatermark: 4, Checkpoint: -1}}}),
+		"fetch-multi-busy": resp(APIFetchMulti, CodeBusy, "shard queue full", nil),
 	}
 }
 

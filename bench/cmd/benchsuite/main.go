@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"sluice/bench"
@@ -27,21 +28,32 @@ func main() {
 	flag.StringVar(&o.SluiceBin, "sluice", "bin/sluice", "sluice binary")
 	flag.StringVar(&o.NATSBin, "nats-server", "", "nats-server binary (empty: skip NATS)")
 	flag.StringVar(&o.KafkaDir, "kafka", "", "Kafka directory with lib/ and log4j2.properties (empty: skip Kafka)")
+	only := flag.String("only", "", "comma-separated parts to run: latency, consume, produce (default: everything)")
+	systems := flag.String("systems", "", "comma-separated servers to start: sluice, nats, kafka (default: every one given)")
 	out := flag.String("out", "BENCHMARKS.md", "markdown file whose generated section is rewritten")
 	charts := flag.String("charts", "docs/bench", "directory for the PNG charts")
 	jsonOut := flag.String("json", "", "write every result to this JSON file")
+	fromJSON := flag.String("from-json", "", "run nothing: redraw the charts and the section from this results file")
 	flag.Parse()
+	o.Only, o.Systems = splitList(*only), splitList(*systems)
 	o.Log = os.Stderr
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, o, *out, *charts, *jsonOut); err != nil {
+	if err := run(ctx, o, *out, *charts, *jsonOut, *fromJSON); err != nil {
 		fmt.Fprintln(os.Stderr, "benchsuite:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, o bench.SuiteOptions, out, chartDir, jsonOut string) error {
-	s, err := bench.RunSuite(ctx, o)
+func run(ctx context.Context, o bench.SuiteOptions, out, chartDir, jsonOut, fromJSON string) error {
+	var s *bench.Suite
+	var err error
+	if fromJSON != "" {
+		s, err = load(fromJSON)
+		o.Only, o.Systems = s.Only, s.Systems
+	} else {
+		s, err = bench.RunSuite(ctx, o)
+	}
 	if err != nil {
 		return err
 	}
@@ -58,19 +70,50 @@ func run(ctx context.Context, o bench.SuiteOptions, out, chartDir, jsonOut strin
 	if err != nil {
 		return err
 	}
+	// A narrow run has charts and a section of its own: it never overwrites the full run's.
+	narrow := len(o.Only) > 0 || len(o.Systems) > 0
+	prefix, rewrite := "", bench.RewriteSection
+	if narrow {
+		prefix, rewrite = "narrow-", bench.RewriteNarrowSection
+	}
 	var charts []string
 	for _, ch := range []struct {
 		name string
 		draw func(string) error
-	}{{"throughput.png", s.ThroughputChart}, {"latency-cdf.png", s.LatencyChart}, {"sustained.png", s.SustainedChart}} {
-		if err := ch.draw(filepath.Join(chartDir, ch.name)); err != nil {
+	}{{"throughput.png", s.ThroughputChart}, {"latency-cdf.png", s.LatencyChart},
+		{"latency-time.png", s.LatencyOverTimeChart}, {"sustained.png", s.SustainedChart}} {
+		if narrow && ch.name == "sustained.png" {
+			continue // a narrow run has no sustained runs
+		}
+		if err := ch.draw(filepath.Join(chartDir, prefix+ch.name)); err != nil {
 			return err
 		}
-		charts = append(charts, filepath.ToSlash(filepath.Join(rel, ch.name)))
+		charts = append(charts, filepath.ToSlash(filepath.Join(rel, prefix+ch.name)))
 	}
 	doc, err := os.ReadFile(out)
 	if err != nil && !os.IsNotExist(err) {
 		return err
 	}
-	return os.WriteFile(out, []byte(bench.RewriteSection(string(doc), s.Markdown(charts))), 0o644)
+	return os.WriteFile(out, []byte(rewrite(string(doc), s.Markdown(charts))), 0o644)
+}
+
+// splitList splits a comma-separated flag value; empty gives nil.
+func splitList(v string) []string {
+	if v == "" {
+		return nil
+	}
+	return strings.Split(v, ",")
+}
+
+// load reads a suite's results written by -json.
+func load(path string) (*bench.Suite, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var s bench.Suite
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, fmt.Errorf("cannot read %s: %w", path, err)
+	}
+	return &s, nil
 }

@@ -1,0 +1,79 @@
+package bench
+
+import "fmt"
+
+// e2eRuns are the end-to-end measurements in report order, with their titles.
+var e2eRuns = []struct{ m, title string }{
+	{ME2EHalf, "half load, 4 partitions"},
+	{ME2EHalf1P, "half load, 1 partition"},
+	{ME2E10K, "10 000 records/s, 4 partitions"},
+}
+
+// latencyMarkdown writes the end-to-end latency tables: every run of every system, then
+// where sluice's time went (the breakdown of breakdown.go).
+func (s *Suite) latencyMarkdown(w func(string, ...any)) {
+	w("\n### End-to-end latency\n\n")
+	w("One producer and one consumer reading the tail, linger %v; latency from each record's intended send time (fixed-rate schedule, corrected for coordinated omission) to its arrival at the consumer, after a warm-up. Half load is half of each system's own 1 KiB produce rate above; 10 000 records/s is the same for every system.\n\n", e2eLinger)
+	w("| run | system | rate (records/s) | p50 | p99 | p99.9 | max | p99 ÷ Kafka's | errors |\n|---|---|---|---|---|---|---|---|---|\n")
+	for _, run := range e2eRuns {
+		kafka := s.Results["kafka"][run.m]
+		for _, sys := range []string{"sluice", "kafka", "nats"} {
+			r := s.Results[sys][run.m]
+			if r == nil || r.Latency == nil {
+				continue
+			}
+			l := r.Latency
+			rate := fmt.Sprintf("%.0f", r.Config.Rate)
+			if r.RecordsPerSec < 0.95*r.Config.Rate {
+				// The system could not deliver the rate with the latency settings: the
+				// latencies are those of a backlog, not of the load asked for.
+				rate += fmt.Sprintf(" (saturated: delivered %.0f)", r.RecordsPerSec)
+			}
+			vsKafka := "—"
+			if kafka != nil && kafka.Latency != nil && sys != "kafka" {
+				vsKafka = fmt.Sprintf("%.2f", l.P99/kafka.Latency.P99)
+			}
+			w("| %s | %s | %s | %s | %s | %s | %s | %s | %d |\n", run.title, sys, rate, fmtMicros(l.P50), fmtMicros(l.P99),
+				fmtMicros(l.P999), fmtMicros(l.Max), vsKafka, r.Errors)
+		}
+	}
+	w("\nWhere the time goes (p50 / p99 of each stage; see `bench/breakdown.go`): **schedule** is the harness handing the record to the producer late (its own sleep overshoot, a full producer buffer), **transit** from the producer call to the consumer's poll returning it (batching, network, broker, long-poll wake), **delivery** from that poll to the record (iterating the answer).\n\n")
+	w("| run | system | schedule | transit | delivery |\n|---|---|---|---|---|\n")
+	for _, run := range e2eRuns {
+		for _, sys := range []string{"sluice", "kafka", "nats"} {
+			r := s.Results[sys][run.m]
+			if r == nil || r.Breakdown == nil {
+				continue
+			}
+			b := r.Breakdown
+			w("| %s | %s | %s | %s | %s |\n", run.title, sys, stage(b.Schedule), stage(b.Transit), stage(b.Delivery))
+		}
+	}
+}
+
+// stage formats a stage's p50 / p99.
+func stage(l *Latency) string {
+	if l == nil {
+		return "—"
+	}
+	return fmtMicros(l.P50) + " / " + fmtMicros(l.P99)
+}
+
+// latencyGoals writes the latency goals of issue 14.
+func (s *Suite) latencyGoals(w func(string, ...any)) {
+	verdict := map[bool]string{true: "met", false: "**not met**"}
+	for _, run := range e2eRuns[:2] {
+		if r := s.Results["sluice"][run.m]; r != nil && r.Latency != nil {
+			l := r.Latency
+			w("- end-to-end p99 ≤ 1 ms and p99.9 ≤ 5 ms, %s: %s / %s — %s\n", run.title, fmtMicros(l.P99), fmtMicros(l.P999),
+				verdict[l.P99 <= 1000 && l.P999 <= 5000])
+		}
+	}
+	for _, run := range e2eRuns {
+		r, k := s.Results["sluice"][run.m], s.Results["kafka"][run.m]
+		if r != nil && r.Latency != nil && k != nil && k.Latency != nil {
+			v := r.Latency.P99 / k.Latency.P99
+			w("- end-to-end p99 ≤ ½ of Kafka's, %s: %.2f — %s\n", run.title, v, verdict[v <= 0.5])
+		}
+	}
+}

@@ -1,0 +1,374 @@
+package broker
+
+import (
+	"sync/atomic"
+
+	"sluice/engine"
+	"sluice/memarena"
+	"sluice/netio"
+	"sluice/sched"
+	"sluice/wire"
+)
+
+// multiFetch is one fetch_multi request: several partitions of a topic read with one
+// long poll and one byte budget (docs/protocol.md, fetch_multi). Its partitions may live
+// on different shards, and a partition is touched only on its own shard, so the request
+// travels: it runs on the shard of each group of its partitions in turn (a pass), as a
+// sched.Task, and is never on two shards at once. The passes:
+//
+//	gather ──data, an error, or no wait──────────────────────────────► answer
+//	   │ nothing anywhere
+//	   ▼
+//	park (a waiter per partition, on its shard) ─first waiter woken──► final gather ─► answer
+//
+// A waiter is a fetchTask with multi set: the partition wakes it like any long poll
+// (data, deadline, release, shutdown) and settle hands it back; its serve calls woken.
+// Only the first wake-up counts (state). When it comes from a partition's shard, the
+// final gather reads only that shard's group, right there, and answers: the records that
+// woke the request go out without a hop to another shard (the other partitions are
+// answered with their offsets from the first gather). Then each other shard releases its
+// waiters (a cleanup task), whose wake-ups do nothing; so no waiter outlives its request
+// for long. A wake-up from the connection (Release) gathers every group.
+//
+// The groups are ordered by their first partition in the request, and partitions of one
+// group keep request order: the budget goes to partitions in request order, except that
+// those of one shard are read together (a hop between shards per partition would cost a
+// goroutine wake-up each).
+type multiFetch struct {
+	b        *Broker
+	c        *netio.Conn
+	slot     netio.Slot
+	hdr      wire.ResponseHeader
+	maxBytes int
+	wait     bool
+	deadline int64
+	items    []mfItem  // in request order
+	groups   []mfGroup // by shard
+	// The pass state, owned by the pass running (hand-offs go through the shards' queues).
+	phase mfPhase
+	pass  int
+	spent int
+	// state says whether the request is parked and whether a waiter woke it; any
+	// goroutine.
+	state atomic.Int32
+}
+
+// mfItem is one partition of a multiFetch.
+type mfItem struct {
+	pt     *part
+	id     uint32
+	offset int64
+	code   wire.Code
+	win    engine.Window
+	res    engine.FetchResult
+	waiter fetchTask
+}
+
+// mfGroup is the partitions of a multiFetch that one shard owns.
+type mfGroup struct {
+	shard *sched.Shard
+	items []int
+}
+
+type mfPhase uint8
+
+const (
+	mfGather mfPhase = iota // the first gather: may park when nothing is found
+	mfPark                  // parking a waiter on every partition
+	mfFinal                 // the gather after a wake-up: answers whatever it finds
+)
+
+// The values of multiFetch.state.
+const (
+	mfActive       int32 = iota // gathering, or answered
+	mfParking                   // the park pass is running
+	mfParkingWoken              // a waiter woke while the park pass was running
+	mfParked                    // every waiter is parked
+	mfWoken                     // a waiter woke a parked request: the final gather runs
+)
+
+func (b *Broker) handleFetchMulti(c *netio.Conn, slot netio.Slot, hdr wire.ResponseHeader, r *wire.FetchMultiRequest) {
+	m := &multiFetch{b: b, c: c, slot: slot, hdr: hdr, maxBytes: int(r.MaxBytes), wait: r.MaxWaitMs > 0,
+		deadline: b.deadline(r.MaxWaitMs), items: make([]mfItem, len(r.Partitions))}
+	for i, p := range r.Partitions {
+		it := &m.items[i]
+		it.id, it.offset, it.win.Checkpoint = p.Partition, p.Offset, -1
+		pt, err := b.lookup(r.Topic, p.Partition)
+		if err != nil {
+			if code := codeOf(err); code != wire.CodeUnknownPartition {
+				b.respond(c, slot, hdr, err, nil) // the topic: the whole request fails
+				return
+			}
+			it.code = wire.CodeUnknownPartition
+			continue
+		}
+		it.pt = pt
+		it.waiter = fetchTask{b: b, pt: pt, multi: m}
+		m.addToGroup(i, pt.shard)
+	}
+	if len(m.groups) == 0 { // no partition exists: answer at once
+		m.answer()
+		return
+	}
+	m.submit(0)
+}
+
+// addToGroup adds item i to its shard's group.
+func (m *multiFetch) addToGroup(i int, sh *sched.Shard) {
+	for g := range m.groups {
+		if m.groups[g].shard == sh {
+			m.groups[g].items = append(m.groups[g].items, i)
+			return
+		}
+	}
+	m.groups = append(m.groups, mfGroup{shard: sh, items: []int{i}})
+}
+
+// submit moves the request to group g's shard. A full shard queue answers busy (waiters
+// parked by then wake at their deadline and find the request answered).
+func (m *multiFetch) submit(g int) {
+	m.pass = g
+	if err := m.groups[g].shard.Submit(m); err != nil {
+		m.state.Store(mfActive)
+		m.release()
+		m.b.respond(m.c, m.slot, m.hdr, wire.NewError(wire.CodeBusy, "shard queue full"), nil)
+	}
+}
+
+// Run runs the current pass on its group's shard.
+func (m *multiFetch) Run(*sched.Shard) {
+	defer m.b.recoverRequest("fetch_multi", nil, m.c, m.slot, m.hdr)
+	if m.phase == mfPark {
+		m.parkPass()
+		return
+	}
+	m.gatherGroup()
+	if m.pass+1 < len(m.groups) {
+		m.submit(m.pass + 1)
+		return
+	}
+	if m.phase == mfGather && m.wait && m.spent == 0 && !m.anyError() {
+		// Nothing anywhere: park on every partition, walking the groups back from this
+		// shard so that the first park needs no hop.
+		m.phase = mfPark
+		m.state.Store(mfParking)
+		m.parkPass()
+		return
+	}
+	m.answer()
+}
+
+// parkPass parks the current group's waiters and moves on to the previous group; after
+// the first group, the request is parked, unless a waiter woke during the pass: then the
+// final gather starts.
+func (m *multiFetch) parkPass() {
+	m.parkGroup()
+	if m.pass > 0 {
+		m.submit(m.pass - 1)
+		return
+	}
+	if m.state.CompareAndSwap(mfParking, mfParked) {
+		m.c.Park(m.slot, m) // may call Release at once: a later answer is ready
+		return
+	}
+	m.state.Store(mfWoken) // a waiter woke during the pass
+	m.startFinal()
+}
+
+// gatherGroup reads the current group's partitions. In the final gather it first
+// releases the group's waiters still parked (their wake-ups are ignored). Shard only.
+func (m *multiFetch) gatherGroup() {
+	for _, i := range m.groups[m.pass].items {
+		it := &m.items[i]
+		pt := it.pt
+		it.res.Release() // an empty read of the first gather may hold a segment
+		if pt.p == nil {
+			it.code, it.win = codeOf(pt.refusal()), engine.Window{Checkpoint: -1}
+			continue
+		}
+		if m.phase == mfFinal {
+			m.releaseWaiter(it)
+		}
+		it.code, it.win = wire.CodeNone, pt.p.Window()
+		left := m.maxBytes - m.spent
+		if left <= 0 && m.spent > 0 {
+			continue // the budget is spent: offsets only
+		}
+		res, err := pt.p.Fetch(it.offset, max(left, 1), nil)
+		if err != nil {
+			it.code = codeOf(err)
+			if it.code != wire.CodeOffsetOutOfRange {
+				it.win = engine.Window{Checkpoint: -1}
+			}
+			continue
+		}
+		it.res, it.win = res, res.Window
+		m.spent += int(res.Len())
+	}
+}
+
+// parkGroup parks a waiter on each of the current group's partitions. A partition that
+// has data at the offset already (it came after the gather) or cannot park counts as a
+// wake-up. Shard only.
+func (m *multiFetch) parkGroup() {
+	for _, i := range m.groups[m.pass].items {
+		it := &m.items[i]
+		pt := it.pt
+		it.res.Release() // the first gather's empty read may hold a segment: not while parked
+		if pt.p != nil && pt.p.ParkFetch(&it.waiter, it.offset, m.deadline) {
+			m.b.parkedFetch.Add(1)
+			m.b.arm(pt)
+			continue
+		}
+		m.woken(nil) // a full final gather: the data may be on any shard
+	}
+}
+
+// releaseWaiter wakes it's waiter if it is still parked; its wake-up does nothing (the
+// request is answered or being answered). Shard of it only.
+func (m *multiFetch) releaseWaiter(it *mfItem) {
+	if it.pt.p != nil && it.pt.p.Release(&it.waiter) {
+		m.b.settle(it.pt)
+	}
+}
+
+// woken is a wake-up from a waiter (its partition's shard) or from the connection
+// (Release). The first one while parked starts the final gather; one during the park
+// pass is left for that pass to act on; later ones do nothing. Any goroutine.
+//
+// sh is the shard woken runs on (a waiter's), nil when it runs elsewhere.
+func (m *multiFetch) woken(sh *sched.Shard) {
+	for {
+		switch m.state.Load() {
+		case mfParking:
+			if m.state.CompareAndSwap(mfParking, mfParkingWoken) {
+				return
+			}
+		case mfParked:
+			if m.state.CompareAndSwap(mfParked, mfWoken) {
+				if g := m.groupOf(sh); g >= 0 {
+					m.answerFrom(g)
+				} else {
+					m.startFinal()
+				}
+				return
+			}
+		default:
+			return
+		}
+	}
+}
+
+// groupOf returns the index of sh's group, -1 when sh is nil or has none.
+func (m *multiFetch) groupOf(sh *sched.Shard) int {
+	for g := range m.groups {
+		if sh != nil && m.groups[g].shard == sh {
+			return g
+		}
+	}
+	return -1
+}
+
+// answerFrom gathers group g (on its shard, where the wake-up came from), answers, and
+// has every other shard release its waiters.
+func (m *multiFetch) answerFrom(g int) {
+	m.phase, m.pass, m.spent = mfFinal, g, 0
+	m.gatherGroup()
+	m.answer()
+	for o := range m.groups {
+		if o != g {
+			// Best effort: with the queue full the waiters wake at their deadline.
+			_ = m.groups[o].shard.Submit(&mfCleanup{m: m, g: o})
+		}
+	}
+}
+
+// mfCleanup releases the waiters of one group of an answered multiFetch. Cleanups of
+// different groups touch different items, so they may run at once.
+type mfCleanup struct {
+	m *multiFetch
+	g int
+}
+
+// Run releases the group's waiters still parked.
+func (c *mfCleanup) Run(*sched.Shard) {
+	defer c.m.b.recoverShard("fetch_multi cleanup", nil)
+	for _, i := range c.m.groups[c.g].items {
+		c.m.releaseWaiter(&c.m.items[i])
+	}
+}
+
+// Release asks for the answer now (netio.Releaser): a later answer on the connection is
+// ready. Safe from any goroutine; it never blocks.
+func (m *multiFetch) Release() { m.woken(nil) }
+
+// startFinal starts the final gather. Only one goroutine gets here per request, after the
+// park pass ended.
+func (m *multiFetch) startFinal() {
+	m.phase, m.spent = mfFinal, 0
+	m.submit(0)
+}
+
+// anyError reports whether a partition's answer is an error (answered at once: the
+// consumer must learn it, not wait).
+func (m *multiFetch) anyError() bool {
+	for i := range m.items {
+		if m.items[i].code != wire.CodeNone {
+			return true
+		}
+	}
+	return false
+}
+
+// answer sends every partition's part in one response: the part headers in one buffer,
+// each followed by its arena spans (writev) or its segment region (sendfile). The
+// response holds the spans and regions until written (Done).
+func (m *multiFetch) answer() {
+	n := len(m.items)
+	head := make([]byte, 0, wire.FetchMultiFrameHeaderSize+n*wire.FetchPartHeaderSize)
+	rest := n * wire.FetchPartHeaderSize
+	spans := 0
+	for i := range m.items {
+		rest += int(m.items[i].res.Len())
+		spans += len(m.items[i].res.Spans)
+	}
+	var body wire.FetchMultiResponse
+	head = body.AppendFrameHeader(head, m.hdr, n, rest)
+	iov := make([][]byte, 0, spans)
+	resp := netio.Response{File: -1, More: make([]netio.Part, n-1)}
+	for i := range m.items {
+		it := &m.items[i]
+		start := len(head)
+		if i == 0 {
+			start = 0 // the first part rides on the frame header
+		}
+		part := wire.FetchPart{Partition: it.id, Code: it.code, HighWatermark: it.win.Next,
+			LogStartOffset: it.win.Start, Checkpoint: it.win.Checkpoint}
+		head = part.AppendHeader(head, int(it.res.Len()))
+		p := netio.Part{Head: head[start:len(head):len(head)], File: -1}
+		first := len(iov)
+		for s := range it.res.Spans {
+			iov = append(iov, it.res.Spans[s].Bytes())
+		}
+		p.Iov = iov[first:len(iov):len(iov)]
+		if r := it.res.Region; r.Len > 0 {
+			p.File, p.Pos, p.Len = int(r.File.Fd()), r.Pos, r.Len
+		}
+		if i == 0 {
+			resp.Head, resp.Iov, resp.File, resp.Pos, resp.Len = p.Head, p.Iov, p.File, p.Pos, p.Len
+		} else {
+			resp.More[i-1] = p
+		}
+	}
+	resp.Done = m.release
+	m.c.Respond(m.slot, resp)
+}
+
+// release releases what the partitions' reads hold.
+func (m *multiFetch) release() {
+	for i := range m.items {
+		res := &m.items[i].res
+		res.Spans = memarena.ReleaseAll(res.Spans)
+		res.Region.Release()
+	}
+}

@@ -1,0 +1,328 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+
+	"sluice/batch"
+	"sluice/wire"
+)
+
+// fetcher reads some of the consumer's partitions served by one broker (a lane: see
+// fetchLanes): a goroutine that keeps one fetch_multi request for all of them in flight
+// and sends the next one the moment an answer has arrived, before the application looks
+// at the records. So the broker never waits for the application, a quiet partition
+// never holds up a busy one (the broker answers as soon as any has records), and the
+// application iterates one answer while the next one is on the wire.
+//
+// Memory: two answer buffers per fetcher, each one frame of at most the byte budget
+// (FetchMaxBytes, plus part headers and a batch larger than the budget): one being read,
+// one the application iterates (answers travel through the consumer's ready channel and
+// come back on free). A fetcher does not read an answer until it has a free buffer.
+//
+// The fetcher owns its fetch positions (pos); the application's cursors are the
+// consumer's. On any failure the fetcher delivers an answer with the error and ends; the
+// consumer then stops every fetcher and starts new ones from its cursors (Poll's retry).
+type fetcher struct {
+	c     *Consumer
+	addr  string
+	parts []*cpart
+	pos   []int64 // next offset to fetch, per part
+	rot   int     // rotation of the request's partition order, for fairness
+	nc    net.Conn
+	free  chan *answer  // buffers the application gave back; capacity answerBuffers
+	quit  chan struct{} // closed when the consumer stops its fetchers
+	req   wire.FetchMultiRequest
+	resp  wire.Response
+	wbuf  []byte
+	id    uint32
+}
+
+// answer is one fetch answer handed to the application: the parts of a fetch_multi
+// answer (or one part, for a single-partition fetch), aliasing buf.
+type answer struct {
+	f     *fetcher
+	buf   []byte
+	parts []answerPart
+	err   error
+}
+
+// answerPart is one partition's records in an answer. skipTo, when >= 0, moves the
+// partition's cursor first (retention removed what it wanted, or it is past the end).
+type answerPart struct {
+	p          *cpart
+	records    []byte
+	skipTo     int64
+	checkpoint int64 // the partition's C with these records (Consumer.Checkpoint)
+}
+
+// answerBuffers is how many buffers a fetcher owns.
+const answerBuffers = 2
+
+// fetchLanes is how many fetchers, each with its own connection and request in flight,
+// share the partitions of one broker (when it serves at least that many): one request
+// in flight leaves the broker idle for a round trip (and a hop between its shards) after
+// every answer, and the consumer iterating one answer while the next is on the wire
+// covers only the client's side of that. Two requests in flight cover it for the broker
+// too. Separate connections, because a connection's answers come back in request order:
+// one lane's long poll would hold up the other's records.
+const fetchLanes = 2
+
+// startFetchers starts the fetchers for the consumer's partitions, from their cursors:
+// fetchLanes per broker, each reading every fetchLanes-th of its partitions.
+func (c *Consumer) startFetchers(ctx context.Context) error {
+	type lane struct {
+		addr string
+		i    int
+	}
+	byLane := map[lane]*fetcher{}
+	seen := map[string]int{} // partitions so far per broker
+	for _, p := range c.parts {
+		if p.addr == "" {
+			return fmt.Errorf("cannot fetch %s/%d: %w", c.topic, p.id, errNoAddress)
+		}
+		k := lane{p.addr, seen[p.addr] % fetchLanes}
+		seen[p.addr]++
+		f := byLane[k]
+		if f == nil {
+			f = &fetcher{c: c, addr: p.addr, free: make(chan *answer, answerBuffers), quit: make(chan struct{})}
+			for range answerBuffers {
+				f.free <- &answer{f: f}
+			}
+			byLane[k] = f
+			c.fetchers = append(c.fetchers, f)
+		}
+		f.parts = append(f.parts, p)
+		f.pos = append(f.pos, p.cur.next)
+	}
+	for _, f := range c.fetchers {
+		nc, err := dial(ctx, &c.cfg, f.addr)
+		if err != nil {
+			for _, g := range c.fetchers {
+				if g.nc != nil {
+					g.nc.Close()
+				}
+			}
+			c.fetchers = nil
+			return err
+		}
+		f.nc = nc
+	}
+	// Room for every buffer of every fetcher: a fetcher never blocks handing over, so
+	// stopping never waits for the application.
+	c.ready = make(chan *answer, answerBuffers*len(c.fetchers))
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.mu.fetchers = c.fetchers
+	if c.closed() {
+		c.stopFetchersLocked()
+		c.fetchers = nil
+		return ErrClosed
+	}
+	for _, f := range c.fetchers {
+		c.fwg.Add(1)
+		go f.run(c.ready)
+	}
+	return nil
+}
+
+// stopFetchers stops the fetchers and waits for their goroutines; answers not yet taken
+// are dropped.
+func (c *Consumer) stopFetchers() {
+	c.mu.Lock()
+	c.stopFetchersLocked()
+	c.mu.Unlock()
+	c.fwg.Wait()
+	c.fetchers, c.ready, c.ans = nil, nil, nil
+}
+
+// stopFetchersLocked closes the fetchers' connections and quit channels: their
+// goroutines end soon after. Requires c.mu.
+func (c *Consumer) stopFetchersLocked() {
+	for _, f := range c.mu.fetchers {
+		if f.nc != nil {
+			f.nc.Close()
+		}
+		select {
+		case <-f.quit:
+		default:
+			close(f.quit)
+		}
+	}
+	c.mu.fetchers = nil
+}
+
+// run is the fetcher goroutine: request, read, hand over, until the connection closes.
+func (f *fetcher) run(ready chan<- *answer) {
+	defer f.c.fwg.Done()
+	for {
+		var a *answer
+		select {
+		case a = <-f.free:
+		case <-f.quit:
+			return
+		}
+		a.err = f.fetch(a)
+		ready <- a // ready has room for every fetcher's every buffer: never blocks
+		if a.err != nil {
+			return
+		}
+	}
+}
+
+// fetch sends the next request and reads its answer into a.
+func (f *fetcher) fetch(a *answer) error {
+	a.parts = a.parts[:0]
+	f.request()
+	if _, err := f.nc.Write(f.wbuf); err != nil {
+		return fmt.Errorf("cannot fetch %s from %s: %w", f.c.topic, f.addr, err)
+	}
+	if err := f.read(a); err != nil {
+		return fmt.Errorf("cannot fetch %s from %s: %w", f.c.topic, f.addr, err)
+	}
+	if err := f.resp.Err(); err != nil {
+		return fmt.Errorf("cannot fetch %s from %s: %w", f.c.topic, f.addr, err)
+	}
+	body, _ := f.resp.Body.(*wire.FetchMultiResponse)
+	if body == nil || len(body.Parts) != len(f.parts) {
+		return fmt.Errorf("cannot fetch %s from %s: answer of the wrong shape", f.c.topic, f.addr)
+	}
+	for i := range body.Parts {
+		if err := f.take(a, &body.Parts[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// request encodes the fetch_multi request for every part, the order rotated by one each
+// time so that the budget does not always go to the same partition first.
+func (f *fetcher) request() {
+	cfg := &f.c.cfg
+	f.req = wire.FetchMultiRequest{Topic: f.c.topicB, MaxWaitMs: uint32(cfg.fetchWait.Milliseconds()),
+		MaxBytes: uint32(cfg.fetchBytes), Partitions: f.req.Partitions[:0]}
+	n := len(f.parts)
+	f.rot = (f.rot + 1) % n
+	for k := range n {
+		i := (f.rot + k) % n
+		f.req.Partitions = append(f.req.Partitions, wire.FetchMultiPartition{Partition: uint32(f.parts[i].id), Offset: f.pos[i]})
+	}
+	f.id++
+	start := 0
+	f.wbuf = wire.AppendRequestHeader(f.wbuf[:0], wire.RequestHeader{APIKey: wire.APIFetchMulti, RequestID: f.id})
+	f.wbuf = f.req.AppendTo(f.wbuf)
+	wire.FinishFrame(f.wbuf, start)
+}
+
+// read reads exactly one response frame into a.buf (no byte of a later frame: each
+// buffer holds one answer) and decodes it into f.resp, aliasing a.buf.
+func (f *fetcher) read(a *answer) error {
+	a.buf = grow0(a.buf, wire.ResponseHeaderSize)
+	if _, err := io.ReadFull(f.nc, a.buf); err != nil {
+		return err
+	}
+	size, _, err := wire.PeekResponse(a.buf, f.c.cfg.maxFrame)
+	if err != nil && !errors.Is(err, wire.ErrShort) {
+		return err
+	}
+	a.buf = growKeep(a.buf, size)
+	if _, err := io.ReadFull(f.nc, a.buf[wire.ResponseHeaderSize:]); err != nil {
+		return err
+	}
+	if _, err := f.resp.Decode(a.buf, f.c.cfg.maxFrame); err != nil {
+		return fmt.Errorf("cannot decode answer: %w", err)
+	}
+	if f.resp.Header.RequestID != f.id {
+		return fmt.Errorf("cannot match answer: id %d, want %d", f.resp.Header.RequestID, f.id)
+	}
+	return nil
+}
+
+// grow0 returns b resized to n bytes, contents not kept.
+func grow0(b []byte, n int) []byte {
+	if cap(b) < n {
+		return make([]byte, n, max(n, minReadBuf))
+	}
+	return b[:n]
+}
+
+// growKeep returns b resized to n bytes, keeping its contents. It at least doubles the
+// capacity when it grows, so that answers of slowly rising sizes do not each allocate.
+func growKeep(b []byte, n int) []byte {
+	if cap(b) < n {
+		nb := make([]byte, n, max(n, 2*cap(b)))
+		copy(nb, b)
+		return nb
+	}
+	return b[:n]
+}
+
+// take applies one part: records move the fetch position past their last batch; an
+// offset out of range moves it into the partition's range, or, when the offset is in
+// range but below what the broker holds locally (HDFS in distributed mode), reads that
+// partition once with the single-partition fetch, which reads HDFS.
+func (f *fetcher) take(a *answer, part *wire.FetchPart) error {
+	i := f.index(part.Partition)
+	if i < 0 {
+		return fmt.Errorf("cannot fetch %s from %s: answer for partition %d not asked for", f.c.topic, f.addr, part.Partition)
+	}
+	p := f.parts[i]
+	switch part.Code {
+	case wire.CodeNone:
+		if part.Records != nil {
+			a.parts = append(a.parts, answerPart{p: p, records: part.Records, skipTo: -1, checkpoint: part.Checkpoint})
+			f.pos[i] = max(f.pos[i], nextAfter(part.Records))
+		}
+		return nil
+	case wire.CodeOffsetOutOfRange:
+		next := min(max(f.pos[i], part.LogStartOffset), part.HighWatermark)
+		if next == f.pos[i] && next < part.HighWatermark {
+			return &singleFetchError{p: p, offset: f.pos[i]}
+		}
+		f.pos[i] = next
+		a.parts = append(a.parts, answerPart{p: p, skipTo: next, checkpoint: part.Checkpoint})
+		return nil
+	}
+	err := &wire.ProtocolError{Code: part.Code, Msg: part.Code.Text()}
+	return fmt.Errorf("cannot fetch %s/%d at %d: %w", f.c.topic, p.id, f.pos[i], err)
+}
+
+// singleFetchError says that a partition's offset is in its range but the broker could
+// not serve it with fetch_multi (data only HDFS holds): the consumer reads it once with
+// fetch, then starts its fetchers again.
+type singleFetchError struct {
+	p      *cpart
+	offset int64
+}
+
+func (e *singleFetchError) Error() string {
+	return fmt.Sprintf("offset %d of partition %d is served by the single-partition fetch only", e.offset, e.p.id)
+}
+
+// index returns the position of partition id in f.parts, -1 when absent.
+func (f *fetcher) index(id uint32) int {
+	for i, p := range f.parts {
+		if p.id == int(id) {
+			return i
+		}
+	}
+	return -1
+}
+
+// nextAfter returns the offset after the last whole batch of records (0 when none can be
+// parsed: the consumer's iterator reports the damage).
+func nextAfter(records []byte) int64 {
+	var next int64
+	for len(records) > 0 {
+		h, err := batch.ParseHeader(records)
+		if err != nil || h.Size() > len(records) {
+			break
+		}
+		next = h.LastOffset() + 1
+		records = records[h.Size():]
+	}
+	return next
+}
