@@ -156,3 +156,36 @@ func adminMetrics(t testing.TB, log *syncBuf) string {
 	})
 	return strings.TrimSpace(addr)
 }
+
+// TestAdminOutlivesZooKeeper: ZooKeeper killed for longer than the admin's session and
+// started again on its data: the admin keeps running (it used to exit, leaving the
+// cluster with nobody to place partitions), stands by on a new session, leads again and
+// places a topic created afterwards.
+func TestAdminOutlivesZooKeeper(t *testing.T) {
+	s := zktest.Start(t)
+	cmd, log := startAdmin(t, s.Addr, "a1")
+	waitFor(t, "a1 to lead", func() bool { return strings.Contains(log.String(), "admin leading") })
+	s.Kill()
+	time.Sleep(3 * time.Second) // past the admin's 2 s session
+	s.Restart(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := admin.Dial(ctx, []string{s.Addr}, "/sluice", 2*time.Second, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Register(admin.BrokerInfo{ID: "b1", Addr: "127.0.0.1:1", Capacity: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CreateTopic("t", admin.TopicInfo{Partitions: 2, Version: 1}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the topic placed by the admin after ZooKeeper came back", func() bool { return placedOn(t, c, 2)["b1"] == 2 })
+	if err := cmd.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Fatalf("the admin exited: %v\n%s", err, log.String())
+	}
+	if n := strings.Count(log.String(), "admin leading"); n < 2 {
+		t.Fatalf("the admin led %d times, want again after ZooKeeper's return:\n%s", n, log.String())
+	}
+}

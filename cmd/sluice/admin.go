@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -10,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -18,8 +18,8 @@ import (
 )
 
 // runAdmin runs an admin of a distributed cluster: it stands by until ZooKeeper elects
-// it, then places partitions on the live brokers until it is stopped (SIGTERM, SIGINT)
-// or loses its session.
+// it, then places partitions on the live brokers until it is stopped (SIGTERM, SIGINT);
+// a lost session or ZooKeeper error starts it over (adminRound).
 func runAdmin(args []string, _ io.Reader, _, stderr io.Writer) error {
 	fs := flag.NewFlagSet("admin", flag.ContinueOnError)
 	zkf := newZKFlags(fs)
@@ -41,31 +41,56 @@ func runAdmin(args []string, _ io.Reader, _, stderr io.Writer) error {
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	c, err := zkf.dial(ctx, *session*3, *session, log)
-	if err != nil {
-		return err
+	if *zkf.addrs == "" {
+		return usageError{"-zk is required"}
 	}
-	defer c.Close()
+	var cur atomic.Pointer[admin.Cluster] // the session of the round under way, for metrics
 	if *metrics != "" {
-		addr, err := broker.ServeFigures(*metrics, log, func() []broker.Figure { return adminFigures(c.Stats()) })
+		addr, err := broker.ServeFigures(*metrics, log, func() []broker.Figure {
+			var st admin.LeaderStats
+			if c := cur.Load(); c != nil {
+				st = c.Stats()
+			}
+			return adminFigures(st)
+		})
 		if err != nil {
 			return err
 		}
 		log.Info("serving metrics", "addr", addr)
 	}
-	log.Info("admin standing by", "id", *id)
-	if err := c.Campaign(ctx, *id); err != nil {
-		if errors.Is(err, context.Canceled) {
+	lim := admin.Limits{MaxMoves: *maxMoves, Slack: *slack}
+	// An admin outlives ZooKeeper's troubles: a lost session, a server restarted, a
+	// connection refused all end a round (it stops leading, if it led), and the next
+	// round stands by again on a new session. Only SIGTERM or SIGINT ends it.
+	for {
+		err := adminRound(ctx, zkf, *session, *id, lim, *interval, log, &cur)
+		if ctx.Err() != nil {
 			return nil
 		}
+		log.Error("admin lost ZooKeeper: standing by again on a new session", "err", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// adminRound is one session of an admin: connect, stand by, lead until it ends.
+func adminRound(ctx context.Context, zkf zkFlags, session time.Duration, id string, lim admin.Limits,
+	interval time.Duration, log *slog.Logger, cur *atomic.Pointer[admin.Cluster]) error {
+	c, err := zkf.dial(ctx, session*3, session, log)
+	if err != nil {
 		return err
 	}
-	log.Info("admin leading", "id", *id)
-	err = c.Lead(ctx, admin.Limits{MaxMoves: *maxMoves, Slack: *slack}, *interval)
-	if errors.Is(err, context.Canceled) {
-		return nil
+	defer c.Close()
+	cur.Store(c)
+	log.Info("admin standing by", "id", id)
+	if err := c.Campaign(ctx, id); err != nil {
+		return err
 	}
-	return err
+	log.Info("admin leading", "id", id)
+	return c.Lead(ctx, lim, interval)
 }
 
 // zkFlags are the flags of the commands that talk to a cluster's ZooKeeper.
