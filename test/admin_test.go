@@ -39,19 +39,9 @@ func startAdmin(t testing.TB, addr, id string) (*exec.Cmd, *syncBuf) {
 // next (a broker that joins gets its share).
 func TestAdminFailover(t *testing.T) {
 	s := zktest.Start(t)
+	c := brokerWithTopic(t, s.Addr, 4)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c, err := admin.Dial(ctx, []string{s.Addr}, "/sluice", 2*time.Second, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if err := c.Register(admin.BrokerInfo{ID: "b1", Addr: "127.0.0.1:1", Capacity: 1}); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.CreateTopic("t", admin.TopicInfo{Partitions: 4, Version: 1}); err != nil {
-		t.Fatal(err)
-	}
 	first, firstLog := startAdmin(t, s.Addr, "a1")
 	waitFor(t, "a1 to lead", func() bool { return strings.Contains(firstLog.String(), "admin leading") })
 	_, secondLog := startAdmin(t, s.Addr, "a2")
@@ -168,19 +158,7 @@ func TestAdminOutlivesZooKeeper(t *testing.T) {
 	s.Kill()
 	time.Sleep(3 * time.Second) // past the admin's 2 s session
 	s.Restart(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	c, err := admin.Dial(ctx, []string{s.Addr}, "/sluice", 2*time.Second, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if err := c.Register(admin.BrokerInfo{ID: "b1", Addr: "127.0.0.1:1", Capacity: 1}); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.CreateTopic("t", admin.TopicInfo{Partitions: 2, Version: 1}); err != nil {
-		t.Fatal(err)
-	}
+	c := brokerWithTopic(t, s.Addr, 2)
 	waitFor(t, "the topic placed by the admin after ZooKeeper came back", func() bool { return placedOn(t, c, 2)["b1"] == 2 })
 	if err := cmd.Process.Signal(syscall.Signal(0)); err != nil {
 		t.Fatalf("the admin exited: %v\n%s", err, log.String())
@@ -188,4 +166,24 @@ func TestAdminOutlivesZooKeeper(t *testing.T) {
 	if n := strings.Count(log.String(), "admin leading"); n < 2 {
 		t.Fatalf("the admin led %d times, want again after ZooKeeper's return:\n%s", n, log.String())
 	}
+}
+
+// brokerWithTopic registers a broker b1 (a session of the test's own, closed when the
+// test ends) and creates topic t with n partitions.
+func brokerWithTopic(t *testing.T, zkAddr string, n int) *admin.Cluster {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := admin.Dial(ctx, []string{zkAddr}, "/sluice", 2*time.Second, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	if err := c.Register(admin.BrokerInfo{ID: "b1", Addr: "127.0.0.1:1", Capacity: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CreateTopic("t", admin.TopicInfo{Partitions: n, Version: 1}); err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
