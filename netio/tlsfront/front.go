@@ -140,14 +140,22 @@ func (f *Front) Stats() Stats {
 
 func (f *Front) accept() {
 	defer f.wg.Done()
+	backoff := time.Duration(0)
 	for {
 		c, err := f.ln.Accept()
-		if err != nil {
-			if !errors.Is(err, net.ErrClosed) {
-				f.cfg.Logger.Error("TLS front: accept failed: no more connections", "err", err)
-			}
+		if errors.Is(err, net.ErrClosed) {
 			return
 		}
+		if err != nil {
+			// Out of file descriptors, a connection reset before it was accepted: the
+			// listener is still good. Wait a little and go on, as net/http does, rather
+			// than stop taking connections for good.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			f.cfg.Logger.Error("TLS front: accept failed: retrying", "err", err, "in", backoff)
+			time.Sleep(backoff)
+			continue
+		}
+		backoff = 0
 		if !f.track(c, true) {
 			c.Close()
 			return

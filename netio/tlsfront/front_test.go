@@ -2,7 +2,9 @@ package tlsfront
 
 import (
 	"crypto/tls"
+	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"testing"
 
@@ -40,5 +42,33 @@ func TestPrefixed(t *testing.T) {
 	got, err := io.ReadAll(p)
 	if err != nil || string(got) != "head-rest" {
 		t.Fatalf("read %q, %v", got, err)
+	}
+}
+
+// flakyListener fails its first Accepts, then closes: a fake, because a real listener
+// cannot be made to return EMFILE on demand.
+type flakyListener struct {
+	net.Listener
+	fails int
+	calls int
+}
+
+func (l *flakyListener) Accept() (net.Conn, error) {
+	l.calls++
+	if l.calls <= l.fails {
+		return nil, errors.New("accept: too many open files")
+	}
+	return nil, net.ErrClosed
+}
+
+// TestAcceptErrorsDoNotStopTheFront: accept errors other than a closed listener (out of
+// file descriptors) are waited out, not the end of the front's accepting.
+func TestAcceptErrorsDoNotStopTheFront(t *testing.T) {
+	l := &flakyListener{fails: 3}
+	f := &Front{ln: l, conns: map[net.Conn]struct{}{}, cfg: Config{Logger: slog.New(slog.DiscardHandler)}}
+	f.wg.Add(1)
+	f.accept()
+	if l.calls != 4 {
+		t.Fatalf("accept called %d times, want 3 failures then the close", l.calls)
 	}
 }
