@@ -145,7 +145,7 @@ func (b *Broker) loadAssigned(pid admin.PartitionID, old *part, o admin.Owner) e
 	}
 	cl.loads.Add(1)
 	b.cfg.Logger.Info("loaded", "topic", t.meta.Name, "partition", pid.ID, "epoch", o.Epoch, "session", session,
-		"hdfs_start", start, "next", from)
+		"hdfs_start", start, "next", from, "hdfs_epoch", tr.tail.Epoch, "tail_batches", len(tr.tail.Headers))
 	return nil
 }
 
@@ -206,6 +206,7 @@ func (b *Broker) unload(pt *part, ship bool) *part {
 		time.Sleep(10 * time.Millisecond)
 	}
 	b.shipper.Remove(name, id)
+	shippedNext, next, leased := pt.p.ShippedNext(), pt.p.Window().Next, cl.leased(b.now())
 	ph := b.newPart(pt.topic, id)
 	ph.offline = errNotAssigned(name, id)
 	b.swapPart(pt, ph)
@@ -229,7 +230,8 @@ func (b *Broker) unload(pt *part, ship bool) *part {
 		time.Sleep(time.Millisecond) // a full queue
 	}
 	cl.unloads.Add(1)
-	b.cfg.Logger.Info("gave up", "topic", name, "partition", id, "shipped", ship)
+	b.cfg.Logger.Info("gave up", "topic", name, "partition", id, "ship", ship, "hdfs_next", shippedNext, "next", next,
+		"leased", leased)
 	return ph
 }
 

@@ -61,6 +61,7 @@ type part struct {
 	lateShipped             atomic.Int64
 	appendLog, persistLog   everyLog
 	retentionLog, answerLog everyLog
+	gapLog                  everyLog // sequence gaps: a producer and the partition disagree
 }
 
 func (b *Broker) newPart(t *topic, id int) *part {

@@ -164,6 +164,15 @@ func (t *produceTask) fail(err error) {
 	switch code := codeOf(err); code {
 	case wire.CodeBusy:
 		t.answerBusy()
+	case wire.CodeSequenceGap:
+		// A producer's resend that does not continue what the partition holds: its
+		// window and the partition's history disagree, which no correct pair produces
+		// (the producer gives up on the partition). Logged, at most once a minute.
+		if ok, n := t.pt.gapLog.allow(time.Now()); ok {
+			t.b.cfg.Logger.Warn("a producer's sequence does not continue the partition's", "topic", t.pt.topic.meta.Name,
+				"partition", t.pt.id, "session", t.res.Window.Session, "err", err, "suppressed", n)
+		}
+		t.answer(code, wire.TextOf(err))
 	default:
 		t.answer(code, wire.TextOf(err))
 	}

@@ -93,6 +93,9 @@ func (l *link) deliver(poll bool, pd *pending, resp *wire.Response) {
 	case actRefresh:
 		p.refreshLocked()
 	case actFailed:
+		if resp.Text != "" { // the broker's reason, with its details, in the error
+			w.err = wire.NewError(code, resp.Text)
+		}
 		p.failLocked(fmt.Errorf("partition %d: %w", w.part, w.err))
 	}
 	p.notifyLocked()

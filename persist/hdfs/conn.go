@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -192,4 +193,20 @@ func (c *Conn) Ping(ctx context.Context) error {
 		_, err := cl.Stat("/")
 		return err
 	})
+}
+
+// RemoteMessage returns the first line of the Java exception's message behind err when
+// HDFS sent one (colinmarc/hdfs's errors name only the exception's class), else "".
+// Logs carry it: "append call failed with ERROR_APPLICATION" alone does not say why.
+func RemoteMessage(err error) string {
+	var re hdfs.Error
+	if !errors.As(err, &re) {
+		return ""
+	}
+	m, _, _ := strings.Cut(re.Message(), "\n")
+	const most = 400
+	if len(m) > most {
+		m = m[:most]
+	}
+	return m
 }

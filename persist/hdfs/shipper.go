@@ -301,7 +301,8 @@ func (s *Shipper) round(conn *Conn, sp *shipPart) bool {
 	s.failures.Add(1)
 	sp.failing.Store(true)
 	if sp.failures == 0 {
-		s.opts.Logger.Warn("cannot ship to HDFS: retrying with backoff (the checkpoint waits)", "partition", sp.key, "err", err)
+		s.opts.Logger.Warn("cannot ship to HDFS: retrying with backoff (the checkpoint waits)", "partition", sp.key, "err", err,
+			"hdfs_says", RemoteMessage(err))
 	}
 	sp.failures++
 	sp.retryAt = time.Now().Add(min(100*time.Millisecond<<min(sp.failures, 8), maxBackoff))
