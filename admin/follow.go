@@ -58,18 +58,24 @@ func (c *Cluster) bumpGeneration() error {
 // nothing of the partition as of assignment epoch Epoch (it shipped everything it had
 // to HDFS and stopped serving it). A broker that is assigned a partition moving from a
 // live broker loads it only once that broker released it (unload before load).
+// HDFSNext is the offset below which HDFS had acknowledged everything of the partition
+// to the releasing broker (0: not known, as for a partition it never loaded): the loader
+// checks that HDFS shows at least that much, so a handoff never silently drops
+// acknowledged batches.
 type Release struct {
-	Broker string `json:"broker"`
-	Epoch  uint64 `json:"epoch"`
+	Broker   string `json:"broker"`
+	Epoch    uint64 `json:"epoch"`
+	HDFSNext int64  `json:"hdfs_next,omitempty"`
 }
 
 func (c *Cluster) releasePath(pid PartitionID) string {
 	return path.Join(c.root, "released", pid.Topic, strconv.Itoa(pid.ID))
 }
 
-// Release records that broker holds nothing of pid as of assignment epoch.
-func (c *Cluster) Release(pid PartitionID, broker string, epoch uint64) error {
-	data, _ := json.Marshal(Release{Broker: broker, Epoch: epoch})
+// Release records that broker holds nothing of pid as of assignment epoch, and that
+// HDFS had acknowledged everything below hdfsNext to it (0: not known).
+func (c *Cluster) Release(pid PartitionID, broker string, epoch uint64, hdfsNext int64) error {
+	data, _ := json.Marshal(Release{Broker: broker, Epoch: epoch, HDFSNext: hdfsNext})
 	p := c.releasePath(pid)
 	_, err := c.conn.Set(p, data, -1)
 	if errors.Is(err, zk.ErrNoNode) {

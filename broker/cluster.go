@@ -344,7 +344,7 @@ func (b *Broker) reconcile(topics map[string]admin.TopicInfo, brokers []admin.Br
 	}
 	cl.mu.Unlock()
 	for _, r := range releases {
-		if err := cl.c.Release(r.pid, cl.id, r.epoch); err != nil {
+		if err := cl.c.Release(r.pid, cl.id, r.epoch, 0); err != nil {
 			b.cfg.Logger.Warn("cannot release a partition: retrying", "topic", r.pid.Topic, "partition", r.pid.ID, "err", err)
 			continue
 		}

@@ -37,7 +37,12 @@ func (b *Broker) takeOver(pid admin.PartitionID, old *part, o admin.Owner) {
 		if cl.stopping() || !cl.assigned(pid, o) {
 			return
 		}
-		err := b.loadAssigned(pid, old, o)
+		// Read on every attempt: an operator who gives up on the data the release
+		// names (it is gone from HDFS for good) removes the release znode.
+		minEnd, err := b.releasedEnd(pid, o)
+		if err == nil {
+			err = b.loadAssigned(pid, old, o, minEnd)
+		}
 		if err == nil {
 			return
 		}
@@ -90,11 +95,33 @@ func (b *Broker) waitRelease(pid admin.PartitionID, o admin.Owner) bool {
 	}
 }
 
+// releasedEnd returns what the broker the partition moves from saw HDFS acknowledge when
+// it released it for this load (0: no such release, or it did not say).
+func (b *Broker) releasedEnd(pid admin.PartitionID, o admin.Owner) (int64, error) {
+	if o.From == "" || o.From == b.cl.id {
+		return 0, nil
+	}
+	r, ok, err := b.cl.c.Released(pid)
+	if err != nil {
+		return 0, err
+	}
+	if !ok || r.Broker != o.From || r.Epoch < o.Epoch {
+		return 0, nil
+	}
+	return r.HDFSNext, nil
+}
+
 // loadAssigned opens a partition after what HDFS holds of it, in a new session above
 // every epoch on HDFS, and swaps it in (unless it moved meanwhile). The local data of an
 // earlier load here is removed first: another broker may have written the same offsets
 // since, and everything below C is on HDFS (older offsets are read from there).
-func (b *Broker) loadAssigned(pid admin.PartitionID, old *part, o admin.Owner) error {
+//
+// minEnd is what the broker that released the partition had seen HDFS acknowledge (0:
+// not known): HDFS showing less means it has not caught up with its own
+// acknowledgments yet (a listing or a replica behind), and loading then would start the
+// partition below acknowledged batches and fence them for good; the load fails and is
+// tried again.
+func (b *Broker) loadAssigned(pid admin.PartitionID, old *part, o admin.Owner, minEnd int64) error {
 	t := old.topic
 	opts, err := b.logOptions(t.meta.Options)
 	if err != nil {
@@ -103,6 +130,10 @@ func (b *Broker) loadAssigned(pid admin.PartitionID, old *part, o admin.Owner) e
 	tr := b.readTail(t.meta.Name, pid.ID)
 	if tr.err != nil {
 		return fmt.Errorf("cannot read the partition's tail on HDFS: %w", tr.err)
+	}
+	if end := tr.tail.End; minEnd > 0 && (!tr.ok || end < minEnd) {
+		return fmt.Errorf("HDFS shows the partition ending at %d (found: %v), below the %d its previous broker %s saw acknowledged: "+
+			"waiting for HDFS to show it", end, tr.ok, minEnd, o.From)
 	}
 	dir := filepath.Join(b.topicDir(t.meta.Name), fmt.Sprint(pid.ID))
 	if err := os.RemoveAll(dir); err != nil {
@@ -168,12 +199,13 @@ func (b *Broker) giveUp(pid admin.PartitionID, pt *part, ship bool) {
 		return
 	}
 	for !cl.stopping() {
-		err := cl.c.Release(pid, cl.id, o.Epoch)
+		err := cl.c.Release(pid, cl.id, o.Epoch, pt.p.ShippedNext())
 		if err == nil {
 			cl.mu.Lock()
 			cl.mu.released[pid] = max(cl.mu.released[pid], o.Epoch)
 			cl.mu.Unlock()
-			b.cfg.Logger.Info("released", "topic", pid.Topic, "partition", pid.ID, "to", o.Broker, "epoch", o.Epoch)
+			b.cfg.Logger.Info("released", "topic", pid.Topic, "partition", pid.ID, "to", o.Broker, "epoch", o.Epoch,
+				"hdfs_next", pt.p.ShippedNext())
 			return
 		}
 		b.cfg.Logger.Warn("cannot release a partition: retrying", "topic", pid.Topic, "partition", pid.ID, "err", err)

@@ -119,8 +119,12 @@ func (w *writer) chunk(ctx context.Context, p *client.Producer, pid uint64, n in
 		if w.kind.ack == check.AckPersisted {
 			level = client.AckPersisted
 		}
-		if _, err := p.ProduceSync(octx, r, level); err != nil {
+		res, err := p.ProduceSync(octx, r, level)
+		if err != nil {
 			return ids, fmt.Errorf("cannot produce %v: %w", id, err)
+		}
+		if res.Offset >= 0 {
+			w.hist.Placed(id, res.Partition, res.Offset)
 		}
 		w.mark([]check.ID{id}, w.kind.ack)
 	}

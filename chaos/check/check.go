@@ -2,6 +2,7 @@ package check
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 )
 
@@ -46,7 +47,7 @@ func Check(h *History) *Report {
 	final := r.finalReads(h.mu.reads, h.mu.sends, h.mu.cuts)
 	r.checkDuplicates(final)
 	r.checkOrder(final)
-	r.checkMissing(final, h.mu.sends, h.mu.damaged)
+	r.checkMissing(final, h.mu.sends, h.mu.damaged, h.mu.placed)
 	return r
 }
 
@@ -143,7 +144,7 @@ func (r *Report) checkOrder(final map[where]ID) {
 }
 
 // checkMissing counts records sent and never read at or below C, by their ack.
-func (r *Report) checkMissing(final map[where]ID, sends map[ID]Ack, damaged map[ID]bool) {
+func (r *Report) checkMissing(final map[where]ID, sends map[ID]Ack, damaged map[ID]bool, placed map[ID]where) {
 	read := make(map[ID]bool, len(final))
 	for _, id := range final {
 		read[id] = true
@@ -166,7 +167,20 @@ func (r *Report) checkMissing(final map[where]ID, sends map[ID]Ack, damaged map[
 		case a == AckAccepted:
 			r.add(LostAccepted, "%v: acknowledged accepted, never read at or below C", id)
 		default:
-			r.add(Lost, "%v: acknowledged persisted, never read at or below C", id)
+			r.add(Lost, "%v: acknowledged persisted, never read at or below C%s", id, placedAt(id, placed, final))
 		}
 	}
+}
+
+// placedAt describes where a lost record was placed by its producer's answer, and what
+// was read there instead ("" when the answer did not say).
+func placedAt(id ID, placed map[ID]where, final map[where]ID) string {
+	w, ok := placed[id]
+	if !ok {
+		return ""
+	}
+	if other, ok := final[w]; ok {
+		return fmt.Sprintf(" (placed at partition %d offset %d, which holds %v)", w.part, w.off, other)
+	}
+	return fmt.Sprintf(" (placed at partition %d offset %d, never read)", w.part, w.off)
 }

@@ -151,3 +151,21 @@ func TestCutSupersedesEarlierReads(t *testing.T) {
 	want(t, Check(build(true)), map[string]int{Damaged: 2, Rewritten: 2})
 	want(t, Check(build(false)), map[string]int{Inconsistent: 2, Lost: 2})
 }
+
+// TestLostNamesItsPlace: a lost record whose producer's answer gave its place is
+// reported with that place and what was read there instead.
+func TestLostNamesItsPlace(t *testing.T) {
+	h := NewHistory()
+	lost, other := ID{Producer: 1, Seq: 7}, ID{Producer: 2, Seq: 3}
+	h.Sent(lost, AckPersisted)
+	h.Placed(lost, 2, 40)
+	h.Sent(other, AckPersisted)
+	h.Read(Read{Partition: 2, Offset: 40, ID: other, Valid: true, Durable: true})
+	r := Check(h)
+	if r.Counts[Lost] != 1 {
+		t.Fatalf("lost %d, want 1", r.Counts[Lost])
+	}
+	if got := r.Examples[Lost][0]; !strings.Contains(got, "partition 2 offset 40, which holds") {
+		t.Fatalf("the lost record's line does not name its place: %q", got)
+	}
+}

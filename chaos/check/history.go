@@ -54,6 +54,7 @@ type History struct {
 		sends   map[ID]Ack
 		reads   []Read
 		damaged map[ID]bool
+		placed  map[ID]where // where a producer's answer said a record went, when it said
 		cuts    []cut
 	}
 }
@@ -71,6 +72,7 @@ func NewHistory() *History {
 	h := &History{}
 	h.mu.sends = map[ID]Ack{}
 	h.mu.damaged = map[ID]bool{}
+	h.mu.placed = map[ID]where{}
 	return h
 }
 
@@ -82,6 +84,15 @@ func (h *History) Sent(id ID, ack Ack) {
 	if old, ok := h.mu.sends[id]; !ok || ack > old {
 		h.mu.sends[id] = ack
 	}
+}
+
+// Placed records where a producer's answer put id (a partition and an offset). It only
+// adds detail to what the report says about a record that goes missing: a lost record's
+// line names its place and what was read there instead.
+func (h *History) Placed(id ID, partition int, offset int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.mu.placed[id] = where{partition, offset}
 }
 
 // Read records a read.

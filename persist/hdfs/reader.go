@@ -25,6 +25,12 @@ var (
 	// ErrOffsetNotFound is wrapped by Read's error for an offset HDFS does not hold:
 	// below the first file, or at or past the end.
 	ErrOffsetNotFound = errors.New("hdfs: offset not on HDFS")
+	// ErrShortRead is wrapped by errors about a file that HDFS lists at one size and
+	// then serves fewer bytes of (a replica behind its NameNode, or a file replaced
+	// since the listing). It is never taken for a writer's torn tail, which lies within
+	// the listed size: ending the data there would drop batches HDFS acknowledged, so
+	// the read fails and is tried again.
+	ErrShortRead = errors.New("hdfs: file shorter than listed")
 )
 
 // blockSize is the unit of reads from HDFS (Swift reads 1 MiB blocks too).
@@ -412,7 +418,7 @@ func (r *Reader) readHDFS(ctx context.Context, p string, at int64, buf []byte) e
 		r.open.fr, r.open.name = opened, p
 	}
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return fmt.Errorf("%s shorter than listed: %w", p, errShortFile)
+		return fmt.Errorf("%w: %s: %d bytes at %d: %w", ErrShortRead, p, len(buf), at, err)
 	}
 	return err
 }

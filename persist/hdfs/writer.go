@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"strings"
 	"time"
 
 	"github.com/colinmarc/hdfs/v2"
@@ -145,7 +146,7 @@ func (w *Writer) Commit(ctx context.Context, conn *Conn, pieces [][]byte) error 
 // got acknowledged), Append for the writer's current file.
 func open(cl *hdfs.Client, p string, create bool) (*hdfs.FileWriter, error) {
 	if !create {
-		return cl.Append(p)
+		return appendTo(cl, p)
 	}
 	fw, err := cl.Create(p)
 	if errors.Is(err, os.ErrExist) {
@@ -155,6 +156,34 @@ func open(cl *hdfs.Client, p string, create bool) (*hdfs.FileWriter, error) {
 		fw, err = cl.Create(p)
 	}
 	return fw, err
+}
+
+// appendTo opens p for append, waiting out the NameNode's transient refusal right after
+// the file's last close: colinmarc/hdfs appends without a new generation stamp, and
+// until the DataNode's report of the finalized block lands the NameNode counts no live
+// replica of it ("not sufficiently replicated yet", or NotReplicatedYetException while
+// the block is only committed). Giving the file up on that would start a new file
+// after every such race, which is most commits right after a broker fault. The waits
+// total about 1.5 s; the caller's timeout bounds the whole round.
+func appendTo(cl *hdfs.Client, p string) (*hdfs.FileWriter, error) {
+	fw, err := cl.Append(p)
+	for i := 0; err != nil && notReplicatedYet(err) && i < 5; i++ {
+		time.Sleep(time.Duration(50<<i) * time.Millisecond)
+		fw, err = cl.Append(p)
+	}
+	return fw, err
+}
+
+// notReplicatedYet reports whether err is the NameNode's refusal of an append while
+// the last block's replica is not counted yet.
+func notReplicatedYet(err error) bool {
+	var re hdfs.Error
+	if !errors.As(err, &re) {
+		return false
+	}
+	return strings.Contains(re.Exception(), "NotReplicatedYetException") ||
+		strings.Contains(re.Message(), "is not sufficiently replicated yet") ||
+		strings.Contains(re.Message(), "NotReplicatedYetException")
 }
 
 // closeFile closes fw, which is the commit: it returns once every packet is acknowledged
