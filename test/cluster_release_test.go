@@ -59,15 +59,7 @@ func TestClusterLoadWaitsForReleasedEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	epoch := cur.Epoch + 1
-	if err := syscall.Kill(b1.Pid(), syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	resumed := false
-	defer func() {
-		if !resumed {
-			syscall.Kill(b1.Pid(), syscall.SIGCONT)
-		}
-	}()
+	resume := pause(t, b1)
 	const claimed = 1_000_000 // far above the 400-odd records HDFS holds
 	if err := zc.Release(pid, b1.Addr, epoch, claimed); err != nil {
 		t.Fatal(err)
@@ -86,8 +78,7 @@ func TestClusterLoadWaitsForReleasedEnd(t *testing.T) {
 		t.Fatalf("the partition was loaded below what its release names:\n%s", b2.Log())
 	}
 
-	syscall.Kill(b1.Pid(), syscall.SIGCONT)
-	resumed = true
+	resume()
 	waitFor(t, "the new owner to load once the release is corrected", func() bool { return strings.Contains(b2.Log(), loaded) })
 	checkExactlyOnce(t, "r", 400, b1.Addr, b2.Addr)
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -270,15 +271,7 @@ func TestClusterPausedBrokerFenced(t *testing.T) {
 			WaitDurableMs: 30000, Batches: records(0, -1, "before", 10)})
 		return r.Header.Code == wire.CodeNone
 	})
-	if err := syscall.Kill(b1.Pid(), syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	resumed := false
-	defer func() {
-		if !resumed {
-			syscall.Kill(b1.Pid(), syscall.SIGCONT)
-		}
-	}()
+	resume := pause(t, b1)
 	waitFor(t, "the paused broker's partition to move", func() bool {
 		return servedBy(owners(t, b2.Addr, "f"))[b2.Addr] == 2
 	})
@@ -288,8 +281,7 @@ func TestClusterPausedBrokerFenced(t *testing.T) {
 			WaitDurableMs: 30000, Batches: records(0, -1, "after", 10)})
 		return r.Header.Code == wire.CodeNone
 	})
-	syscall.Kill(b1.Pid(), syscall.SIGCONT)
-	resumed = true
+	resume()
 	// The first answer after the pause already refuses: the lease lapsed while paused.
 	r := w1.call(&wire.ProduceRequest{Topic: []byte("f"), Partition: onB1, Version: 1,
 		Batches: records(0, -1, "stale", 10)})
@@ -618,20 +610,11 @@ func TestClusterSameIDWhileAlive(t *testing.T) {
 	}
 	wHung := dial(t, hung.Addr)
 	waitFor(t, "the first broker to take writes", func() bool { return writable(wHung) })
-	if err := syscall.Kill(hung.Pid(), syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	resumed := false
-	defer func() {
-		if !resumed {
-			syscall.Kill(hung.Pid(), syscall.SIGCONT)
-		}
-	}()
+	resume := pause(t, hung)
 	again := start()
 	wAgain := dial(t, again.Addr)
 	waitFor(t, "the broker started again to take writes", func() bool { return writable(wAgain) })
-	syscall.Kill(hung.Pid(), syscall.SIGCONT)
-	resumed = true
+	resume()
 	// Watch both for more than a lease renewal (a fifth of the session) of the resumed one.
 	for i := 0; i < 40; i++ {
 		if writable(wHung) && writable(wAgain) {
@@ -639,4 +622,17 @@ func TestClusterSameIDWhileAlive(t *testing.T) {
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
+}
+
+// pause stops broker b (SIGSTOP) and returns the function that resumes it; the test's
+// end resumes it too if the test did not (so its cleanup can stop it).
+func pause(t testing.TB, b *testbroker.Broker) (resume func()) {
+	t.Helper()
+	if err := syscall.Kill(b.Pid(), syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	resume = func() { once.Do(func() { syscall.Kill(b.Pid(), syscall.SIGCONT) }) }
+	t.Cleanup(resume)
+	return resume
 }
