@@ -49,6 +49,10 @@ type BrokerInfo struct {
 	Load     float64 `json:"load"` // bytes/s produced to it, all partitions
 	// Partitions are the figures of the partitions it serves, by "TOPIC/ID".
 	Partitions map[string]PartLoad `json:"partitions,omitempty"`
+	// Since is the zxid that created the registration (its session's, as read by
+	// Brokers): a registration newer than an assignment means the broker lost its session
+	// after that assignment was written, and gave up everything it held then.
+	Since int64 `json:"-"`
 }
 
 // PartLoad is one partition's figures as its broker reports them.
@@ -283,7 +287,7 @@ func (c *Cluster) Brokers() ([]BrokerInfo, <-chan zk.Event, error) {
 	slices.Sort(ids)
 	var out []BrokerInfo
 	for _, id := range ids {
-		data, _, err := c.conn.Get(path.Join(dir, id))
+		data, st, err := c.conn.Get(path.Join(dir, id))
 		if errors.Is(err, zk.ErrNoNode) {
 			continue // gone since the listing
 		}
@@ -295,6 +299,7 @@ func (c *Cluster) Brokers() ([]BrokerInfo, <-chan zk.Event, error) {
 			c.log.Error("unreadable broker registration: left out", "broker", id, "err", err)
 			continue
 		}
+		b.Since = st.Czxid
 		out = append(out, b)
 	}
 	return out, ch, nil

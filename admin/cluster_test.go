@@ -452,3 +452,53 @@ func TestMoveOnWaitsForTheHolder(t *testing.T) {
 		t.Fatalf("the partition moved on to %s without waiting for b1, which still holds it: %+v", after[p].Broker, after[p])
 	}
 }
+
+// TestHolderAfterFromCameBack: an assignment that still names the broker it moves from
+// (From) names the holder of the partition only while From has stayed registered since
+// the assignment was written. A From that lost its session in between gave everything
+// up, and the assigned broker may have loaded the partition meanwhile: that broker is
+// the holder then, and the next move must wait for it, not for From.
+func TestHolderAfterFromCameBack(t *testing.T) {
+	s := zktest.Start(t)
+	leader, b1, b2 := dial(t, s), dial(t, s), dial(t, s)
+	for i, b := range []*Cluster{b1, b2} {
+		if err := b.Register(BrokerInfo{ID: fmt.Sprintf("b%d", i+1), Addr: fmt.Sprintf("127.0.0.1:%d", i+1), Capacity: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pid := PartitionID{Topic: "h", ID: 0}
+	if err := leader.setOwner(pid, Owner{Broker: "b2", Epoch: 5, From: "b1"}, -1); err != nil {
+		t.Fatal(err)
+	}
+	holder := func() string {
+		t.Helper()
+		o, err := leader.Owner(pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		brokers, _, err := leader.Brokers()
+		if err != nil {
+			t.Fatal(err)
+		}
+		since := map[string]int64{}
+		for _, b := range brokers {
+			since[b.ID] = b.Since
+		}
+		h, err := leader.holder(pid, o, since)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	if h := holder(); h != "b1" {
+		t.Fatalf("holder %q while b1 has not released the partition, want b1", h)
+	}
+	b1.Close() // its session ends: b2 may load the partition now
+	again := dial(t, s)
+	if err := again.Register(BrokerInfo{ID: "b1", Addr: "127.0.0.1:1", Capacity: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if h := holder(); h != "b2" {
+		t.Fatalf("holder %q after b1 came back on a new session, want b2 (which may have loaded it)", h)
+	}
+}

@@ -92,6 +92,7 @@ func (c *Cluster) Topics() (map[string]TopicInfo, <-chan zk.Event, error) {
 type Owned struct {
 	Owner
 	Version int32
+	Zxid    int64 // the zxid that last wrote the assignment
 }
 
 // Owner reads one partition's assignment from ZooKeeper (a zero Owned when it has none
@@ -106,9 +107,9 @@ func (c *Cluster) Owner(pid PartitionID) (Owned, error) {
 	}
 	var o Owner
 	if json.Unmarshal(data, &o) != nil {
-		return Owned{Version: st.Version}, nil
+		return Owned{Version: st.Version, Zxid: st.Mzxid}, nil
 	}
-	return Owned{Owner: o, Version: st.Version}, nil
+	return Owned{Owner: o, Version: st.Version, Zxid: st.Mzxid}, nil
 }
 
 // Owners returns every partition's assignment (those whose znode cannot be read are
@@ -141,10 +142,10 @@ func (c *Cluster) Owners() (map[PartitionID]Owned, error) {
 			var o Owner
 			if err := json.Unmarshal(data, &o); err != nil {
 				c.log.Error("unreadable assignment: placing the partition again", "topic", topic, "partition", id, "err", err)
-				out[PartitionID{topic, n}] = Owned{Version: st.Version}
+				out[PartitionID{topic, n}] = Owned{Version: st.Version, Zxid: st.Mzxid}
 				continue
 			}
-			out[PartitionID{topic, n}] = Owned{Owner: o, Version: st.Version}
+			out[PartitionID{topic, n}] = Owned{Owner: o, Version: st.Version, Zxid: st.Mzxid}
 		}
 	}
 	return out, nil
@@ -246,9 +247,9 @@ func (c *Cluster) placeOnce(brokers []BrokerInfo, topics map[string]TopicInfo, o
 	}
 	next := Place(live, parts, prev, lim)
 	c.stats.pass(len(brokers), len(parts), len(next))
-	alive := map[string]bool{}
+	since := map[string]int64{} // the live brokers, and when each registered
 	for _, b := range brokers {
-		alive[b.ID] = true
+		since[b.ID] = b.Since
 	}
 	changed := false
 	defer func() {
@@ -276,7 +277,7 @@ func (c *Cluster) placeOnce(brokers []BrokerInfo, topics map[string]TopicInfo, o
 		if had {
 			version = o.Version
 		}
-		from, err := c.holder(p.PartitionID, o.Owner, alive)
+		from, err := c.holder(p.PartitionID, o, since)
 		if err != nil {
 			return err
 		}
@@ -295,13 +296,21 @@ func (c *Cluster) placeOnce(brokers []BrokerInfo, topics map[string]TopicInfo, o
 }
 
 // holder returns the live broker that may still hold a partition about to move, for the
-// new owner to wait for its release; "" when no live broker may. That is the broker it
-// is assigned to, unless the move to that broker still waits for the broker it came
-// from (o.From has not released it as of o.Epoch): then the partition is still held
-// there, however many times it moves on meanwhile (to a broker that dies before
+// new owner to wait for its release; "" when no live broker may. since maps each live
+// broker to when it registered. That is the broker it is assigned to, unless the move
+// to that broker still waits for the broker it came from: o.From has not released it
+// as of o.Epoch and has stayed registered since the assignment was written (the new
+// owner loads only after a release or once From is gone). Then the partition is still
+// held there, however many times it moves on meanwhile (to a broker that dies before
 // loading it, or that gives it up unloaded).
-func (c *Cluster) holder(pid PartitionID, o Owner, alive map[string]bool) (string, error) {
-	if o.From != "" && o.From != o.Broker && alive[o.From] {
+//
+// A From that registered again after the assignment lost its session in between: it
+// gave up everything then, and the assigned broker may have loaded the partition while
+// From was gone. Naming From again would let the next owner load while the assigned
+// broker still serves and acknowledges writes (a chaos run lost a record that way: the
+// paused broker came back, was named the holder, and the partition moved back to it).
+func (c *Cluster) holder(pid PartitionID, o Owned, since map[string]int64) (string, error) {
+	if reg, alive := since[o.From]; o.From != "" && o.From != o.Broker && alive && reg < o.Zxid {
 		r, ok, err := c.Released(pid)
 		if err != nil {
 			return "", err
@@ -310,7 +319,7 @@ func (c *Cluster) holder(pid PartitionID, o Owner, alive map[string]bool) (strin
 			return o.From, nil
 		}
 	}
-	if alive[o.Broker] {
+	if _, alive := since[o.Broker]; alive {
 		return o.Broker, nil
 	}
 	return "", nil
