@@ -55,6 +55,14 @@ func (r *run) clusterFaults(c *cluster) map[string]func(context.Context) (string
 			}
 			return fmt.Sprintf("HDFS killed, down %v, then %v to start again", r.cfg.HDFSOutage, time.Since(t).Round(time.Second)), nil
 		},
+		// A hung HDFS, not a dead one: its sockets stay open and every call waits (the
+		// brokers' HDFS timeout ends it), unlike a kill, whose calls fail at once.
+		"hdfs-pause": func(ctx context.Context) (string, error) {
+			c.hdfs.Pause()
+			sleep(ctx, r.cfg.HDFSOutage)
+			c.hdfs.Resume()
+			return fmt.Sprintf("HDFS (NameNode and DataNode) paused for %v", r.cfg.HDFSOutage), nil
+		},
 	}
 }
 
