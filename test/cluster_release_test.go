@@ -3,6 +3,7 @@ package test
 import (
 	"context"
 	"fmt"
+	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"sluice/admin"
 	"sluice/client"
+	"sluice/internal/testbroker"
 )
 
 // TestClusterLoadWaitsForReleasedEnd: a broker giving a partition up writes in its
@@ -81,4 +83,41 @@ func TestClusterLoadWaitsForReleasedEnd(t *testing.T) {
 	resume()
 	waitFor(t, "the new owner to load once the release is corrected", func() bool { return strings.Contains(b2.Log(), loaded) })
 	checkExactlyOnce(t, "r", 400, b1.Addr, b2.Addr)
+}
+
+// TestClusterDescribeThroughAnyBroker: `sluice topic describe` through one broker of a
+// cluster shows every partition's state, those the broker does not serve too (asked of
+// their owners): a non-zero session S for each.
+func TestClusterDescribeThroughAnyBroker(t *testing.T) {
+	c := startCluster(t, 2)
+	c.createTopic(t, "d", 2)
+	b1 := c.brokers[0]
+	var out []byte
+	defer func() {
+		if t.Failed() {
+			t.Logf("last description:\n%s", out)
+		}
+	}()
+	waitFor(t, "every partition's state in the description", func() bool {
+		var err error
+		out, err = exec.Command(testbroker.Binary(t), "topic", "describe", "d", "--broker", b1.Addr).CombinedOutput()
+		if err != nil {
+			return false
+		}
+		rows := 0
+		for _, line := range strings.Split(string(out), "\n") {
+			f := strings.Fields(line)
+			if len(f) != 7 || f[0] == "partition" {
+				continue
+			}
+			if f[6] == "0" {
+				return false
+			}
+			rows++
+		}
+		return rows == 2
+	})
+	if !strings.Contains(string(out), c.brokers[1].Addr) {
+		t.Fatalf("the description does not name the second broker:\n%s", out)
+	}
 }

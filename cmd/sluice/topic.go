@@ -76,8 +76,38 @@ func topicDescribe(args []string, _ io.Reader, stdout, _ io.Writer) error {
 	if err != nil {
 		return reachError(ctx, err, *broker, *timeout)
 	}
+	stateFromOwners(ctx, d, *broker, tf)
 	printDescription(stdout, d)
 	return nil
+}
+
+// stateFromOwners fills in the state of the partitions that the broker asked does not
+// serve (a cluster's broker knows every partition's owner, but the windows only of its
+// own) by asking each owner. An owner that cannot be reached leaves its partitions'
+// state empty (session 0), as for a partition no broker serves.
+func stateFromOwners(ctx context.Context, d *wire.DescribeTopicResponse, asked string, tf tlsClientFlags) {
+	byOwner := map[string][]int{}
+	for i, p := range d.Partitions {
+		if p.Session == 0 && p.Addr != "" && p.Addr != asked {
+			byOwner[p.Addr] = append(byOwner[p.Addr], i)
+		}
+	}
+	for addr, idx := range byOwner {
+		a, err := newAdmin(addr, tf)
+		if err != nil {
+			continue
+		}
+		od, err := a.DescribeTopic(ctx, d.Name)
+		a.Close()
+		if err != nil {
+			continue
+		}
+		for _, i := range idx {
+			if i < len(od.Partitions) && od.Partitions[i].Addr == addr {
+				d.Partitions[i] = od.Partitions[i]
+			}
+		}
+	}
 }
 
 // checkTopicOptions refuses options below their range, and millisecond options too
