@@ -59,6 +59,10 @@ type BrokerInfo struct {
 type PartLoad struct {
 	BytesPerSec float64 `json:"bytes_per_sec"`    // produced, averaged over the last report interval
 	HDFSLag     float64 `json:"hdfs_lag_seconds"` // age of the oldest data HDFS has not acknowledged
+	// Epoch is the assignment epoch the broker serves the partition under; 0 when it
+	// holds none (a placeholder, or a partition being given up). A leader that finds an
+	// assignment unreadable and has no memory of it takes the holder from here.
+	Epoch uint64 `json:"epoch,omitempty"`
 }
 
 // LoadKey is a partition's key in BrokerInfo.Partitions.

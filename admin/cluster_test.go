@@ -2,6 +2,7 @@ package admin
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -501,4 +502,68 @@ func TestHolderAfterFromCameBack(t *testing.T) {
 	if h := holder(); h != "b2" {
 		t.Fatalf("holder %q after b1 came back on a new session, want b2 (which may have loaded it)", h)
 	}
+}
+
+// TestNewLeaderRepairsJunkFromReports: a leader that takes over after an assignment was
+// damaged by hand has no memory of it; it takes the holder and its epoch from the
+// brokers' load reports and writes the assignment again as it was, so the partition does
+// not move away from a broker still serving it (without waiting for its release).
+func TestNewLeaderRepairsJunkFromReports(t *testing.T) {
+	s := zktest.Start(t)
+	first, b1, b2 := dial(t, s), dial(t, s), dial(t, s)
+	for i, b := range []*Cluster{b1, b2} {
+		if err := b.Register(BrokerInfo{ID: fmt.Sprintf("b%d", i+1), Addr: fmt.Sprintf("127.0.0.1:%d", i+1), Capacity: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := first.CreateTopic("j", TopicInfo{Partitions: 2, Version: 1}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := first.Campaign(ctx, "first"); err != nil {
+		t.Fatal(err)
+	}
+	led := make(chan error, 1)
+	go func() { led <- first.Lead(ctx, Limits{MaxMoves: 2, Slack: 0.1}, 50*time.Millisecond) }()
+	placed := waitOwners(t, first, "j", 2, "one partition per broker", func(o []Owner) bool {
+		return perBroker(o)["b1"] == 1 && perBroker(o)["b2"] == 1
+	})
+	cancel()
+	<-led
+	first.Close()
+
+	// As if it had moved a few times: an epoch a fresh placement would not give.
+	placed[0].Epoch = 7
+	if _, err := b1.conn.Set("/sluice/assignments/j/0", mustJSON(t, placed[0]), -1); err != nil {
+		t.Fatal(err)
+	}
+	holder := map[string]*Cluster{"b1": b1, "b2": b2}[placed[0].Broker]
+	report := BrokerInfo{ID: placed[0].Broker, Addr: "127.0.0.1:9", Capacity: 1,
+		Partitions: map[string]PartLoad{"j/0": {Epoch: placed[0].Epoch}}}
+	if err := holder.UpdateRegistration(report); err != nil {
+		t.Fatal(err)
+	}
+	second := dial(t, s)
+	if _, err := second.conn.Set("/sluice/assignments/j/0", []byte("not json"), -1); err != nil {
+		t.Fatal(err)
+	}
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	defer cancel2()
+	if err := second.Campaign(ctx2, "second"); err != nil {
+		t.Fatal(err)
+	}
+	go second.Lead(ctx2, Limits{MaxMoves: 2, Slack: 0.1}, 50*time.Millisecond)
+	got := waitOwners(t, second, "j", 2, "the damaged assignment written again", func(o []Owner) bool { return o[0].Broker != "" })
+	if got[0] != placed[0] {
+		t.Fatalf("the damaged assignment was written as %+v, want it as it was, %+v", got[0], placed[0])
+	}
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

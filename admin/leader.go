@@ -191,13 +191,21 @@ func (c *Cluster) Lead(ctx context.Context, lim Limits, interval time.Duration) 
 		}
 		// An assignment that cannot be read (edited by hand) is taken as it last was:
 		// its broker may still hold the partition, and a move must wait for it. The
-		// znode is written again as it was.
+		// znode is written again as it was. A leader that never read it (it took over
+		// after the damage) takes it from the brokers' load reports: the broker that
+		// reports serving the partition, under the epoch it reports.
 		junk := map[PartitionID]bool{}
 		for pid, o := range owners {
-			if g, ok := good[pid]; ok && o.Broker == "" {
-				owners[pid], junk[pid] = Owned{Owner: g, Version: o.Version}, true
-			} else if o.Broker != "" {
+			if o.Broker != "" {
 				good[pid] = o.Owner
+				continue
+			}
+			g, ok := good[pid]
+			if !ok {
+				g, ok = reportedOwner(brokers, pid)
+			}
+			if ok {
+				owners[pid], junk[pid] = Owned{Owner: g, Version: o.Version, Zxid: o.Zxid}, true
 			}
 		}
 		if err := c.placeOnce(brokers, topics, owners, junk, lim); err != nil {
@@ -213,6 +221,22 @@ func (c *Cluster) Lead(ctx context.Context, lim Limits, interval time.Duration) 
 		case <-time.After(interval):
 		}
 	}
+}
+
+// reportedOwner returns the assignment a partition's holder reports in its load figures
+// (the newest epoch, should two report it); false when no live broker reports serving it.
+// Reports are up to a report interval old (5 s): a broker that loaded the partition
+// within it may be missing. Brokers keep what they serve while its assignment is
+// unreadable, so the holder of a damaged assignment has usually held it longer.
+func reportedOwner(brokers []BrokerInfo, pid PartitionID) (Owner, bool) {
+	key := LoadKey(pid)
+	var o Owner
+	for _, b := range brokers {
+		if l, ok := b.Partitions[key]; ok && l.Epoch > o.Epoch {
+			o = Owner{Broker: b.ID, Epoch: l.Epoch}
+		}
+	}
+	return o, o.Epoch > 0
 }
 
 // placeOnce computes one placement and writes what changed.

@@ -177,7 +177,11 @@ func (b *Broker) reportLoad(lr *loadReport, now time.Time) {
 			pid := admin.PartitionID{Topic: pt.topic.meta.Name, ID: pt.id}
 			rate := float64(n-min(n, lr.appended[pt])) / secs
 			info.Load += rate
-			info.Partitions[admin.LoadKey(pid)] = admin.PartLoad{BytesPerSec: rate, HDFSLag: lags[pid]}
+			pl := admin.PartLoad{BytesPerSec: rate, HDFSLag: lags[pid]}
+			if pt.p != nil && !pt.unloading.Load() {
+				pl.Epoch = pt.epoch
+			}
+			info.Partitions[admin.LoadKey(pid)] = pl
 		}
 	}
 	b.mu.RUnlock()
