@@ -146,3 +146,18 @@ func TestConfigValidate(t *testing.T) {
 		t.Fatalf("defaults: %v, faults %v", err, good.Faults)
 	}
 }
+
+// TestEveryFaultIsDrawn: every fault of either mode, and one the weights table does not
+// name, can be drawn (weighs 1 or more).
+func TestEveryFaultIsDrawn(t *testing.T) {
+	all := append(append([]string{"unlisted"}, EmbeddedFaults...), DistributedFaults...)
+	drawn := map[string]int{}
+	for _, n := range weighted(all) {
+		drawn[n]++
+	}
+	for _, n := range all {
+		if drawn[n] < 1 {
+			t.Errorf("fault %s is never drawn", n)
+		}
+	}
+}

@@ -104,18 +104,32 @@ func (r *run) load(addrs func() []string) (stop func() int64) {
 var weights = map[string]int{"kill": 4, "pause": 2, "torn": 1, "bitflip": 1, "diskfull": 1,
 	"broker-kill": 3, "broker-pause": 2, "admin-kill": 1, "zk-restart": 1, "hdfs-restart": 1}
 
-// faultLoop injects faults from mix, one every Interval on average, each at least once
-// and then until Duration has passed, or until ctx ends. After each it waits for the workload to persist a record again.
-func (r *run) faultLoop(ctx context.Context, mix map[string]func(context.Context) (string, error)) error {
-	var names []string // each fault as many times as its weight
-	for _, n := range r.cfg.Faults {
-		if mix[n] == nil {
-			continue // skipped: the result says why
+// weighted returns each fault as many times as its weight (1 when weights does not
+// name it): the list faults are drawn from.
+func weighted(faults []string) []string {
+	var names []string
+	for _, n := range faults {
+		w, ok := weights[n]
+		if !ok {
+			w = 1
 		}
-		for range weights[n] {
+		for range w {
 			names = append(names, n)
 		}
 	}
+	return names
+}
+
+// faultLoop injects faults from mix, one every Interval on average, each at least once
+// and then until Duration has passed, or until ctx ends. After each it waits for the workload to persist a record again.
+func (r *run) faultLoop(ctx context.Context, mix map[string]func(context.Context) (string, error)) error {
+	var injectable []string
+	for _, n := range r.cfg.Faults {
+		if mix[n] != nil { // the others are skipped: the result says why
+			injectable = append(injectable, n)
+		}
+	}
+	names := weighted(injectable)
 	// The first cycles go through every fault once, so that a run injects each however
 	// short its Duration; then they are drawn by weight until Duration has passed.
 	first := slices.Compact(slices.Clone(names))
