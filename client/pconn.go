@@ -85,7 +85,7 @@ func (l *link) deliver(poll bool, pd *pending, resp *wire.Response) {
 	w := p.mu.wins[pd.part]
 	var act action
 	if poll {
-		act = w.onPoll(code, body)
+		act = w.onPoll(code, body, p.now(), int64(p.backoff(w.refusals+1)))
 	} else {
 		act = w.onAnswer(&pd.req, code, body, p.now(), int64(p.backoff(w.refusals)))
 	}

@@ -75,16 +75,29 @@ func retryAfter(resp *wire.ProduceResponse) uint64 {
 	return uint64(resp.RetryAfterMs) * 1e6
 }
 
-// onPoll applies the answer to an empty produce.
-func (w *window) onPoll(code wire.Code, resp *wire.ProduceResponse) action {
+// onPoll applies the answer to an empty produce. A poll is all a window sends while its
+// batches wait for C, so a poll refused because the partition is not served there any
+// more (it moved, or its broker restarted without it) must refresh the route, as a data
+// request's refusal does: else the window would poll the old broker until its caller's
+// deadline and never learn the new owner's session (whose C may be below its batches,
+// which must then be resent). Refusals back off like a data request's.
+func (w *window) onPoll(code wire.Code, resp *wire.ProduceResponse, now, backoff int64) action {
 	defer w.check()
 	w.polling = false
-	if w.err != nil || resp == nil {
+	if w.err != nil {
 		return actNone
 	}
-	w.learn(resp)
-	if code == wire.CodeVersionMismatch {
+	if resp != nil {
+		w.learn(resp)
+	}
+	switch {
+	case code == wire.CodeVersionMismatch:
 		return actRefresh
+	case code == wire.CodeNotServing, code == wire.CodeNotOwner, staleRoute(code):
+		w.notBefore = max(w.notBefore, now+backoff)
+		return actRefresh
+	case code != wire.CodeNone:
+		w.notBefore = max(w.notBefore, now+backoff)
 	}
 	return actNone
 }

@@ -219,7 +219,7 @@ func (r *modelRun) step(op int, faults bool) {
 		m.ckpt = m.next - 1 // an fsync, and a poll
 		var p sendReq
 		if w.nextPoll(r.now, &p) {
-			w.onPoll(wire.CodeNone, &wire.ProduceResponse{Version: 7, Session: m.session, Checkpoint: m.ckpt})
+			w.onPoll(wire.CodeNone, &wire.ProduceResponse{Version: 7, Session: m.session, Checkpoint: m.ckpt}, 0, 0)
 		}
 	case op < 95 && faults:
 		r.toBroker, r.toClient = nil, nil

@@ -125,7 +125,7 @@ func TestWindowOldOffsetsNotTrustedAfterSessionChange(t *testing.T) {
 	w.onAnswer(r, wire.CodeNone, ok(5, -1, 100, 108), 0, ms)
 	// A poll answer from a new session whose C covers the old offsets of our batch: those
 	// offsets may now hold other records, so nothing is released.
-	w.onPoll(wire.CodeNone, ok(6, 500, -1, -1))
+	w.onPoll(wire.CodeNone, ok(6, 500, -1, -1), 0, 0)
 	if len(w.q) != 1 || w.acked != 0 {
 		t.Fatalf("batch released on an old-session offset: held %d acked %d", len(w.q), w.acked)
 	}
@@ -202,7 +202,7 @@ func TestWindowPoll(t *testing.T) {
 	if !w.nextPoll(0, p) || !p.poll || p.session != 5 || w.nextPoll(0, &sendReq{}) {
 		t.Fatalf("poll: %+v, second poll allowed %v", p, w.polling)
 	}
-	w.onPoll(wire.CodeNone, ok(5, 8, -1, -1))
+	w.onPoll(wire.CodeNone, ok(5, 8, -1, -1), 0, 0)
 	if len(w.q) != 0 || w.nextPoll(0, &sendReq{}) {
 		t.Fatalf("after poll: held %d", len(w.q))
 	}
@@ -299,5 +299,31 @@ func TestWindowMinProgress(t *testing.T) {
 	w.q = nil
 	if got := w.minProgress(); got != 19 {
 		t.Fatalf("open batch only: min progress %d, want 19", got)
+	}
+}
+
+// TestWindowPollRefusedRefreshes: a window whose batches were accepted and wait for C
+// sends only polls; a poll refused because the partition is not served there any more
+// (not_owner, with or without a body) asks for a metadata refresh and backs off, instead
+// of polling the old broker again at once (forever, until the caller's deadline).
+func TestWindowPollRefusedRefreshes(t *testing.T) {
+	for _, body := range []*wire.ProduceResponse{nil, ok(5, 50, -1, -1)} {
+		w := testWindow(1024, 4)
+		addSealed(w, 9)
+		r := mustSend(t, w, 0)
+		w.onAnswer(r, wire.CodeNone, ok(5, 50, 100, 108), 0, ms)
+		var poll sendReq
+		if !w.nextPoll(ms, &poll) {
+			t.Fatal("no poll for an accepted batch waiting for C")
+		}
+		if act := w.onPoll(wire.CodeNotOwner, body, 2*ms, 10*ms); act != actRefresh {
+			t.Fatalf("body %v: a poll refused not_owner gives action %v, want a refresh", body != nil, act)
+		}
+		if w.nextPoll(3*ms, &poll) {
+			t.Fatalf("body %v: polled again at once after a refusal", body != nil)
+		}
+		if !w.nextPoll(12*ms, &poll) {
+			t.Fatalf("body %v: no poll after the backoff", body != nil)
+		}
 	}
 }
