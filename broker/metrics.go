@@ -61,7 +61,7 @@ var (
 	descMoves = prometheus.NewDesc("sluice_cluster_moves_total",
 		"Distributed mode: partitions loaded here (load) and given up (unload) since start.", []string{"kind"}, nil)
 	descTLS = prometheus.NewDesc("sluice_tls_connections_total",
-		"With TLS on: connections by how their start went: ok (handshake done), failed (bad or no certificate, wrong version, timeout), plaintext (a plaintext client, answered tls_required).", []string{"result"}, nil)
+		"With TLS on: connections by how their start went: ok (handshake done), failed (bad or no certificate, wrong version, timeout), plaintext (a plaintext client, answered tls_required), refused (closed at once: the front's connection limit, a sixth of the file limit, was reached).", []string{"result"}, nil)
 	descBrokers = prometheus.NewDesc("sluice_cluster_brokers",
 		"Distributed mode: live brokers registered in ZooKeeper, as this broker last read them.", nil, nil)
 	descAssigned = prometheus.NewDesc("sluice_cluster_partitions",
@@ -200,6 +200,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(descTLS, float64(st.Handshakes), "ok")
 		counter(descTLS, float64(st.Failed), "failed")
 		counter(descTLS, float64(st.Plaintext), "plaintext")
+		counter(descTLS, float64(st.Refused), "refused")
 	}
 	if cl := c.b.cl; cl != nil {
 		gauge(descLease, time.Duration(cl.lease.Load()-c.b.now()).Seconds())

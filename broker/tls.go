@@ -47,7 +47,8 @@ func (b *Broker) startNet() error {
 		return fmt.Errorf("cannot restrict the socket %s: %w", sock, err)
 	}
 	front, err := tlsfront.Start(tlsfront.Config{Listen: b.cfg.Net.Listen, CertFile: b.cfg.TLS.CertFile,
-		KeyFile: b.cfg.TLS.KeyFile, ClientCAFile: b.cfg.TLS.ClientCAFile, Logger: b.cfg.Logger}, sock)
+		KeyFile: b.cfg.TLS.KeyFile, ClientCAFile: b.cfg.TLS.ClientCAFile, MaxConns: tlsConnLimit(b.fdLimit),
+		Logger: b.cfg.Logger}, sock)
 	if err != nil {
 		stopNow(n)
 		return err
@@ -77,3 +78,8 @@ func stopNow(n *netio.Server) {
 	defer cancel()
 	n.Stop(ctx)
 }
+
+// tlsConnLimit bounds the TLS front's connections by the file limit: each holds three
+// descriptors (the client's socket and both ends of its unix socket), and half the limit
+// is left to the partitions' files (partitionLimit).
+func tlsConnLimit(fdLimit int) int { return max(fdLimit/6, 16) }

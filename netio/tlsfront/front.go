@@ -43,7 +43,13 @@ type Config struct {
 	ClientCAFile string
 	// HandshakeTimeout bounds the handshake (and reading the first bytes). Default 10 s.
 	HandshakeTimeout time.Duration
-	Logger           *slog.Logger
+	// MaxConns bounds the client connections open at once, handshaking or relayed
+	// (each holds three file descriptors of the broker's: the client's socket and both
+	// ends of its unix socket); 0: no bound. A connection beyond it is closed as soon as
+	// it is accepted (Stats.Refused), so that a flood of connections cannot take the
+	// descriptors the partitions' files need.
+	MaxConns int
+	Logger   *slog.Logger
 }
 
 // Stats are the front's counters.
@@ -52,6 +58,7 @@ type Stats struct {
 	Failed     uint64 // handshakes that failed (bad certificate, wrong version, timeout...)
 	Plaintext  uint64 // plaintext clients answered tls_required
 	Relayed    uint64 // connections being relayed now
+	Refused    uint64 // connections closed at once: MaxConns were open
 }
 
 // Front is a running TLS front.
@@ -66,8 +73,9 @@ type Front struct {
 	conns map[net.Conn]struct{} // open client connections, closed by Stop
 	done  bool
 
-	handshakes, failed, plaintext atomic.Uint64
-	relayed                       atomic.Int64
+	handshakes, failed, plaintext, refused atomic.Uint64
+	relayed                                atomic.Int64
+	refusedLog                             atomic.Int64 // unix ns of the last refusal logged
 }
 
 // Start loads the certificates, listens on cfg.Listen and relays every TLS connection to
@@ -135,7 +143,7 @@ func (f *Front) Stop() {
 // Stats returns the counters.
 func (f *Front) Stats() Stats {
 	return Stats{Handshakes: f.handshakes.Load(), Failed: f.failed.Load(), Plaintext: f.plaintext.Load(),
-		Relayed: uint64(max(f.relayed.Load(), 0))}
+		Relayed: uint64(max(f.relayed.Load(), 0)), Refused: f.refused.Load()}
 }
 
 func (f *Front) accept() {
@@ -156,7 +164,13 @@ func (f *Front) accept() {
 			continue
 		}
 		backoff = 0
-		if !f.track(c, true) {
+		ok, full := f.track(c, true)
+		if full {
+			f.refuse() // counted before the client can see the close
+			c.Close()
+			continue
+		}
+		if !ok {
 			c.Close()
 			return
 		}
@@ -170,19 +184,34 @@ func (f *Front) accept() {
 	}
 }
 
-// track adds or removes a connection Stop must close; false once Stop has begun.
-func (f *Front) track(c net.Conn, add bool) bool {
+// track adds or removes a connection Stop must close; ok is false once Stop has begun,
+// full when MaxConns are open already (then c is not added).
+func (f *Front) track(c net.Conn, add bool) (ok, full bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !add {
 		delete(f.conns, c)
-		return true
+		return true, false
 	}
 	if f.done {
-		return false
+		return false, false
+	}
+	if f.cfg.MaxConns > 0 && len(f.conns) >= f.cfg.MaxConns {
+		return true, true
 	}
 	f.conns[c] = struct{}{}
-	return true
+	return true, false
+}
+
+// refuse counts a connection closed because MaxConns were open, and logs it at most
+// once a second.
+func (f *Front) refuse() {
+	f.refused.Add(1)
+	now, last := time.Now().UnixNano(), f.refusedLog.Load()
+	if now-last >= int64(time.Second) && f.refusedLog.CompareAndSwap(last, now) {
+		f.cfg.Logger.Warn("TLS front: connection limit reached: closing new connections", "max_conns", f.cfg.MaxConns,
+			"refused_total", f.refused.Load())
+	}
 }
 
 // serve handshakes one client and relays it; a plaintext client gets tls_required.
