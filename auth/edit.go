@@ -75,7 +75,10 @@ func editUsers(path string, edit func(*Users) error) error {
 		var u *Users
 		var err error
 		if exists {
-			u, err = ParseUsers(old)
+			// A file without a key line (made by hand, or empty) gets a random one now.
+			if u, err = ParseUsers(old); err == nil && u.derivedKey {
+				err = u.newKey()
+			}
 		} else {
 			u, err = NewUsers()
 		}

@@ -22,6 +22,8 @@ type Users struct {
 	creds map[string]scram.Credentials
 	// fakeKey makes the salts of unknown users (see the package comment).
 	fakeKey []byte
+	// derivedKey: the file had no key line; fakeKey was derived from its ServerKeys.
+	derivedKey bool
 	// fakeIter is the iteration count unknown users are answered: the most common one.
 	fakeIter int
 }
@@ -37,13 +39,22 @@ const fakeKeySize = 32
 
 // NewUsers returns an empty user list with a new random key.
 func NewUsers() (*Users, error) {
-	key := make([]byte, fakeKeySize)
-	if _, err := rand.Read(key); err != nil {
-		return nil, fmt.Errorf("cannot make the users file's key: %w", err)
+	u := &Users{creds: map[string]scram.Credentials{}}
+	if err := u.newKey(); err != nil {
+		return nil, err
 	}
-	u := &Users{creds: map[string]scram.Credentials{}, fakeKey: key}
 	u.settle()
 	return u, nil
+}
+
+// newKey gives the list a new random key.
+func (u *Users) newKey() error {
+	key := make([]byte, fakeKeySize)
+	if _, err := rand.Read(key); err != nil {
+		return fmt.Errorf("cannot make the users file's key: %w", err)
+	}
+	u.fakeKey, u.derivedKey = key, false
+	return nil
 }
 
 // CheckUserName returns an error unless name is 1 to 255 bytes of [a-zA-Z0-9._@-].
@@ -152,7 +163,7 @@ func ParseUsers(data []byte) (*Users, error) {
 		for _, n := range u.Names() {
 			h.Write(u.creds[n].ServerKey)
 		}
-		u.fakeKey = h.Sum(nil)
+		u.fakeKey, u.derivedKey = h.Sum(nil), true
 	}
 	u.settle()
 	return u, nil

@@ -110,7 +110,19 @@ type Conn struct {
 	waiting   atomic.Bool
 	dup       *os.File // dup of the socket for writability waits, made on first need
 	closeNext bool     // close after the queue drains (fatal error answered)
+
+	// state is the handler's own state for this connection (the broker's
+	// authentication): loop only, like Handle.
+	state any
 }
+
+// State returns what the handler stored with SetState, or nil. Loop only: call it from
+// Handle, never from another goroutine.
+func (c *Conn) State() any { return c.state }
+
+// SetState keeps v as the handler's state for this connection, for as long as it is
+// open. Loop only: call it from Handle.
+func (c *Conn) SetState(v any) { c.state = v }
 
 // Slot identifies a request's place in the response order; pass it to Respond.
 type Slot struct{ s *slot }

@@ -92,14 +92,9 @@ func (s *Set) For(user string) *Grants {
 	return s.anyone
 }
 
-// Allows reports whether the grants allow op on topic. It allocates nothing: a map
-// lookup and a scan of the user's prefixes.
-func (g *Grants) Allows(op Op, topic []byte) bool { return allows(g, op, topic) }
-
-// AllowsName is Allows for a topic name held as a string.
-func (g *Grants) AllowsName(op Op, topic string) bool { return allows(g, op, topic) }
-
-func allows[T ~string | ~[]byte](g *Grants, op Op, topic T) bool {
+// Allows reports whether g allows op on topic (a name as a string or as bytes); a nil g
+// allows nothing. It allocates nothing: a map lookup and a scan of the user's prefixes.
+func Allows[T ~string | ~[]byte](g *Grants, op Op, topic T) bool {
 	if g == nil {
 		return false
 	}

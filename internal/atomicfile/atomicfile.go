@@ -18,8 +18,8 @@ import (
 )
 
 // Update reads path (nil and exists false when there is no such file), calls edit with
-// its content, and replaces the file with what edit returns, with mode perm, holding an
-// exclusive flock on path+".lock" throughout. When edit returns an error nothing is
+// its content, and replaces the file with what edit returns, with mode perm and the
+// replaced file's owner, holding an exclusive flock on path+".lock" throughout. When edit returns an error nothing is
 // written and Update returns it.
 func Update(path string, perm fs.FileMode, edit func(old []byte, exists bool) ([]byte, error)) error {
 	unlock, err := lock(path + ".lock")
@@ -47,7 +47,10 @@ func Write(path string, data []byte, perm fs.FileMode) error {
 		return fmt.Errorf("cannot write %s: %w", path, err)
 	}
 	defer os.Remove(tmp.Name()) // a no-op once renamed
-	err = tmp.Chmod(perm)
+	err = keepOwner(tmp, path)
+	if err == nil {
+		err = tmp.Chmod(perm)
+	}
 	if err == nil {
 		_, err = tmp.Write(data)
 	}
@@ -64,6 +67,23 @@ func Write(path string, data []byte, perm fs.FileMode) error {
 		return fmt.Errorf("cannot write %s: %w", path, err)
 	}
 	return syncDir(dir)
+}
+
+// keepOwner gives tmp the owner and group of the file it replaces, if they differ from
+// the caller's (root editing a file the broker's user owns and must read).
+func keepOwner(tmp *os.File, path string) error {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil // nothing replaced: the caller's
+	}
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !ok || int(sys.Uid) == os.Geteuid() && int(sys.Gid) == os.Getegid() {
+		return nil
+	}
+	if err := tmp.Chown(int(sys.Uid), int(sys.Gid)); err != nil {
+		return fmt.Errorf("cannot keep the owner of %s: %w", path, err)
+	}
+	return nil
 }
 
 // syncDir makes a rename in dir durable.
