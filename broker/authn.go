@@ -16,20 +16,44 @@ import (
 // exchange's proof passes, in one step with its grants: a connection is authenticated
 // or not, never half.
 type session struct {
+	c      *netio.Conn
 	user   string         // "" while unauthenticated
 	snap   *auth.Snapshot // the users and ACLs grants was resolved from
 	grants *acl.Grants    // user's grants in snap; nil allows nothing
 	exch   *scram.Server  // an exchange between its two messages; nil otherwise
 }
 
-// sessionOf returns c's session, making it on the connection's first request.
+// sessionOf returns c's session, made when it opened (Opened).
 func sessionOf(c *netio.Conn) *session {
 	if s, ok := c.State().(*session); ok {
 		return s
 	}
-	s := &session{}
+	return newSession(c) // a connection opened before authentication was on: never
+}
+
+// newSession gives c a session, unauthenticated: its frames are held to the size of an
+// authenticate request until it logs in.
+func newSession(c *netio.Conn) *session {
+	s := &session{c: c}
 	c.SetState(s)
+	s.logout()
 	return s
+}
+
+// preAuthFrame is the largest frame of a connection that has not authenticated: an
+// authenticate request with both strings at their longest. A larger one is answered
+// auth_required and the connection closed, before the broker buffers it.
+const preAuthFrame = wire.RequestHeaderSize + 2*(2+wire.MaxString)
+
+var errPreAuthFrame = wire.NewError(wire.CodeAuthRequired,
+	"this broker requires authentication first (a frame this large is refused before it; the connection closes)")
+
+// Opened gives each new connection its session when authentication is on (netio.Opener;
+// on the connection's loop, before its first byte is read).
+func (b *Broker) Opened(c *netio.Conn) {
+	if b.auth != nil {
+		newSession(c)
+	}
 }
 
 // current returns the connection's grants under the current snapshot, or ok false when
@@ -50,13 +74,17 @@ func (s *session) current(snap *auth.Snapshot) (g *acl.Grants, ok bool) {
 	return s.grants, true
 }
 
-// login makes the connection user's, with the grants of snap.
+// login makes the connection user's, with the grants of snap, and lifts the frame limit.
 func (s *session) login(user string, snap *auth.Snapshot) {
 	s.user, s.snap, s.grants = user, snap, snap.ACL.For(user)
+	s.c.LimitFrames(0, nil)
 }
 
-// logout makes the connection unauthenticated.
-func (s *session) logout() { s.user, s.snap, s.grants = "", nil, nil }
+// logout makes the connection unauthenticated, its frames held to preAuthFrame.
+func (s *session) logout() {
+	s.user, s.snap, s.grants = "", nil, nil
+	s.c.LimitFrames(preAuthFrame, errPreAuthFrame)
+}
 
 // Errors of the authenticate API. A failed proof has the code's default text, the same
 // for an unknown user and a wrong password.

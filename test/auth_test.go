@@ -1,12 +1,16 @@
 package test
 
 import (
+	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"sluice/auth/acl"
+	"sluice/client"
+	"sluice/persist/vfs"
 	"sluice/wire"
 )
 
@@ -217,4 +221,45 @@ func TestAuthReload(t *testing.T) {
 	pollFor(t, "the failed reload to be logged", func() bool { return strings.Contains(logs.String(), "reload failed") })
 	mustOK(t, dial(t, b.Addr()).authenticate("dave", "dave-pw"))
 	mustOK(t, alice.call(&wire.MetadataRequest{}))
+}
+
+// TestAuthAgainstBrokerWithoutAuth: a client given credentials refuses a broker that
+// has authentication off (it cannot prove it holds them), with ErrAuthFailed at once.
+func TestAuthAgainstBrokerWithoutAuth(t *testing.T) {
+	b, _ := startInProcess(t, vfs.Default(), 1<<20)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	a, err := client.NewAdmin(client.Brokers(b.Addr()), client.Auth("alice", alicePW))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if _, err := a.Metadata(ctx); !errors.Is(err, client.ErrAuthFailed) || !strings.Contains(err.Error(), "authentication off") {
+		t.Fatalf("credentials for a broker without authentication: %v", err)
+	}
+}
+
+// TestAuthFrameLimit: before it authenticates, a connection may send no frame larger
+// than an authenticate request: a larger one is answered auth_required from its length
+// field and the connection closes, so an unauthenticated client cannot make the broker
+// buffer megabytes. Once authenticated, large frames are served.
+func TestAuthFrameLimit(t *testing.T) {
+	f := newAuthFiles(t, map[string]string{"alice": alicePW}, "allow alice admin *\n")
+	b, _ := startAuthBroker(t, f, time.Millisecond)
+	big := &wire.ProduceRequest{Topic: []byte("t"), Version: 1, Batches: records(0, -1, strings.Repeat("x", 1000), 300)}
+	w := dial(t, b.Addr())
+	r := w.call(&wire.MetadataRequest{}) // small frames are answered and the connection stays
+	wantCode(t, r, wire.CodeAuthRequired)
+	frame := (&wire.Request{Header: wire.RequestHeader{APIKey: wire.APIProduce, RequestID: 9}, Body: big}).AppendTo(nil)
+	go w.conn.Write(frame) // the broker may close before it has all of it: the write's error is expected
+	r = w.recv()
+	if r.Header.Code != wire.CodeAuthRequired || !strings.Contains(r.Text, "closes") {
+		t.Fatalf("a large frame before authentication: %v %q", r.Header.Code, r.Text)
+	}
+	if _, err := w.readFrame(); err == nil {
+		t.Fatal("the connection stayed open after a large frame before authentication")
+	}
+	w = dial(t, b.Addr()).login("alice", alicePW)
+	createTopic(t, w, "t", 1)
+	mustOK(t, w.call(big))
 }
