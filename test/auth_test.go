@@ -45,7 +45,8 @@ func TestAuthExchange(t *testing.T) {
 		if took < delay {
 			t.Fatalf("%s's failure answered after %v, under the delay %v", user, took, delay)
 		}
-		wantCode(t, w.call(&wire.MetadataRequest{}), wire.CodeAuthRequired) // still open, not authenticated
+		// Still open, and not authenticated.
+		wantCode(t, w.call(&wire.ProduceRequest{Topic: []byte("t"), Version: 1, Batches: records(0, -1, "v", 1)}), wire.CodeAuthRequired)
 		return r, took
 	}
 	wrong, _ := failure("alice", "not the password")
