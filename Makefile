@@ -11,7 +11,8 @@ build:
 
 # The embedded default: one broker process, every topic local, no ZooKeeper, no HDFS.
 # DATA and LISTEN choose where it keeps its partitions and where it serves; ARGS adds
-# broker flags (a LISTEN other than loopback needs ARGS=-insecure: no TLS yet).
+# broker flags (a LISTEN other than loopback needs TLS and authentication in ARGS, or
+# ARGS=-insecure: docs/security.md).
 DATA   ?= $(CURDIR)/data
 LISTEN ?= 127.0.0.1:9440
 ARGS   ?=

@@ -6,12 +6,15 @@ import (
 	"time"
 
 	"sluice/batch"
+	"sluice/client"
 )
 
 // Config is one workload. Zero fields take the defaults of EnsureDefaults.
 type Config struct {
 	// System is the driver's name: sluice, kafka, nats, tcp or sendfile.
 	System string `json:"system"`
+	// SluiceOpts are more options of the sluice driver's clients: TLS, authentication.
+	SluiceOpts []client.Opt `json:"-"`
 	// Broker is the address of the system's server (host:port).
 	Broker string `json:"broker,omitempty"`
 	// Topic is the topic (Kafka topic, NATS stream, ceiling file) to use.

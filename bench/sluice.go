@@ -19,8 +19,14 @@ func init() {
 
 type sluiceDriver struct{ addr string }
 
+// opts returns the options of a client of the run: the broker, the run's SluiceOpts,
+// then more (a new slice each time: producers and consumers start concurrently).
+func (d *sluiceDriver) opts(c *Config, more ...client.Opt) []client.Opt {
+	return append(append([]client.Opt{client.Brokers(d.addr)}, c.SluiceOpts...), more...)
+}
+
 func (d *sluiceDriver) Prepare(ctx context.Context, c *Config) error {
-	a, err := client.NewAdmin(client.Brokers(d.addr))
+	a, err := client.NewAdmin(d.opts(c)...)
 	if err != nil {
 		return err
 	}
@@ -37,8 +43,8 @@ func (d *sluiceDriver) NewProducer(ctx context.Context, c *Config) (Producer, er
 	if err != nil {
 		return nil, err
 	}
-	p, err := client.NewProducer(ctx, c.Topic, client.Brokers(d.addr), client.BatchBytes(c.BatchBytes),
-		client.Linger(c.Linger), client.Compression(codec), client.MaxBufferedBytes(256<<20))
+	p, err := client.NewProducer(ctx, c.Topic, d.opts(c, client.BatchBytes(c.BatchBytes),
+		client.Linger(c.Linger), client.Compression(codec), client.MaxBufferedBytes(256<<20))...)
 	if err != nil {
 		return nil, err
 	}
@@ -70,8 +76,7 @@ func (d *sluiceDriver) NewConsumer(ctx context.Context, c *Config, i, n int) (Co
 	if c.FromStart {
 		start = client.Oldest()
 	}
-	opts := []client.Opt{client.Brokers(d.addr), client.Start(start), client.FetchMaxBytes(4 << 20),
-		client.FetchMaxWait(100 * time.Millisecond)}
+	opts := d.opts(c, client.Start(start), client.FetchMaxBytes(4<<20), client.FetchMaxWait(100*time.Millisecond))
 	if n > 1 {
 		lo := i * wire.LogicalPartitions / n
 		hi := (i+1)*wire.LogicalPartitions/n - 1

@@ -17,9 +17,13 @@ import (
 
 // Handle routes a request; it runs on an event loop and never blocks: it reads the
 // catalog (a read lock held for map lookups only) and the partitions' windows (atomics),
-// and submits everything else to the partition's shard.
+// and submits everything else to the partition's shard. With authentication on, admit
+// runs first (authz.go).
 func (b *Broker) Handle(c *netio.Conn, slot netio.Slot, req *wire.Request) {
 	hdr := wire.ResponseHeader{RequestID: req.Header.RequestID, APIKey: req.Header.APIKey}
+	if b.auth != nil && !b.admit(c, slot, hdr, req) {
+		return
+	}
 	switch body := req.Body.(type) {
 	case *wire.ProduceRequest:
 		b.handleProduce(c, slot, hdr, body)
@@ -30,7 +34,7 @@ func (b *Broker) Handle(c *netio.Conn, slot netio.Slot, req *wire.Request) {
 	case *wire.ListOffsetsRequest:
 		b.handleListOffsets(c, slot, hdr, body)
 	case *wire.MetadataRequest:
-		b.respond(c, slot, hdr, nil, b.metadata(body))
+		b.respond(c, slot, hdr, nil, b.metadata(body, b.visibleTopics(c)))
 	case *wire.DescribeTopicRequest:
 		resp, err := b.describe(body.Name)
 		if err != nil {
@@ -46,9 +50,11 @@ func (b *Broker) Handle(c *netio.Conn, slot netio.Slot, req *wire.Request) {
 				b.respond(c, slot, hdr, err, nil)
 				return
 			}
-			md := b.metadata(&wire.MetadataRequest{Topics: []string{r.Name}})
+			md := b.metadata(&wire.MetadataRequest{Topics: []string{r.Name}}, nil)
 			b.respond(c, slot, hdr, nil, &wire.CreateTopicResponse{Topic: md.Topics[0]})
 		}()
+	case *wire.AuthenticateRequest: // authentication off (else admit ran it)
+		b.handleAuthenticate(c, slot, hdr, body)
 	default:
 		b.respond(c, slot, hdr, wire.NewError(wire.CodeUnknownAPI, "no handler"), nil)
 	}

@@ -53,6 +53,7 @@ type Broker struct {
 	remote       *remoteReads    // fetches served from HDFS; nil unless distributed mode
 	cl           *clusterState   // nil unless the broker follows a ZooKeeper cluster
 	front        *tlsfront.Front // the TLS front; nil without TLS
+	auth         *authState      // users and ACLs; nil without authentication
 	// reopen: partitions offline for want of HDFS opened once it answers (HDFS without
 	// a cluster); nil channels when not running.
 	stopReopen, reopenDone chan struct{}
@@ -116,6 +117,10 @@ func Start(cfg Config) (*Broker, error) {
 		b.closeAll()
 		return nil, err
 	}
+	if err := b.startAuth(); err != nil {
+		b.closeAll()
+		return nil, err
+	}
 	b.scheduleBackground()
 	if err := b.sched.Start(); err != nil {
 		b.closeAll()
@@ -134,6 +139,7 @@ func Start(cfg Config) (*Broker, error) {
 		b.persisters.Wait()
 		b.leaveCluster()
 		b.stopShipper()
+		b.stopAuth()
 		b.sched.Close()
 		b.arena.Close()
 		b.lock.Release()
@@ -151,8 +157,8 @@ func Start(cfg Config) (*Broker, error) {
 			return nil, err
 		}
 	}
-	if cfg.Insecure && !loopback(cfg.Net.Listen) {
-		cfg.Logger.Warn("INSECURE: serving every topic without TLS or authentication on a non-loopback address: anyone who reaches it can read, write and create topics",
+	if missing := cfg.missingSecurity(); missing != "" && !loopback(cfg.Net.Listen) {
+		cfg.Logger.Warn("INSECURE: serving a non-loopback address with "+missing+" off: anyone who reaches it "+exposure(missing),
 			"listen", b.Addr())
 	}
 	cfg.Logger.Info("broker serving", "addr", b.Addr(), "topics", ntopics, "partitions", nparts,
@@ -277,6 +283,7 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 		if b.front != nil {
 			b.front.Stop() // its relays ended with the event loops' connections
 		}
+		b.stopAuth()
 		b.arena.Close()
 		b.lock.Release()
 	})
@@ -306,6 +313,7 @@ func (b *Broker) stopShipper() {
 
 // closeAll closes partitions and the arena when start fails.
 func (b *Broker) closeAll() {
+	b.stopAuth()
 	b.leaveCluster()
 	b.stopShipper()
 	for _, t := range b.mu.topics {

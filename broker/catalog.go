@@ -348,13 +348,16 @@ func (b *Broker) lookup(name []byte, id uint32) (*part, error) {
 	return t.parts[id], nil // swapped under the write lock (distributed mode)
 }
 
-// metadata answers a metadata request.
-func (b *Broker) metadata(r *wire.MetadataRequest) *wire.MetadataResponse {
+// metadata answers a metadata request. A request for every topic lists those visible
+// allows (all of them when it is nil); named topics were authorized before (admit).
+func (b *Broker) metadata(r *wire.MetadataRequest, visible func(name string) bool) *wire.MetadataResponse {
 	b.mu.RLock()
 	names := r.Topics
 	if len(names) == 0 {
 		for name := range b.mu.topics {
-			names = append(names, name)
+			if visible == nil || visible(name) {
+				names = append(names, name)
+			}
 		}
 		sort.Strings(names)
 	}

@@ -39,8 +39,11 @@ type Config struct {
 	Cluster ClusterConfig
 	// TLS serves the listener over TLS when its CertFile is set.
 	TLS TLSConfig
-	// Insecure allows listening on an address other than loopback, which serves every
-	// topic to anyone who can reach it: TLS and authentication are not built yet.
+	// Auth requires authentication and checks ACLs when its UsersFile is set.
+	Auth AuthConfig
+	// Insecure allows listening on an address other than loopback without both TLS and
+	// authentication: without them anyone who can reach it reads the traffic, or reads
+	// and writes every topic.
 	Insecure bool
 	Logger   *slog.Logger
 }
@@ -75,6 +78,7 @@ func (c *Config) EnsureDefaults() *Config {
 	if c.Cluster.Capacity == 0 {
 		c.Cluster.Capacity = 1
 	}
+	c.Auth.ensureDefaults()
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -96,8 +100,9 @@ func (c *Config) Validate() error {
 	if c.HDFS.Enabled() && !strings.HasPrefix(c.HDFS.Root, "/") {
 		errs = append(errs, fmt.Errorf("hdfs.root %q must be an absolute path", c.HDFS.Root))
 	}
-	if !c.Insecure && !loopback(c.Net.Listen) {
-		errs = append(errs, fmt.Errorf("listen %s is not a loopback address: without TLS and authentication (not built yet) anyone who reaches it reads and writes every topic; give -insecure to serve it anyway", c.Net.Listen))
+	if missing := c.missingSecurity(); missing != "" && !c.Insecure && !loopback(c.Net.Listen) {
+		errs = append(errs, fmt.Errorf("listen %s is not a loopback address and %s is off: anyone who reaches it %s; turn it on (docs/security.md) or give -insecure to serve it anyway",
+			c.Net.Listen, missing, exposure(missing)))
 	}
 	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") || (c.TLS.ClientCAFile != "" && c.TLS.CertFile == "") {
 		errs = append(errs, errors.New("tls.cert and tls.key go together, and tls.client_ca needs them"))
@@ -109,7 +114,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("zk.session_timeout %v (at least 100ms), capacity %v (positive) and broker.id %q (no '/')",
 			c.Cluster.SessionTimeout, c.Cluster.Capacity, c.Cluster.ID))
 	}
-	errs = append(errs, c.Net.Validate(), c.Arena.Validate(), c.Sched.Validate(), c.Log.Validate())
+	errs = append(errs, c.Auth.validate(), c.Net.Validate(), c.Arena.Validate(), c.Sched.Validate(), c.Log.Validate())
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("invalid broker config: %w", err)
 	}
@@ -124,6 +129,10 @@ func (c *Config) String() string {
 		h := &c.HDFS
 		s += fmt.Sprintf(" hdfs={addr=%v root=%s user=%s workers=%d commit_interval=%v commit_bytes=%d timeout=%v roll_bytes=%d}",
 			h.Addresses, h.Root, h.Conn.User, h.Workers, h.CommitInterval, h.CommitBytes, h.Conn.Timeout, h.Writer.RollBytes)
+	}
+	if c.Auth.Enabled() {
+		s += fmt.Sprintf(" auth={users=%s acls=%s failure_delay=%v reload_interval=%v}",
+			c.Auth.UsersFile, c.Auth.ACLFile, c.Auth.FailureDelay, c.Auth.ReloadInterval)
 	}
 	if c.Cluster.Enabled() {
 		s += fmt.Sprintf(" cluster={zk=%v root=%s id=%q session_timeout=%v capacity=%v}",
@@ -144,4 +153,26 @@ func loopback(listen string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// missingSecurity names what a non-loopback listener lacks: "", "TLS",
+// "authentication" or "TLS and authentication".
+func (c *Config) missingSecurity() string {
+	switch tls, authn := c.TLS.Enabled(), c.Auth.Enabled(); {
+	case tls && authn:
+		return ""
+	case authn:
+		return "TLS"
+	case tls:
+		return "authentication"
+	}
+	return "TLS and authentication"
+}
+
+// exposure says what a listener lacking missing gives away.
+func exposure(missing string) string {
+	if missing == "TLS" {
+		return "on the path reads every record and can take over connections"
+	}
+	return "reads and writes every topic"
 }

@@ -8,7 +8,9 @@
 // create, metadata, describe), answer.go (routing on the loop, the one error-to-code
 // map, panic recovery), produce.go and fetch.go (the request tasks), part.go (a
 // partition's driver: answering what the engine woke, its timer, the persister,
-// retention, shutdown), metrics.go.
+// retention, shutdown), metrics.go; authentication and ACLs: auth.go (the files,
+// reloads), authn.go (a connection's session and its exchange), authz.go (each API's
+// grant).
 //
 // Goroutines. Event loops (netio) run Handle, which never blocks: catalog lookups under a
 // read lock held for map accesses only, partition windows from atomics, and Submit to a
@@ -19,7 +21,8 @@
 //
 // Lock order (the whole broker, written once here and in docs/design.md):
 // Broker.createMu → Broker.mu → memarena.WriteBuffer's lock → the arena's locks;
-// local.Log.syncMu → local.Log.mu; netio.Conn.mu and sched's mailbox locks are leaves.
+// local.Log.syncMu → local.Log.mu; netio.Conn.mu, sched's mailbox locks and
+// authState.reloadMu (the auth watcher's and SIGHUP's, never a loop's) are leaves.
 // No lock is held across a call into another package except Broker.createMu (held for a
 // whole creation, which no event loop or shard ever takes).
 package broker

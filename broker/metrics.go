@@ -62,6 +62,12 @@ var (
 		"Distributed mode: partitions loaded here (load) and given up (unload) since start.", []string{"kind"}, nil)
 	descTLS = prometheus.NewDesc("sluice_tls_connections_total",
 		"With TLS on: connections by how their start went: ok (handshake done), failed (bad or no certificate, wrong version, timeout), plaintext (a plaintext client, answered tls_required), refused (closed at once: the front's connection limit, a sixth of the file limit, was reached).", []string{"result"}, nil)
+	descAuth = prometheus.NewDesc("sluice_auth_total",
+		"With authentication on: exchanges by result: ok (the proof passed), failed (a wrong password or an unknown user: they are not told apart), invalid (a malformed message or an unsupported mechanism).", []string{"result"}, nil)
+	descAuthRefused = prometheus.NewDesc("sluice_auth_refused_requests_total",
+		"With authentication on: requests refused, by code: auth_required (the connection has not authenticated) or not_authorized (no grant for the operation on the topic).", []string{"code"}, nil)
+	descAuthReloads = prometheus.NewDesc("sluice_auth_reloads_total",
+		"With authentication on: reloads of the users and ACL files (SIGHUP or a change seen), by result: ok, or failed (the previous users and grants stay; see the log).", []string{"result"}, nil)
 	descBrokers = prometheus.NewDesc("sluice_cluster_brokers",
 		"Distributed mode: live brokers registered in ZooKeeper, as this broker last read them.", nil, nil)
 	descAssigned = prometheus.NewDesc("sluice_cluster_partitions",
@@ -130,7 +136,8 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descSent, descConns, descRequests, descProtoErr, descArena, descReclaimed,
 		descFull, descLag, descHits, descState, descDirect, descPanics, descReleased, descSkipped, descParked, descProduced, descCopied,
 		descInbound, descOutbound, descRefused, descTimedOut, descPaused, descClamped, descDirectRead,
-		descHDFSLag, descHDFSLagBytes, descHDFSLagSec, descHDFSFailing, descHDFSRounds, descHDFSBytes, descHDFSRead} {
+		descHDFSLag, descHDFSLagBytes, descHDFSLagSec, descHDFSFailing, descHDFSRounds, descHDFSBytes, descHDFSRead,
+		descAuth, descAuthRefused, descAuthReloads} {
 		ch <- d
 	}
 }
@@ -201,6 +208,15 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(descTLS, float64(st.Failed), "failed")
 		counter(descTLS, float64(st.Plaintext), "plaintext")
 		counter(descTLS, float64(st.Refused), "refused")
+	}
+	if a := c.b.auth; a != nil {
+		counter(descAuth, float64(a.ok.Load()), "ok")
+		counter(descAuth, float64(a.failed.Load()), "failed")
+		counter(descAuth, float64(a.invalid.Load()), "invalid")
+		counter(descAuthRefused, float64(a.required.Load()), "auth_required")
+		counter(descAuthRefused, float64(a.denied.Load()), "not_authorized")
+		counter(descAuthReloads, float64(a.reloadsOK.Load()), "ok")
+		counter(descAuthReloads, float64(a.reloadsFailed.Load()), "failed")
 	}
 	if cl := c.b.cl; cl != nil {
 		gauge(descLease, time.Duration(cl.lease.Load()-c.b.now()).Seconds())

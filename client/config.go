@@ -3,6 +3,7 @@ package client
 import (
 	"crypto/tls"
 	"fmt"
+	"strings"
 	"time"
 
 	"sluice/batch"
@@ -35,6 +36,8 @@ type cfg struct {
 	pollWait     time.Duration
 	start        StartAt
 	tls          *tls.Config
+	user         string // authenticate as user when set (Auth)
+	password     string
 	logicalLo    int
 	logicalHi    int
 	fetchBytes   int
@@ -91,6 +94,8 @@ func (c *cfg) validate() error {
 		bad = "max in flight must be positive and request bytes in [batch bytes, 64 MiB]"
 	case c.pollWait < time.Millisecond || c.fetchWait < 0 || c.fetchBytes < 1:
 		bad = "poll wait must be at least 1ms, fetch wait not negative, fetch bytes positive"
+	case c.user != "" && (c.password == "" || strings.ContainsAny(c.user, ",=")):
+		bad = "authentication needs a password, and a user name without ',' or '='"
 	case c.logicalLo < 0 || c.logicalHi >= wire.LogicalPartitions || c.logicalLo > c.logicalHi:
 		bad = fmt.Sprintf("logical range [%d, %d] out of [0, 65535]", c.logicalLo, c.logicalHi)
 	}

@@ -33,6 +33,9 @@ func TestConfigValidate(t *testing.T) {
 	f("logical range", b, LogicalRange(9, 8))
 	f("backoff", b, RetryBackoff(time.Second, time.Millisecond))
 	f("", b, Compression(batch.CodecZstd), LogicalRange(5, 5), Start(AtTime(time.Now())))
+	f("", b, Auth("alice", "pw"))
+	f("needs a password", b, Auth("alice", ""))
+	f("without ','", b, Auth("a,b", "pw"))
 	if _, err := newCfg(nil); !errors.Is(err, ErrNoBroker) {
 		t.Fatalf("no broker: %v", err)
 	}

@@ -61,8 +61,23 @@ func (fr *frameReader) makeRoom(need int) {
 	}
 }
 
-// dial connects to addr within the dial timeout and the context.
+// dial connects to addr within the dial timeout and the context, and authenticates
+// when the client has credentials (Auth): every connection the client makes comes from
+// here.
 func dial(ctx context.Context, c *cfg, addr string) (net.Conn, error) {
+	nc, err := connect(ctx, c, addr)
+	if err != nil || c.user == "" {
+		return nc, err
+	}
+	if err := authenticate(ctx, c, nc, addr); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return nc, nil
+}
+
+// connect makes the connection, with TLS when configured.
+func connect(ctx context.Context, c *cfg, addr string) (net.Conn, error) {
 	d := net.Dialer{Timeout: c.dialTimeout}
 	if c.tls != nil {
 		return dialTLS(ctx, c, &d, addr)

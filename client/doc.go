@@ -44,6 +44,15 @@
 // CRC, so this is what catches a damaged one; the consumer then stops with a *GapError
 // (ErrOffsetGap) and never delivers a record past it.
 //
+// # Security
+//
+// TLS(conf) makes every connection TLS; Auth(user, password) makes every connection
+// authenticate first (SCRAM-SHA-256: the password never leaves the client, and the
+// broker must prove it holds the user's credentials). Both apply where connections are
+// made (conn.go dial): the admin's, a producer's two per broker, a consumer's lanes, and
+// every reconnection. The broker's refusals match ErrAuthFailed, ErrAuthRequired and
+// ErrNotAuthorized; none is retried.
+//
 // # Key hashing
 //
 // LogicalOf(key) is the top 16 bits of fmix64(FNV-1a 64(key)), murmur3's finalizer over
@@ -65,5 +74,6 @@
 // held at once, so there is no lock order to keep. Files: config.go (options), window.go
 // and window_answer.go (the state machine), producer.go and producer_close.go (API),
 // sender.go and pconn.go (the driver), conn.go (framing, synchronous connections),
-// consumer.go, fetcher.go, iter.go and start.go (consumer), admin.go, route.go.
+// consumer.go, fetcher.go, iter.go and start.go (consumer), admin.go, route.go, auth.go
+// (the authentication exchange).
 package client

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"sluice/wire"
 )
 
 // The errors of this package. Errors from the broker are *wire.ProtocolError values,
@@ -29,6 +31,18 @@ var (
 	ErrBrokerNoSpace = errors.New("client: the broker's disk is full")
 	// ErrOffsetGap is matched by every *GapError (errors.Is).
 	ErrOffsetGap = errors.New("client: fetched offsets are not dense")
+
+	// ErrAuthFailed is matched (errors.Is) by the error of a call whose connection could
+	// not authenticate (Auth): an unknown user or a wrong password, which the broker does
+	// not tell apart. It is also the error when Auth was given to a broker that has
+	// authentication off. Not retried.
+	ErrAuthFailed = wire.ErrAuthFailed
+	// ErrAuthRequired is matched by the error of a call to a broker that requires
+	// authentication, made without Auth (or whose user was removed since). Not retried.
+	ErrAuthRequired = wire.ErrAuthRequired
+	// ErrNotAuthorized is matched by the error of a call the user holds no grant for:
+	// producing, consuming, creating or describing a topic. Not retried.
+	ErrNotAuthorized = wire.ErrNotAuthorized
 )
 
 // GapError is returned by a Consumer (Err, after Next returns false) when the batches of

@@ -199,7 +199,8 @@ func (l *link) sleep(wakeAt int64) bool {
 }
 
 // conns returns the link's connections, connecting with backoff while they are missing
-// or broken; ok is false when the producer stops.
+// or broken; ok is false when the producer stops, or fails because the broker refused
+// its credentials.
 func (l *link) conns() (data, poll *pconn, ok bool) {
 	l.mu.Lock()
 	data, poll = l.mu.data, l.mu.poll
@@ -212,6 +213,12 @@ func (l *link) conns() (data, poll *pconn, ok bool) {
 		data, poll, err := l.dial()
 		if err == nil {
 			return data, poll, true
+		}
+		if permanent(err) { // the credentials were refused: no reconnection cures that
+			l.p.mu.Lock()
+			l.p.failLocked(err)
+			l.p.mu.Unlock()
+			return nil, nil, false
 		}
 		if fails%3 == 0 { // the partitions may have moved
 			l.p.mu.Lock()

@@ -110,7 +110,45 @@ type Conn struct {
 	waiting   atomic.Bool
 	dup       *os.File // dup of the socket for writability waits, made on first need
 	closeNext bool     // close after the queue drains (fatal error answered)
+
+	// state is the handler's own state for this connection (the broker's
+	// authentication): loop only, like Handle.
+	state any
+	// frameLimit, when not 0, lowers MaxFrame for this connection; frameLimitErr is
+	// what a frame over it is answered before the connection closes. Loop only.
+	frameLimit    int
+	frameLimitErr error
 }
+
+// LimitFrames lowers the largest request frame this connection may send to n, from the
+// next frame netio looks at (0 restores the server's MaxFrame, which n may not exceed);
+// a frame over n is answered err (a fatal refusal: the connection closes after it) and
+// nothing of it is buffered past its header. The broker holds connections that have not
+// authenticated to the size of an authenticate request this way. Frames a client
+// pipelined behind the request that changes the limit may have been measured against the
+// old one already. Loop only: call it from Handle or Opened.
+func (c *Conn) LimitFrames(n int, err error) {
+	if n <= 0 || n >= c.srv.cfg.MaxFrame {
+		n, err = 0, nil
+	}
+	c.frameLimit, c.frameLimitErr = n, err
+}
+
+// maxFrame is the largest frame this connection may send now. Loop only.
+func (c *Conn) maxFrame() int {
+	if c.frameLimit > 0 {
+		return c.frameLimit
+	}
+	return c.srv.cfg.MaxFrame
+}
+
+// State returns what the handler stored with SetState, or nil. Loop only: call it from
+// Handle, never from another goroutine.
+func (c *Conn) State() any { return c.state }
+
+// SetState keeps v as the handler's state for this connection, for as long as it is
+// open. Loop only: call it from Handle.
+func (c *Conn) SetState(v any) { c.state = v }
 
 // Slot identifies a request's place in the response order; pass it to Respond.
 type Slot struct{ s *slot }

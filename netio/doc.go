@@ -19,8 +19,9 @@
 // RawConn.Write wait clears the readiness it reports), then resumes on the loop. A slow
 // consumer therefore costs its connection a parked goroutine, never its loop.
 //
-// Limits. A frame larger than MaxFrame is refused from its length field, before anything
-// is allocated; a malformed frame is answered with an error frame and the connection
+// Limits. A frame larger than MaxFrame (or than a connection's own lower limit, which
+// the handler sets with Conn.LimitFrames, as the broker does for connections that have
+// not authenticated) is refused from its length field, before anything is allocated; a malformed frame is answered with an error frame and the connection
 // closed after it is written. gnet cannot stop reading a socket or push back on a client:
 // it reads whatever arrives and calls OnTraffic (at most 1 KiB per readable event: netio
 // reads the rest of a cut frame itself, straight into its own buffer, receive.go), and

@@ -119,7 +119,10 @@ func (c *Conn) frameAt(data []byte) (size int, hdr wire.RequestHeader, whole boo
 		return 0, hdr, false, nil
 	}
 	size = int(binary.LittleEndian.Uint32(data)) + 4
-	if _, hdr, err = wire.PeekFrame(data, c.srv.cfg.MaxFrame); err != nil && !errors.Is(err, wire.ErrShort) {
+	if _, hdr, err = wire.PeekFrame(data, c.maxFrame()); err != nil && !errors.Is(err, wire.ErrShort) {
+		if c.frameLimitErr != nil && errors.Is(err, wire.ErrFrameTooLarge) {
+			err = c.frameLimitErr
+		}
 		return size, hdr, false, err
 	}
 	return size, hdr, len(data) >= size, nil

@@ -32,6 +32,13 @@ type Handler interface {
 	Handle(c *Conn, slot Slot, req *wire.Request)
 }
 
+// Opener is a Handler that hears of each new connection: Opened runs on the connection's
+// loop before any of its bytes is read (to set its state or LimitFrames). It must not
+// block.
+type Opener interface {
+	Opened(c *Conn)
+}
+
 // Config configures the server. The budgets are what the broker may hold for its
 // clients; DESIGN §7 and the package comment say why they are enforced the way they are.
 type Config struct {
@@ -261,8 +268,12 @@ func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
 
 // OnOpen attaches the connection state.
 func (s *Server) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
-	gc.SetContext(&Conn{gc: gc, srv: s})
+	c := &Conn{gc: gc, srv: s}
+	gc.SetContext(c)
 	s.stats.conns.Add(1)
+	if o, ok := s.handler.(Opener); ok {
+		o.Opened(c)
+	}
 	return nil, gnet.None
 }
 

@@ -29,7 +29,9 @@ var layers = []struct {
 	{"persist/vfs/...", 25}, // filesystem interface (direct I/O, fallocate: x/sys/unix) and fault injection
 	{"batch", 20},           // the record batch format
 	{"wire", 25},            // frames, requests, error codes
-	{"auth/...", 22},        // authentication (SCRAM) and authorization
+	{"auth/scram", 21},      // the SCRAM-SHA-256 exchange
+	{"auth/acl", 21},        // ACL rules: evaluation and file format
+	{"auth/...", 22},        // the users and ACL files the broker reads (package auth)
 	{"codec", 25},           // compression (klauspost/compress)
 	{"memarena/...", 25},    // the memory arena
 	{"persist", 27},         // the storage seam: Store, Region, errors

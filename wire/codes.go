@@ -19,6 +19,7 @@ const (
 	APIDescribeTopic APIKey = 4 // metadata plus options and per-partition state
 	APIListOffsets   APIKey = 5 // the offset a timestamp falls at, from the time index
 	APIFetchMulti    APIKey = 6 // read batches of several partitions, one long poll and byte budget
+	APIAuthenticate  APIKey = 7 // one step of an authentication exchange (SCRAM-SHA-256)
 )
 
 // apis describes every API key, indexed by key: its name, the API versions this package
@@ -43,6 +44,8 @@ var apis = [...]struct {
 		func() Body { return new(ListOffsetsRequest) }, func() Body { return new(ListOffsetsResponse) }},
 	APIFetchMulti: {"fetch_multi", 0, 0,
 		func() Body { return new(FetchMultiRequest) }, func() Body { return new(FetchMultiResponse) }},
+	APIAuthenticate: {"authenticate", 0, 0,
+		func() Body { return new(AuthenticateRequest) }, func() Body { return new(AuthenticateResponse) }},
 }
 
 // Known reports whether k is an API key this package knows.
@@ -111,6 +114,9 @@ const (
 	CodeCorruptData        Code = 22
 	CodeNotOwner           Code = 23
 	CodeTLSRequired        Code = 24
+	CodeAuthRequired       Code = 25
+	CodeAuthFailed         Code = 26
+	CodeNotAuthorized      Code = 27
 )
 
 // codes describes every error code, indexed by code:
@@ -150,6 +156,9 @@ var codes = [...]struct {
 	CodeCorruptData:        {"corrupt_data", false, false, "stored data is damaged: an operator must repair the partition"},
 	CodeNotOwner:           {"not_owner", true, false, "another broker serves this partition: refresh the metadata"},
 	CodeTLSRequired:        {"tls_required", false, true, "this port speaks TLS: connect with TLS"},
+	CodeAuthRequired:       {"auth_required", false, false, "this broker requires authentication first"},
+	CodeAuthFailed:         {"auth_failed", false, false, "authentication failed: unknown user or wrong password"},
+	CodeNotAuthorized:      {"not_authorized", false, false, "not authorized: no grant for this operation on this topic"},
 }
 
 // Known reports whether c is an error code this package knows. A client treats an unknown

@@ -23,7 +23,8 @@
 //
 // The API keys and error codes, with their numbers, names and properties, are defined in
 // one table file, codes.go. Each API has a file with its request and response bodies:
-// produce.go, fetch.go, metadata.go, topic.go (create and describe). Bodies are Body
+// produce.go, fetch.go, fetchmulti.go, metadata.go, topic.go (create and describe),
+// offsets.go (list_offsets), auth.go (authenticate). Bodies are Body
 // values: AppendTo(dst) appends, Decode(b) decodes from the front of b and returns the
 // rest. []byte fields (topic names of produce and fetch requests, batches, records) alias
 // the decoded input; string fields are copies. Nothing is allocated per record: batches

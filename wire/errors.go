@@ -28,6 +28,15 @@ var (
 	ErrInvalidTopic error = &ProtocolError{Code: CodeInvalidTopic}
 	// ErrInvalidConfig: a topic's partition count or options are out of range.
 	ErrInvalidConfig error = &ProtocolError{Code: CodeInvalidConfig}
+	// ErrAuthRequired: the broker requires authentication and the connection has not
+	// authenticated (or its user was removed since).
+	ErrAuthRequired error = &ProtocolError{Code: CodeAuthRequired}
+	// ErrAuthFailed: an authentication exchange failed; the broker does not say whether
+	// the user or the password was wrong.
+	ErrAuthFailed error = &ProtocolError{Code: CodeAuthFailed}
+	// ErrNotAuthorized: the connection's user holds no grant for the operation on the
+	// topic.
+	ErrNotAuthorized error = &ProtocolError{Code: CodeNotAuthorized}
 )
 
 // ProtocolError is an error that maps to an error code: the decoders return it for bad

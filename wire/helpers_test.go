@@ -60,6 +60,11 @@ func sampleRequests() map[string]Request {
 			MaxBytes: 4 << 20, Partitions: []FetchMultiPartition{{Partition: 2, Offset: 7}, {Partition: 0, Offset: 1 << 40}}}),
 		"fetch-multi-one": req(APIFetchMulti, 13, &FetchMultiRequest{Topic: []byte("o"),
 			Partitions: []FetchMultiPartition{{Partition: 65535}}}),
+		"authenticate-first": req(APIAuthenticate, 14, &AuthenticateRequest{Mechanism: MechanismSCRAMSHA256,
+			Payload: "n,,n=user,r=rOprNGfwEbeRWgbNEkqO"}),
+		"authenticate-final": req(APIAuthenticate, 15, &AuthenticateRequest{Mechanism: MechanismSCRAMSHA256,
+			Payload: "c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ="}),
+		"authenticate-empty": req(APIAuthenticate, 16, &AuthenticateRequest{}),
 	}
 }
 
@@ -113,6 +118,11 @@ func sampleResponses() map[string]Response {
 			{Partition: 0, Code: CodeNotServing, Checkpoint: -1},
 			{Partition: 2, HighWatermark: 4, Checkpoint: -1}}}),
 		"fetch-multi-busy": resp(APIFetchMulti, CodeBusy, "shard queue full", nil),
+		"authenticate": resp(APIAuthenticate, CodeNone, "", &AuthenticateResponse{
+			Payload: "r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096"}),
+		"authenticate-failed": resp(APIAuthenticate, CodeAuthFailed, "", nil),
+		"auth-required":       resp(APIProduce, CodeAuthRequired, "", nil),
+		"not-authorized":      resp(APIFetch, CodeNotAuthorized, "no consume grant on topic orders", nil),
 	}
 }
 

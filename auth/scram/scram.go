@@ -180,7 +180,13 @@ func (s *Server) Step(msg string) (answer string, done bool, err error) {
 		if err != nil || len(proof) != sha256.Size {
 			return "", true, errors.New("scram: malformed proof")
 		}
-		withoutProof := msg[:strings.LastIndex(msg, ",p=")]
+		// The proof is the last attribute (RFC 5802: client-final-message-without-proof
+		// "," proof); what comes before it is signed.
+		cut := strings.LastIndex(msg, ",p=")
+		if cut < 0 || strings.Contains(msg[cut+1:], ",") {
+			return "", true, errors.New("scram: the proof is not the last attribute")
+		}
+		withoutProof := msg[:cut]
 		authMsg := s.first + "," + s.sfirst + "," + withoutProof
 		clientKey := xor(proof, mac(s.creds.StoredKey, authMsg))
 		stored := sha256.Sum256(clientKey)

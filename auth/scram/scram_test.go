@@ -124,3 +124,39 @@ func FuzzServer(f *testing.F) {
 		}
 	})
 }
+
+// TestServerProofLast: the proof must be the client-final message's last attribute
+// (RFC 5802: client-final-message-without-proof "," proof). A message with it first once
+// made the server cut the message at index -1: a panic on input.
+func TestServerProofLast(t *testing.T) {
+	creds, _ := DeriveWithSalt("pencil", []byte("salt"), MinIterations)
+	proof := base64.StdEncoding.EncodeToString(make([]byte, 32))
+	for _, final := range []string{
+		"p=" + proof + ",c=biws,r=N",
+		"c=biws,p=" + proof + ",r=N",
+		"c=biws,r=N,p=" + proof + ",x=y",
+	} {
+		s := &Server{step: 1, user: "user", creds: creds, known: true, first: "n=user,r=N", sfirst: "r=N,s=c2FsdA==,i=4096", nonce: "N"}
+		_, done, err := s.Step(final)
+		if err == nil || !done || errors.Is(err, ErrAuth) {
+			t.Errorf("%q: done %v, %v; want a malformed-message error", final, done, err)
+		}
+	}
+}
+
+// FuzzServerFinal: any client-final message, against a server whose nonce the fuzzer
+// can reach ("N"), is answered or refused, never a panic, and never passes with a
+// made-up proof. (FuzzServer's server picks a random nonce, so its fuzzer rarely gets
+// past the nonce check.)
+func FuzzServerFinal(f *testing.F) {
+	proof := base64.StdEncoding.EncodeToString(make([]byte, 32))
+	f.Add("c=biws,r=N,p=" + proof)
+	f.Add("p=" + proof + ",c=biws,r=N")
+	creds, _ := DeriveWithSalt("pencil", []byte("salt"), MinIterations)
+	f.Fuzz(func(t *testing.T, final string) {
+		s := &Server{step: 1, user: "user", creds: creds, known: true, first: "n=user,r=N", sfirst: "r=N,s=c2FsdA==,i=4096", nonce: "N"}
+		if _, done, err := s.Step(final); err == nil || !done {
+			t.Fatalf("a made-up proof passed: %q", final)
+		}
+	})
+}

@@ -39,9 +39,18 @@ func benchCmd(workload string) func(args []string, _ io.Reader, stdout, stderr i
 		fs.DurationVar(&c.Warmup, "warmup", 0, "e2e: time whose latencies are not counted")
 		jsonOut := fs.String("json", "", "write the result as JSON to this file")
 		quiet := fs.Bool("quiet", false, "no live progress line")
+		sec := newSecurityFlags(fs)
 		if err := noPositional(fs, args); err != nil {
 			return err
 		}
+		opts, err := sec.opts()
+		if err != nil {
+			return err
+		}
+		if len(opts) > 0 && c.System != "sluice" {
+			return usageError{"--tls-* and --user are for -system sluice"}
+		}
+		c.SluiceOpts = opts
 		switch *from {
 		case "start":
 			c.FromStart = true

@@ -71,6 +71,10 @@ var brokerKeys = [][2]string{
 	{"tls.cert", "serve TLS with this PEM certificate chain (with tls.key; reloaded on SIGHUP)"},
 	{"tls.key", "the TLS certificate's private key (PEM)"},
 	{"tls.client_ca", "require client certificates signed by the CAs in this PEM file"},
+	{"auth.users", "require authentication (SCRAM-SHA-256) with the users of this file (sluice user add; mode 0600), and check every request against the ACL file; reloaded on a change or SIGHUP"},
+	{"auth.acls", "the ACL file (sluice acl add; default: acls beside auth.users); a missing file grants nothing"},
+	{"auth.failure_delay", "how long after a failed authentication its answer is sent (default 1s)"},
+	{"auth.reload_interval", "how often the users and ACL files are checked for a change (default 2s)"},
 	{"zk", "ZooKeeper address(es), comma-separated: join a cluster and serve the partitions its admin assigns (needs hdfs.addr; default off)"},
 	{"zk.root", "root of the cluster's znodes (default /sluice)"},
 	{"zk.session_timeout", "ZooKeeper session timeout: a broker cut off this long loses its partitions (default 6s)"},
@@ -88,7 +92,7 @@ func newBrokerFlags() *brokerFlags {
 	f.fs.StringVar(&f.readyFile, "ready-file", "", "once serving, write the broker's address (and the metrics address) to this file, one per line")
 	f.fs.StringVar(&f.metrics, "metrics", "", "serve Prometheus metrics (and pprof with -pprof) on this address")
 	f.fs.BoolVar(&f.pprof, "pprof", false, "serve /debug/pprof on the metrics address")
-	f.fs.BoolVar(&f.insecure, "insecure", false, "allow a listen address other than loopback without TLS and authentication (neither is built yet): anyone who reaches it reads and writes every topic")
+	f.fs.BoolVar(&f.insecure, "insecure", false, "allow a listen address other than loopback without both TLS (tls.cert) and authentication (auth.users): anyone who reaches it reads the traffic, or reads and writes every topic")
 	f.fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	return f
 }
@@ -226,6 +230,9 @@ func (f *brokerFlags) brokerConfig(logger *slog.Logger) (broker.Config, error) {
 	dur("hdfs.timeout", &cfg.HDFS.Conn.Timeout)
 	size("hdfs.roll_bytes", &cfg.HDFS.Writer.RollBytes)
 	cfg.TLS = broker.TLSConfig{CertFile: s("tls.cert"), KeyFile: s("tls.key"), ClientCAFile: s("tls.client_ca")}
+	cfg.Auth = broker.AuthConfig{UsersFile: s("auth.users"), ACLFile: s("auth.acls")}
+	dur("auth.failure_delay", &cfg.Auth.FailureDelay)
+	dur("auth.reload_interval", &cfg.Auth.ReloadInterval)
 	if v := s("zk"); v != "" {
 		for _, a := range strings.Split(v, ",") {
 			cfg.Cluster.ZK = append(cfg.Cluster.ZK, strings.TrimSpace(a))
@@ -303,10 +310,11 @@ func runBroker(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	got := <-sig
-	for got == syscall.SIGHUP { // reload the TLS certificates, keep serving
+	for got == syscall.SIGHUP { // reload the TLS certificates, users and ACLs; keep serving
 		if err := b.ReloadTLS(); err != nil {
 			logger.Error("TLS reload failed: the current certificates stay", "err", err)
 		}
+		b.ReloadAuth() // logs its result
 		got = <-sig
 	}
 	logger.Info("shutting down: making everything accepted durable", "signal", got.String())

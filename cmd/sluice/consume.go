@@ -63,7 +63,7 @@ func parseConsumeFlags(args []string) (*consumeFlags, []client.Opt, error) {
 	fs.StringVar(&f.logical, "logical", "", "only records of the logical range A-B (inclusive)")
 	fs.BoolVar(&f.keys, "keys", false, "print each record's key and a tab before its value")
 	fs.DurationVar(&f.timeout, "timeout", 30*time.Second, "how long to wait for the broker at start (0: forever)")
-	tf := newTLSClientFlags(fs)
+	tf := newSecurityFlags(fs)
 	if err := noPositional(fs, args); err != nil {
 		return nil, nil, err
 	}

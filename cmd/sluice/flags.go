@@ -72,14 +72,19 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-// parseWithName parses flags placed before or after the single NAME argument.
+// parseWithName parses flags placed before or after the single NAME argument, a topic.
 func parseWithName(fs *flag.FlagSet, args []string) (string, error) {
+	return parseOneArg(fs, args, "topic name")
+}
+
+// parseOneArg parses flags placed before or after the single argument, a what.
+func parseOneArg(fs *flag.FlagSet, args []string, what string) (string, error) {
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return "", err
 	}
 	if len(pos) != 1 {
-		return "", usageError{"want exactly one topic name"}
+		return "", usageError{"want exactly one " + what}
 	}
 	return pos[0], nil
 }
@@ -98,19 +103,65 @@ func brokerFlag(fs *flag.FlagSet) *string {
 	return fs.String("broker", "127.0.0.1:9440", "broker address host:port")
 }
 
-// tlsClientFlags are --tls-ca, --tls-cert and --tls-key of every client command.
-type tlsClientFlags struct{ ca, cert, key *string }
+// securityFlags are the flags of every client command that say how to reach a secured
+// broker: --tls-ca, --tls-cert and --tls-key, --user and --password-file.
+type securityFlags struct {
+	ca, cert, key      *string
+	user, passwordFile *string
+}
 
-func newTLSClientFlags(fs *flag.FlagSet) tlsClientFlags {
-	return tlsClientFlags{
-		ca:   fs.String("tls-ca", "", "connect with TLS, trusting the CA certificates in this PEM file"),
-		cert: fs.String("tls-cert", "", "client certificate (PEM), for a broker that asks for one (with --tls-key)"),
-		key:  fs.String("tls-key", "", "the client certificate's private key (PEM)"),
+func newSecurityFlags(fs *flag.FlagSet) securityFlags {
+	return securityFlags{
+		ca:           fs.String("tls-ca", "", "connect with TLS, trusting the CA certificates in this PEM file"),
+		cert:         fs.String("tls-cert", "", "client certificate (PEM), for a broker that asks for one (with --tls-key)"),
+		key:          fs.String("tls-key", "", "the client certificate's private key (PEM)"),
+		user:         fs.String("user", "", "authenticate as this user (SCRAM-SHA-256); the password comes from --password-file or $"+passwordEnv),
+		passwordFile: fs.String("password-file", "", "with --user: read the password from the first line of this file"),
 	}
 }
 
-// opts returns the client options the flags ask for: none without --tls-ca.
-func (t tlsClientFlags) opts() ([]client.Opt, error) {
+// passwordEnv holds the password of --user when --password-file is not given.
+const passwordEnv = "SLUICE_PASSWORD"
+
+// opts returns the client options the flags ask for: TLS with --tls-ca, authentication
+// with --user.
+func (t securityFlags) opts() ([]client.Opt, error) {
+	opts, err := t.tlsOpts()
+	if err != nil || *t.user == "" {
+		if err == nil && *t.passwordFile != "" {
+			err = usageError{"--password-file needs --user"}
+		}
+		return opts, err
+	}
+	password := os.Getenv(passwordEnv)
+	if *t.passwordFile != "" {
+		if password, err = readPasswordFile(*t.passwordFile); err != nil {
+			return nil, usageError{"--password-file: " + err.Error()}
+		}
+	}
+	if password == "" {
+		return nil, usageError{"--user needs a password: --password-file FILE or $" + passwordEnv}
+	}
+	return append(opts, client.Auth(*t.user, password)), nil
+}
+
+// readPasswordFile returns the first line of a file, without its line ending.
+func readPasswordFile(path string) (string, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	return firstLine(string(raw)), nil
+}
+
+// firstLine returns s up to its first line ending.
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return strings.TrimSuffix(line, "\r")
+}
+
+// tlsOpts returns the TLS option the flags ask for: none without --tls-ca.
+func (t securityFlags) tlsOpts() ([]client.Opt, error) {
 	if *t.ca == "" {
 		if *t.cert != "" || *t.key != "" {
 			return nil, usageError{"--tls-cert and --tls-key need --tls-ca"}

@@ -86,24 +86,31 @@ func TestBrokerConfig(t *testing.T) {
 	}
 }
 
-// TestInsecureListen: a listen address other than loopback is refused without -insecure
-// (no TLS or authentication yet), and taken with it; loopback needs nothing.
+// TestInsecureListen: a listen address other than loopback is refused without both TLS
+// and authentication unless -insecure is given; loopback needs nothing.
 func TestInsecureListen(t *testing.T) {
+	tls := []string{"-tls.cert", "c.pem", "-tls.key", "k.pem"}
+	authn := []string{"-auth.users", "users"}
 	for _, c := range []struct {
 		listen   string
 		insecure bool
+		more     []string
 		ok       bool
 	}{
-		{"127.0.0.1:9440", false, true},
-		{"[::1]:9440", false, true},
-		{"localhost:9440", false, true},
-		{"0.0.0.0:9440", false, false},
-		{":9440", false, false},
-		{"10.1.2.3:9440", false, false},
-		{"0.0.0.0:9440", true, true},
+		{"127.0.0.1:9440", false, nil, true},
+		{"[::1]:9440", false, nil, true},
+		{"localhost:9440", false, nil, true},
+		{"0.0.0.0:9440", false, nil, false},
+		{":9440", false, nil, false},
+		{"10.1.2.3:9440", false, nil, false},
+		{"0.0.0.0:9440", true, nil, true},
+		{"10.1.2.3:9440", false, tls, false},
+		{"10.1.2.3:9440", false, authn, false},
+		{"10.1.2.3:9440", false, append(tls, authn...), true},
+		{"10.1.2.3:9440", true, authn, true},
 	} {
 		f := newBrokerFlags()
-		args := []string{"-data", t.TempDir(), "-listen", c.listen}
+		args := append([]string{"-data", t.TempDir(), "-listen", c.listen}, c.more...)
 		if c.insecure {
 			args = append(args, "-insecure")
 		}
@@ -117,7 +124,7 @@ func TestInsecureListen(t *testing.T) {
 		cfg.EnsureDefaults()
 		err = cfg.Validate()
 		if (err == nil) != c.ok || (err != nil && !strings.Contains(err.Error(), "-insecure")) {
-			t.Errorf("listen %s insecure %v: %v", c.listen, c.insecure, err)
+			t.Errorf("listen %s insecure %v %v: %v", c.listen, c.insecure, c.more, err)
 		}
 	}
 }

@@ -19,7 +19,7 @@ type produceFlags struct {
 	broker, topic, acks, codec string
 	key                        bool
 	timeout                    time.Duration
-	tls                        tlsClientFlags
+	sec                        securityFlags
 }
 
 // produce sends the lines of stdin as records: `sluice produce --broker ADDR --topic T
@@ -38,12 +38,12 @@ func produce(args []string, stdin io.Reader, _, stderr io.Writer) error {
 		return usageError{err.Error()}
 	}
 	startCtx, cancelStart := commandContext(f.timeout)
-	tlsOpts, err := f.tls.opts()
+	secOpts, err := f.sec.opts()
 	if err != nil {
 		cancelStart()
 		return err
 	}
-	p, err := client.NewProducer(startCtx, f.topic, append(tlsOpts, client.Brokers(f.broker), client.Compression(c))...)
+	p, err := client.NewProducer(startCtx, f.topic, append(secOpts, client.Brokers(f.broker), client.Compression(c))...)
 	err = reachError(startCtx, err, f.broker, f.timeout)
 	cancelStart()
 	if err != nil {
@@ -64,7 +64,7 @@ func parseProduceFlags(args []string) (*produceFlags, client.Ack, error) {
 	fs.StringVar(&f.acks, "acks", "persisted", "wait until every line is accepted or persisted")
 	fs.StringVar(&f.codec, "codec", "none", "compression: none, zstd, s2 or lz4")
 	fs.DurationVar(&f.timeout, "timeout", time.Minute, "how long to wait for the broker at start, and for the last acknowledgements")
-	f.tls = newTLSClientFlags(fs)
+	f.sec = newSecurityFlags(fs)
 	if err := noPositional(fs, args); err != nil {
 		return nil, 0, err
 	}

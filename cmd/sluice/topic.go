@@ -23,7 +23,7 @@ import (
 func topicCreate(args []string, _ io.Reader, stdout, _ io.Writer) error {
 	fs := flag.NewFlagSet("topic create", flag.ContinueOnError)
 	broker := brokerFlag(fs)
-	tf := newTLSClientFlags(fs)
+	tf := newSecurityFlags(fs)
 	parts := fs.Int("partitions", 1, "number of physical partitions, 1..65536")
 	var o wire.TopicOptions
 	fs.Int64Var(&o.RetentionMs, "retention-ms", 0, "retention by age in ms (0 broker default, -1 forever)")
@@ -59,7 +59,7 @@ func topicCreate(args []string, _ io.Reader, stdout, _ io.Writer) error {
 func topicDescribe(args []string, _ io.Reader, stdout, _ io.Writer) error {
 	fs := flag.NewFlagSet("topic describe", flag.ContinueOnError)
 	broker := brokerFlag(fs)
-	tf := newTLSClientFlags(fs)
+	tf := newSecurityFlags(fs)
 	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long")
 	name, err := parseWithName(fs, args)
 	if err != nil {
@@ -85,7 +85,7 @@ func topicDescribe(args []string, _ io.Reader, stdout, _ io.Writer) error {
 // serve (a cluster's broker knows every partition's owner, but the windows only of its
 // own) by asking each owner. An owner that cannot be reached leaves its partitions'
 // state empty (session 0), as for a partition no broker serves.
-func stateFromOwners(ctx context.Context, d *wire.DescribeTopicResponse, asked string, tf tlsClientFlags) {
+func stateFromOwners(ctx context.Context, d *wire.DescribeTopicResponse, asked string, tf securityFlags) {
 	byOwner := map[string][]int{}
 	for i, p := range d.Partitions {
 		if p.Session == 0 && p.Addr != "" && p.Addr != asked {
@@ -165,7 +165,7 @@ func reachError(ctx context.Context, err error, broker string, timeout time.Dura
 }
 
 // newAdmin connects the admin calls of a topic command.
-func newAdmin(broker string, tf tlsClientFlags) (*client.Admin, error) {
+func newAdmin(broker string, tf securityFlags) (*client.Admin, error) {
 	opts, err := tf.opts()
 	if err != nil {
 		return nil, err

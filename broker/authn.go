@@ -1,0 +1,164 @@
+package broker
+
+import (
+	"errors"
+	"time"
+
+	"sluice/auth"
+	"sluice/auth/acl"
+	"sluice/auth/scram"
+	"sluice/netio"
+	"sluice/wire"
+)
+
+// session is a connection's authentication, kept with the connection (netio.Conn's
+// state) and touched only on its event loop, by Handle. The user is set only when an
+// exchange's proof passes, in one step with its grants: a connection is authenticated
+// or not, never half.
+type session struct {
+	c      *netio.Conn
+	user   string         // "" while unauthenticated
+	snap   *auth.Snapshot // the users and ACLs grants was resolved from
+	grants *acl.Grants    // user's grants in snap; nil allows nothing
+	exch   *scram.Server  // an exchange between its two messages; nil otherwise
+}
+
+// sessionOf returns c's session, made when it opened (Opened).
+func sessionOf(c *netio.Conn) *session {
+	if s, ok := c.State().(*session); ok {
+		return s
+	}
+	return newSession(c) // a connection opened before authentication was on: never
+}
+
+// newSession gives c a session, unauthenticated: its frames are held to the size of an
+// authenticate request until it logs in.
+func newSession(c *netio.Conn) *session {
+	s := &session{c: c}
+	c.SetState(s)
+	s.logout()
+	return s
+}
+
+// preAuthFrame is the largest frame of a connection that has not authenticated: an
+// authenticate request with both strings at their longest. A larger one is answered
+// auth_required and the connection closed, before the broker buffers it.
+const preAuthFrame = wire.RequestHeaderSize + 2*(2+wire.MaxString)
+
+var errPreAuthFrame = wire.NewError(wire.CodeAuthRequired,
+	"this broker requires authentication first (a frame this large is refused before it; the connection closes)")
+
+// Opened gives each new connection its session when authentication is on (netio.Opener;
+// on the connection's loop, before its first byte is read).
+func (b *Broker) Opened(c *netio.Conn) {
+	if b.auth != nil {
+		newSession(c)
+	}
+}
+
+// current returns the connection's grants under the current snapshot, or ok false when
+// it is not authenticated. When the files were reloaded since the last request it
+// resolves the user again: a user removed from the users file leaves the connection
+// unauthenticated. The common case is a pointer comparison.
+func (s *session) current(snap *auth.Snapshot) (g *acl.Grants, ok bool) {
+	if s.user == "" {
+		return nil, false
+	}
+	if s.snap != snap {
+		if _, known := snap.Users.Lookup(s.user); !known {
+			s.logout()
+			return nil, false
+		}
+		s.snap, s.grants = snap, snap.ACL.For(s.user)
+	}
+	return s.grants, true
+}
+
+// login makes the connection user's, with the grants of snap, and lifts the frame limit.
+func (s *session) login(user string, snap *auth.Snapshot) {
+	s.user, s.snap, s.grants = user, snap, snap.ACL.For(user)
+	s.c.LimitFrames(0, nil)
+}
+
+// logout makes the connection unauthenticated, its frames held to preAuthFrame.
+func (s *session) logout() {
+	s.user, s.snap, s.grants = "", nil, nil
+	s.c.LimitFrames(preAuthFrame, errPreAuthFrame)
+}
+
+// Errors of the authenticate API. A failed proof has the code's default text, the same
+// for an unknown user and a wrong password.
+var (
+	errAuthOff       = wire.NewError(wire.CodeAuthFailed, "this broker has authentication off: it cannot prove it holds your credentials")
+	errAuthFailed    = wire.NewError(wire.CodeAuthFailed, "")
+	errAuthRequired  = wire.NewError(wire.CodeAuthRequired, "")
+	errAuthMechanism = wire.NewError(wire.CodeAuthFailed, "unsupported mechanism: this broker speaks "+wire.MechanismSCRAMSHA256)
+)
+
+// handleAuthenticate runs one step of a connection's exchange, on its loop. The first
+// message of an exchange (no exchange under way) is a client-first: the connection
+// loses any user it had, and is answered the server-first. The next is the
+// client-final: a passing proof logs the connection in and is answered the
+// server-final; anything else leaves it unauthenticated and is answered auth_failed
+// after the failure delay (answers keep request order, so the connection's next answer
+// waits for it too).
+func (b *Broker) handleAuthenticate(c *netio.Conn, slot netio.Slot, hdr wire.ResponseHeader, r *wire.AuthenticateRequest) {
+	a := b.auth
+	if a == nil {
+		b.respond(c, slot, hdr, errAuthOff, nil)
+		return
+	}
+	s := sessionOf(c)
+	if r.Mechanism != wire.MechanismSCRAMSHA256 {
+		s.logout()
+		s.exch = nil
+		a.invalid.Add(1)
+		b.respond(c, slot, hdr, errAuthMechanism, nil)
+		return
+	}
+	if s.exch == nil {
+		b.clientFirst(c, slot, hdr, s, r.Payload)
+		return
+	}
+	exch := s.exch
+	s.exch = nil
+	answer, _, err := exch.Step(r.Payload)
+	if err != nil {
+		if errors.Is(err, scram.ErrAuth) {
+			a.failed.Add(1)
+		} else {
+			a.invalid.Add(1)
+		}
+		b.cfg.Logger.Debug("authentication failed", "remote", c.RemoteAddr()) // no user name: it may be a mistyped password
+		b.respondLater(a.cfg.FailureDelay, c, slot, hdr)
+		return
+	}
+	s.login(exch.User(), a.snap.Load())
+	a.ok.Add(1)
+	b.cfg.Logger.Debug("authenticated", "user", s.user, "remote", c.RemoteAddr())
+	b.respond(c, slot, hdr, nil, &wire.AuthenticateResponse{Payload: answer})
+}
+
+// clientFirst starts an exchange: the connection is unauthenticated from here until its
+// proof passes.
+func (b *Broker) clientFirst(c *netio.Conn, slot netio.Slot, hdr wire.ResponseHeader, s *session, msg string) {
+	s.logout()
+	users := b.auth.snap.Load().Users
+	exch := scram.NewServer(users.Lookup, users.Fake)
+	answer, done, err := exch.Step(msg)
+	if err == nil && done {
+		err = errors.New("the exchange ended at its first message")
+	}
+	if err != nil {
+		b.auth.invalid.Add(1)
+		b.respond(c, slot, hdr, wire.NewError(wire.CodeAuthFailed, "malformed client-first message: "+err.Error()), nil)
+		return
+	}
+	s.exch = exch
+	b.respond(c, slot, hdr, nil, &wire.AuthenticateResponse{Payload: answer})
+}
+
+// respondLater answers auth_failed after delay, from a timer: the loop goes on.
+func (b *Broker) respondLater(delay time.Duration, c *netio.Conn, slot netio.Slot, hdr wire.ResponseHeader) {
+	time.AfterFunc(delay, func() { b.respond(c, slot, hdr, errAuthFailed, nil) })
+}
