@@ -87,9 +87,14 @@ func (r *run) load(addrs func() []string) (stop func() int64) {
 	rd := &reader{topic: topic, addrs: addrs, hist: r.hist, next: map[int]int64{}}
 	wg.Add(1)
 	go func() { defer wg.Done(); rd.live(ctx, r.logf) }()
+	sm := &sampler{topic: topic, addrs: addrs, hist: r.hist, rng: rand.New(rand.NewPCG(uint64(r.cfg.Seed), 0x5a3b1e))}
+	wg.Add(1)
+	go func() { defer wg.Done(); sm.run(ctx) }()
 	return func() int64 {
 		cancel()
 		wg.Wait()
+		r.logf("sampler consumers that read: newest %d, at an offset %d, at a time %d, a logical range %d",
+			sm.counts[0].Load(), sm.counts[1].Load(), sm.counts[2].Load(), sm.counts[3].Load())
 		var n int64
 		for _, w := range ws {
 			n += w.restarts.Load()
