@@ -43,7 +43,8 @@ type Config struct {
 	// mode): a broker paused or dead this long loses its partitions.
 	Session time.Duration
 	// HDFSOutage is how long the hdfs-restart fault keeps HDFS down before starting it
-	// again (its start takes seconds more), and how long hdfs-pause keeps it stopped.
+	// again (its start takes seconds more), and how long hdfs-pause keeps it stopped; the
+	// same for the NameNode or the DataNode alone (nn-kill, dn-kill, nn-pause, dn-pause).
 	HDFSOutage time.Duration
 	// Log receives one line per fault and per notable event; nil discards them.
 	Log io.Writer
@@ -136,4 +137,5 @@ func (c *Config) String() string {
 
 // DistributedFaults are the faults of distributed mode (ZooKeeper, HDFS, admins and
 // several brokers).
-var DistributedFaults = []string{"broker-kill", "broker-pause", "admin-kill", "zk-restart", "hdfs-restart", "hdfs-pause"}
+var DistributedFaults = []string{"broker-kill", "broker-pause", "admin-kill", "zk-restart", "hdfs-restart", "hdfs-pause",
+	"nn-kill", "dn-kill", "nn-pause", "dn-pause"}

@@ -11,6 +11,7 @@ import (
 
 	"sluice/internal/peer/hdfstest"
 	"sluice/internal/peer/zktest"
+	"sluice/persist/hdfs"
 )
 
 // Distributed mode (docs/cluster.md): a real ZooKeeper and a real HDFS (MiniDFSCluster)
@@ -26,7 +27,7 @@ const (
 // cluster is the distributed mode's processes.
 type cluster struct {
 	zk      *zktest.Server
-	hdfs    *hdfstest.Cluster
+	hdfs    *hdfstest.Separate // NameNode and DataNode in two JVMs: each can fail alone
 	admins  []*admin
 	brokers []*broker
 }
@@ -81,7 +82,8 @@ func (r *run) startCluster(ctx context.Context, c *cluster) error {
 		return fmt.Errorf("cannot start ZooKeeper: %w", err)
 	}
 	r.logf("ZooKeeper serves on %s", c.zk.Addr)
-	if c.hdfs, err = hdfstest.Run(r.mkdir("hdfs")); err != nil {
+	probe := func(addr string) error { return hdfs.Probe(addr, 5*time.Second) }
+	if c.hdfs, err = hdfstest.RunSeparate(r.mkdir("hdfs"), probe); err != nil {
 		return fmt.Errorf("cannot start HDFS: %w", err)
 	}
 	r.logf("HDFS serves on %s", c.hdfs.Addr)

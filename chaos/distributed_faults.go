@@ -47,23 +47,46 @@ func (r *run) clusterFaults(c *cluster) map[string]func(context.Context) (string
 			return fmt.Sprintf("ZooKeeper killed, started again after %v", d.Round(time.Millisecond)), nil
 		},
 		"hdfs-restart": func(ctx context.Context) (string, error) {
-			c.hdfs.Kill()
-			sleep(ctx, r.cfg.HDFSOutage)
-			t := time.Now()
-			if err := c.hdfs.StartAgain(); err != nil {
-				return "", err
-			}
-			return fmt.Sprintf("HDFS killed, down %v, then %v to start again", r.cfg.HDFSOutage, time.Since(t).Round(time.Second)), nil
+			return r.hdfsKill(ctx, c, "HDFS (NameNode and DataNode)", c.hdfs.Kill)
 		},
 		// A hung HDFS, not a dead one: its sockets stay open and every call waits (the
 		// brokers' HDFS timeout ends it), unlike a kill, whose calls fail at once.
 		"hdfs-pause": func(ctx context.Context) (string, error) {
-			c.hdfs.Pause()
-			sleep(ctx, r.cfg.HDFSOutage)
-			c.hdfs.Resume()
-			return fmt.Sprintf("HDFS (NameNode and DataNode) paused for %v", r.cfg.HDFSOutage), nil
+			return r.hdfsPause(ctx, "HDFS (NameNode and DataNode)", c.hdfs.Pause, c.hdfs.Resume)
+		},
+		"nn-kill": func(ctx context.Context) (string, error) {
+			return r.hdfsKill(ctx, c, "the NameNode", c.hdfs.KillNameNode)
+		},
+		"dn-kill": func(ctx context.Context) (string, error) {
+			return r.hdfsKill(ctx, c, "the DataNode", c.hdfs.KillDataNode)
+		},
+		"nn-pause": func(ctx context.Context) (string, error) {
+			return r.hdfsPause(ctx, "the NameNode", c.hdfs.PauseNameNode, c.hdfs.ResumeNameNode)
+		},
+		"dn-pause": func(ctx context.Context) (string, error) {
+			return r.hdfsPause(ctx, "the DataNode", c.hdfs.PauseDataNode, c.hdfs.ResumeDataNode)
 		},
 	}
+}
+
+// hdfsKill kills one of HDFS's processes (kill -9), leaves it down for --hdfs-outage and
+// starts it again on its data.
+func (r *run) hdfsKill(ctx context.Context, c *cluster, what string, kill func()) (string, error) {
+	kill()
+	sleep(ctx, r.cfg.HDFSOutage)
+	t := time.Now()
+	if err := c.hdfs.StartAgain(); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%s killed, down %v, then %v to start again", what, r.cfg.HDFSOutage, time.Since(t).Round(time.Second)), nil
+}
+
+// hdfsPause stops HDFS's processes named what (SIGSTOP) for --hdfs-outage.
+func (r *run) hdfsPause(ctx context.Context, what string, pause, resume func()) (string, error) {
+	pause()
+	sleep(ctx, r.cfg.HDFSOutage)
+	resume()
+	return fmt.Sprintf("%s paused for %v", what, r.cfg.HDFSOutage), nil
 }
 
 // brokerDown kills (or, with pause, SIGSTOPs) a random broker, waits until its

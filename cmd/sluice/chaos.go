@@ -30,7 +30,7 @@ func chaosCmd(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	fs.BoolVar(&cfg.Distributed, "distributed", false, "run ZooKeeper, HDFS, two admins and several brokers")
 	fs.StringVar(&cfg.Fsync, "fsync", "", "the brokers' fsync policy: group, batch or never (default: the broker's, group)")
 	fs.DurationVar(&cfg.Session, "session", 2*time.Second, "with --distributed: the ZooKeeper session timeout of brokers and admins")
-	fs.DurationVar(&cfg.HDFSOutage, "hdfs-outage", 5*time.Second, "with --distributed: how long hdfs-restart keeps HDFS down, and hdfs-pause keeps it stopped")
+	fs.DurationVar(&cfg.HDFSOutage, "hdfs-outage", 5*time.Second, "with --distributed: how long hdfs-restart, nn-kill and dn-kill keep HDFS (or the one process) down, and hdfs-pause, nn-pause and dn-pause keep it stopped")
 	fs.StringVar(&cfg.Dir, "dir", "", "directory for the run's data and process logs (default: a new temporary one)")
 	fs.BoolVar(&keep, "keep", false, "keep the run directory even when the run is OK")
 	fs.StringVar(&jsonPath, "json", "", "also write the result as JSON to this file")

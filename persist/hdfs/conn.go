@@ -210,3 +210,16 @@ func RemoteMessage(err error) string {
 	}
 	return m
 }
+
+// Probe reports whether the HDFS at addr takes writes: it creates, writes and closes a
+// one-byte file (/.sluice-probe), within timeout. Harnesses poll it while HDFS starts.
+func Probe(addr string, timeout time.Duration) error {
+	c, err := NewConn(Options{Addresses: []string{addr}, User: "sluice", Timeout: timeout})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return c.do(context.Background(), "probe", func(cl *hdfs.Client) error {
+		return writeWhole(cl, "/.sluice-probe", []byte{1})
+	})
+}

@@ -422,16 +422,7 @@ func TestReadThroughArenaCache(t *testing.T) {
 // can be created, written and closed.
 func startSeparate(t *testing.T) (*hdfstest.Separate, *Conn) {
 	t.Helper()
-	s := hdfstest.StartSeparate(t, func(addr string) error {
-		probe, err := NewConn(Options{Addresses: []string{addr}, User: "sluice", Timeout: 5 * time.Second})
-		if err != nil {
-			return err
-		}
-		defer probe.Close()
-		return probe.do(context.Background(), "probe", func(cl *hdfs.Client) error {
-			return writeWhole(cl, "/probe", []byte{1})
-		})
-	})
+	s := hdfstest.StartSeparate(t, func(addr string) error { return Probe(addr, 5*time.Second) })
 	conn, err := NewConn(Options{Addresses: []string{s.Addr}, User: "sluice", Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)

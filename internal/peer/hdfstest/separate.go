@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -28,35 +29,94 @@ type Separate struct {
 // creates, writes and closes a small file): it is polled until it returns nil.
 func StartSeparate(t testing.TB, ready func(addr string) error) *Separate {
 	t.Helper()
-	h, err := home()
+	s, err := RunSeparate(t.TempDir(), ready)
 	if err != nil {
 		fail(t, err)
 	}
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// RunSeparate is StartSeparate for programs that are not tests (the chaos harness):
+// the cluster's data and logs live in dir; the caller stops it (Stop), and it dies with
+// the calling process.
+func RunSeparate(dir string, ready func(addr string) error) (*Separate, error) {
+	h, err := home()
+	if err != nil {
+		return nil, err
+	}
 	port, err := peer.FreePort()
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	s := &Separate{Addr: fmt.Sprintf("127.0.0.1:%d", port), dir: t.TempDir(), home: h, ready: ready}
+	s := &Separate{Addr: fmt.Sprintf("127.0.0.1:%d", port), dir: dir, home: h, ready: ready}
 	if err := s.writeConf(); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	t.Cleanup(func() {
-		s.KillDataNode()
-		s.KillNameNode()
-	})
 	format, err := s.java("format.log", "org.apache.hadoop.hdfs.server.namenode.NameNode", "-format", "-force", "-nonInteractive")
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	select {
 	case <-format.Exited:
 	case <-time.After(readyTimeout):
 		format.Stop()
-		t.Fatalf("formatting the NameNode took more than %v:\n%s", readyTimeout, peer.Tail(s.dir, "format.log"))
+		return nil, fmt.Errorf("formatting the NameNode took more than %v:\n%s", readyTimeout, peer.Tail(s.dir, "format.log"))
 	}
-	s.StartNameNode(t)
-	s.StartDataNode(t)
-	return s
+	if err := s.StartAgain(); err != nil {
+		s.Stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Stop kills both (their data stays in the directory).
+func (s *Separate) Stop() {
+	s.KillDataNode()
+	s.KillNameNode()
+}
+
+// Kill kills both at once, as a crash of the host would.
+func (s *Separate) Kill() { s.Stop() }
+
+// StartAgain starts whichever of the two is not running, NameNode first, and waits
+// until the cluster takes writes.
+func (s *Separate) StartAgain() error {
+	if s.nn == nil {
+		if err := s.startNameNode(); err != nil {
+			return err
+		}
+	}
+	if s.dn == nil {
+		if err := s.startDataNode(); err != nil {
+			return err
+		}
+	}
+	return s.waitReady()
+}
+
+// Pause stops both with SIGSTOP: calls to either hang until Resume.
+func (s *Separate) Pause() { signal(s.nn, syscall.SIGSTOP); signal(s.dn, syscall.SIGSTOP) }
+
+// Resume continues both (SIGCONT).
+func (s *Separate) Resume() { signal(s.dn, syscall.SIGCONT); signal(s.nn, syscall.SIGCONT) }
+
+// PauseNameNode stops the NameNode alone with SIGSTOP (ResumeNameNode continues it).
+func (s *Separate) PauseNameNode() { signal(s.nn, syscall.SIGSTOP) }
+
+// ResumeNameNode continues a paused NameNode.
+func (s *Separate) ResumeNameNode() { signal(s.nn, syscall.SIGCONT) }
+
+// PauseDataNode stops the DataNode alone with SIGSTOP (ResumeDataNode continues it).
+func (s *Separate) PauseDataNode() { signal(s.dn, syscall.SIGSTOP) }
+
+// ResumeDataNode continues a paused DataNode.
+func (s *Separate) ResumeDataNode() { signal(s.dn, syscall.SIGCONT) }
+
+func signal(p *peer.Proc, sig syscall.Signal) {
+	if p != nil {
+		p.Cmd.Process.Signal(sig)
+	}
 }
 
 // writeConf writes the cluster's core-site.xml and hdfs-site.xml: every port on
@@ -116,44 +176,66 @@ func (s *Separate) java(logName, main string, args ...string) (*peer.Proc, error
 // takes writes, when a DataNode runs.
 func (s *Separate) StartNameNode(t testing.TB) {
 	t.Helper()
-	p, err := s.java("nn.log", "org.apache.hadoop.hdfs.server.namenode.NameNode")
-	if err != nil {
+	if err := s.startNameNode(); err != nil {
 		t.Fatal(err)
 	}
-	s.nn = p
 	if s.dn != nil {
-		s.waitReady(t)
+		if err := s.waitReady(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
 // StartDataNode starts the DataNode (again) and waits until the cluster takes writes.
 func (s *Separate) StartDataNode(t testing.TB) {
 	t.Helper()
-	p, err := s.java("dn.log", "org.apache.hadoop.hdfs.server.datanode.DataNode")
-	if err != nil {
+	if err := s.startDataNode(); err != nil {
 		t.Fatal(err)
 	}
-	s.dn = p
-	s.waitReady(t)
+	if err := s.waitReady(); err != nil {
+		t.Fatal(err)
+	}
 }
 
-func (s *Separate) waitReady(t testing.TB) {
-	t.Helper()
+func (s *Separate) startNameNode() error {
+	p, err := s.java("nn.log", "org.apache.hadoop.hdfs.server.namenode.NameNode")
+	if err != nil {
+		return err
+	}
+	s.nn = p
+	return nil
+}
+
+func (s *Separate) startDataNode() error {
+	p, err := s.java("dn.log", "org.apache.hadoop.hdfs.server.datanode.DataNode")
+	if err != nil {
+		return err
+	}
+	s.dn = p
+	return nil
+}
+
+// waitReady polls ready until the cluster takes writes, one of the two exits, or
+// readyTimeout passes.
+func (s *Separate) waitReady() error {
 	deadline := time.Now().Add(readyTimeout)
 	for {
 		err := s.ready(s.Addr)
 		if err == nil {
-			return
+			return nil
 		}
 		for _, p := range []*peer.Proc{s.nn, s.dn} {
+			if p == nil {
+				continue
+			}
 			select {
 			case <-p.Exited:
-				t.Fatalf("HDFS exited before it was ready (%v):\n%s\n%s", p.Cmd.ProcessState, peer.Tail(s.dir, "nn.log"), peer.Tail(s.dir, "dn.log"))
+				return fmt.Errorf("HDFS exited before it was ready (%v):\n%s\n%s", p.Cmd.ProcessState, peer.Tail(s.dir, "nn.log"), peer.Tail(s.dir, "dn.log"))
 			default:
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("HDFS not ready after %v (%v):\n%s\n%s", readyTimeout, err, peer.Tail(s.dir, "nn.log"), peer.Tail(s.dir, "dn.log"))
+			return fmt.Errorf("HDFS not ready after %v (%v):\n%s\n%s", readyTimeout, err, peer.Tail(s.dir, "nn.log"), peer.Tail(s.dir, "dn.log"))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
