@@ -78,7 +78,7 @@ func codeOf(err error) wire.Code {
 			return wire.CodeVersionMismatch
 		}
 		return wire.CodeSessionMismatch
-	case errors.Is(err, memarena.ErrFull):
+	case errors.Is(err, memarena.ErrFull), errors.Is(err, engine.ErrSwitching):
 		return wire.CodeBusy
 	case errors.Is(err, engine.ErrOutOfOrderSequence):
 		return wire.CodeSequenceGap
