@@ -19,6 +19,8 @@ const (
 	APIDescribeTopic APIKey = 4 // metadata plus options and per-partition state
 	APIListOffsets   APIKey = 5 // the offset a timestamp falls at, from the time index
 	APIFetchMulti    APIKey = 6 // read batches of several partitions, one long poll and byte budget
+	APIExpandTopic   APIKey = 7 // raise a topic's partition count: new layout, V+1
+	APITopicLayouts  APIKey = 8 // a topic's layouts and the switch offsets between them
 )
 
 // apis describes every API key, indexed by key: its name, the API versions this package
@@ -43,6 +45,10 @@ var apis = [...]struct {
 		func() Body { return new(ListOffsetsRequest) }, func() Body { return new(ListOffsetsResponse) }},
 	APIFetchMulti: {"fetch_multi", 0, 0,
 		func() Body { return new(FetchMultiRequest) }, func() Body { return new(FetchMultiResponse) }},
+	APIExpandTopic: {"expand_topic", 0, 0,
+		func() Body { return new(ExpandTopicRequest) }, func() Body { return new(ExpandTopicResponse) }},
+	APITopicLayouts: {"topic_layouts", 0, 0,
+		func() Body { return new(TopicLayoutsRequest) }, func() Body { return new(TopicLayoutsResponse) }},
 }
 
 // Known reports whether k is an API key this package knows.
@@ -111,6 +117,7 @@ const (
 	CodeCorruptData        Code = 22
 	CodeNotOwner           Code = 23
 	CodeTLSRequired        Code = 24
+	CodeTopicChanged       Code = 25
 )
 
 // codes describes every error code, indexed by code:
@@ -150,6 +157,7 @@ var codes = [...]struct {
 	CodeCorruptData:        {"corrupt_data", false, false, "stored data is damaged: an operator must repair the partition"},
 	CodeNotOwner:           {"not_owner", true, false, "another broker serves this partition: refresh the metadata"},
 	CodeTLSRequired:        {"tls_required", false, true, "this port speaks TLS: connect with TLS"},
+	CodeTopicChanged:       {"topic_changed", false, false, "the topic changed meanwhile (another expansion): describe it and decide again"},
 }
 
 // Known reports whether c is an error code this package knows. A client treats an unknown

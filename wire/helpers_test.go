@@ -60,6 +60,8 @@ func sampleRequests() map[string]Request {
 			MaxBytes: 4 << 20, Partitions: []FetchMultiPartition{{Partition: 2, Offset: 7}, {Partition: 0, Offset: 1 << 40}}}),
 		"fetch-multi-one": req(APIFetchMulti, 13, &FetchMultiRequest{Topic: []byte("o"),
 			Partitions: []FetchMultiPartition{{Partition: 65535}}}),
+		"expand":  req(APIExpandTopic, 14, &ExpandTopicRequest{Name: "orders", Partitions: 16}),
+		"layouts": req(APITopicLayouts, 15, &TopicLayoutsRequest{Name: "orders"}),
 	}
 }
 
@@ -113,6 +115,14 @@ func sampleResponses() map[string]Response {
 			{Partition: 0, Code: CodeNotServing, Checkpoint: -1},
 			{Partition: 2, HighWatermark: 4, Checkpoint: -1}}}),
 		"fetch-multi-busy": resp(APIFetchMulti, CodeBusy, "shard queue full", nil),
+		"expand": resp(APIExpandTopic, CodeNone, "", &ExpandTopicResponse{Topic: Topic{Name: "orders",
+			Version: 2, Partitions: three}}),
+		"expand-changed": resp(APIExpandTopic, CodeTopicChanged, "expanded to 8 meanwhile", nil),
+		"layouts": resp(APITopicLayouts, CodeNone, "", &TopicLayoutsResponse{Name: "orders", Layouts: []Layout{
+			{Version: 1, Partitions: 2}, {Version: 2, Partitions: 3, Switches: []int64{100, -1}},
+			{Version: 3, Partitions: 8, Switches: []int64{-1, 0, 1 << 40}}}}),
+		"layouts-one": resp(APITopicLayouts, CodeNone, "", &TopicLayoutsResponse{Name: "o", Layouts: []Layout{
+			{Version: 7, Partitions: 65536}}}),
 	}
 }
 
