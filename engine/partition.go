@@ -18,7 +18,7 @@ type Partition struct {
 	topic   string
 	id      int
 	version atomic.Uint32 // V: the topic version this partition serves; raised by Switch
-	session uint64 // S: set when the partition is loaded
+	session uint64        // S: set when the partition is loaded
 
 	store persist.Store
 	arena *memarena.Arena
@@ -230,7 +230,6 @@ func (p *Partition) CheckWindow(v uint32, s uint64) error {
 	w := p.Window()
 	return &WindowError{Err: err, Version: w.Version, Session: w.Session, Checkpoint: w.Checkpoint}
 }
-
 
 // Counters returns the read hits (served from memory) and misses (from the store). Safe
 // from any goroutine.
