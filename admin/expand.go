@@ -155,6 +155,9 @@ func (c *Cluster) ExpandTopic(name string, n int) (TopicInfo, error) {
 		return TopicInfo{}, fmt.Errorf("cannot expand topic %s: %w", name, err)
 	}
 	c.log.Info("expanded topic", "topic", name, "partitions", n, "version", next.Version)
+	if err := c.bumpGeneration(); err != nil { // brokers look at once: their old partitions switch
+		c.log.Warn("topic expanded but the brokers not told: they find it at their next resync", "topic", name, "err", err)
+	}
 	return next, nil
 }
 

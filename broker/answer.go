@@ -49,6 +49,28 @@ func (b *Broker) Handle(c *netio.Conn, slot netio.Slot, req *wire.Request) {
 			md := b.metadata(&wire.MetadataRequest{Topics: []string{r.Name}})
 			b.respond(c, slot, hdr, nil, &wire.CreateTopicResponse{Topic: md.Topics[0]})
 		}()
+	case *wire.ExpandTopicRequest:
+		r := *body
+		go func() { // ZooKeeper round trips: off the loop
+			defer b.recoverRequest("expand_topic", nil, c, slot, hdr)
+			resp, err := b.expandTopic(&r)
+			if err != nil {
+				b.respond(c, slot, hdr, err, nil)
+				return
+			}
+			b.respond(c, slot, hdr, nil, resp)
+		}()
+	case *wire.TopicLayoutsRequest:
+		name := body.Name
+		go func() { // ZooKeeper round trips: off the loop
+			defer b.recoverRequest("topic_layouts", nil, c, slot, hdr)
+			resp, err := b.topicLayouts(name)
+			if err != nil {
+				b.respond(c, slot, hdr, err, nil)
+				return
+			}
+			b.respond(c, slot, hdr, nil, resp)
+		}()
 	default:
 		b.respond(c, slot, hdr, wire.NewError(wire.CodeUnknownAPI, "no handler"), nil)
 	}
