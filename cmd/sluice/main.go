@@ -33,6 +33,8 @@ func commands() map[string]command {
 		"consume":        {"consume --broker ADDR --topic T [--from oldest|newest|OFFSET|RFC3339] [--max N] [--idle D] [--logical A-B] [--timeout D]: print record values", consume},
 		"topic create":   {"topic create NAME --partitions N --broker ADDR: create a topic", topicCreate},
 		"topic describe": {"topic describe NAME --broker ADDR: print a topic's partitions, offsets and checkpoints", topicDescribe},
+		"topic expand": {"topic expand NAME --partitions N --broker ADDR: raise a topic's partition count online (distributed mode), wait until placed and switched",
+			topicExpand},
 		"tune":           {"tune [-data DIR]: print the broker settings this host calls for (a config file, with reasons) and host advice", tuneHost},
 		"segment dump":   {"segment dump DIR: print every batch of a partition directory", segmentDump},
 		"segment verify": {"segment verify DIR: check CRCs, offsets and indexes; tell a torn tail from damage; exit 1 on a problem", segmentVerify},
