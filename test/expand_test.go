@@ -382,3 +382,73 @@ func TestClusterExpandBrokerPaused(t *testing.T) {
 		t.Fatal(cs[0].err)
 	}
 }
+
+// TestClusterExpandDrain: the partition side of a producer's drain, on the wire. Before
+// the expansion a producer had two batches on partition 0: the first appended, the
+// second not yet sent. After the partition switched, a resend of the first with the old
+// version is acknowledged with its original offsets (and durable: C covers it), the
+// second is refused with version_mismatch naming the new version, and neither appends.
+// The producer's leftovers then go to the new layout: a batch with the new version and
+// the next sequence is appended at the switch offset.
+func TestClusterExpandDrain(t *testing.T) {
+	c := startCluster(t, 1)
+	c.createTopic(t, "e", 2)
+	w := dial(t, c.brokers[0].Addr)
+	waitFor(t, "the partition to take writes", func() bool {
+		r := w.call(&wire.ProduceRequest{Topic: []byte("e"), Partition: 0, Version: 1, ProducerID: 77,
+			WaitDurableMs: 30000, Batches: records(77, 0, "first", 3)})
+		return r.Header.Code == wire.CodeNone
+	})
+	a, err := client.NewAdmin(client.Brokers(c.brokers[0].Addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := a.ExpandTopic(ctx, "e", 4); err != nil {
+		t.Fatal(err)
+	}
+	waitExpandedWire(t, w, 2)
+	r := w.call(&wire.ProduceRequest{Topic: []byte("e"), Partition: 0, Version: 1, ProducerID: 77,
+		Batches: records(77, 0, "first", 3)})
+	mustOK(t, r)
+	if pr := r.Body.(*wire.ProduceResponse); pr.BaseOffset != 0 || pr.LastOffset != 2 || pr.Version != 2 || pr.Checkpoint < 2 {
+		t.Fatalf("drain of an appended batch: %+v", pr)
+	}
+	r = w.call(&wire.ProduceRequest{Topic: []byte("e"), Partition: 0, Version: 1, ProducerID: 77,
+		Batches: records(77, 3, "second", 2)})
+	if pr, _ := r.Body.(*wire.ProduceResponse); r.Header.Code != wire.CodeVersionMismatch || pr == nil || pr.Version != 2 {
+		t.Fatalf("drain of a batch never appended: %v %+v", r.Header.Code, r.Body)
+	}
+	r = w.call(&wire.ProduceRequest{Topic: []byte("e"), Partition: 0, Version: 2, ProducerID: 77,
+		Batches: records(77, 3, "second", 2)})
+	mustOK(t, r)
+	if pr := r.Body.(*wire.ProduceResponse); pr.BaseOffset != 3 {
+		t.Fatalf("the first batch of the new layout: %+v", pr)
+	}
+	if got := fetchValues(t, w, "e", 0, 0); fmt.Sprint(got) != "[first-0 first-1 first-2 second-0 second-1]" {
+		t.Fatalf("partition 0 holds %v", got)
+	}
+}
+
+// waitExpandedWire waits until every partition of layout version v's predecessor
+// switched to it.
+func waitExpandedWire(t *testing.T, w *wireConn, v uint32) {
+	t.Helper()
+	waitFor(t, "every old partition to switch", func() bool {
+		resp := w.call(&wire.TopicLayoutsRequest{Name: "e"})
+		mustOK(t, resp)
+		for _, l := range resp.Body.(*wire.TopicLayoutsResponse).Layouts {
+			if l.Version == v {
+				for _, s := range l.Switches {
+					if s < 0 {
+						return false
+					}
+				}
+				return true
+			}
+		}
+		return false
+	})
+}
