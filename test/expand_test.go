@@ -284,24 +284,23 @@ type stamped struct {
 func partitionStamps(t *testing.T, w *wireConn, topic string, part uint32, end int64) []stamped {
 	t.Helper()
 	var out []stamped
-	for off := int64(0); off < end; {
-		resp := w.call(&wire.FetchRequest{Topic: []byte(topic), Partition: part, Offset: off, MaxBytes: 1 << 20})
-		mustOK(t, resp)
-		b := resp.Body.(*wire.FetchResponse).Records
-		if len(b) == 0 {
-			t.Fatalf("empty fetch of %s/%d at %d below %d", topic, part, off, end)
-		}
-		for len(b) > 0 {
-			h, err := batch.ParseHeader(b)
-			if err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, stamped{h.BaseOffset, h.Layout})
-			off = h.LastOffset() + 1
-			b = b[h.Size():]
-		}
-	}
+	walkBatches(t, w, topic, part, end, func(h batch.Header, _ []byte) {
+		out = append(out, stamped{h.BaseOffset, h.Layout})
+	})
 	return out
+}
+
+// clusterAdmin returns an Admin for the cluster's first broker and a context of a
+// minute; the test's cleanup closes them.
+func clusterAdmin(t *testing.T, c *cluster) (*client.Admin, context.Context) {
+	t.Helper()
+	a, err := client.NewAdmin(client.Brokers(c.brokers[0].Addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(func() { cancel(); a.Close() })
+	return a, ctx
 }
 
 // TestClusterExpandBadInput: fewer or as many partitions, more than 65536, an unknown
@@ -309,13 +308,7 @@ func partitionStamps(t *testing.T, w *wireConn, topic string, part uint32, end i
 func TestClusterExpandBadInput(t *testing.T) {
 	c := startCluster(t, 1)
 	c.createTopic(t, "e", 2)
-	a, err := client.NewAdmin(client.Brokers(c.brokers[0].Addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	a, ctx := clusterAdmin(t, c)
 	for _, tc := range []struct {
 		topic string
 		n     int
@@ -399,13 +392,7 @@ func TestClusterExpandDrain(t *testing.T) {
 			WaitDurableMs: 30000, Batches: records(77, 0, "first", 3)})
 		return r.Header.Code == wire.CodeNone
 	})
-	a, err := client.NewAdmin(client.Brokers(c.brokers[0].Addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	a, ctx := clusterAdmin(t, c)
 	if _, err := a.ExpandTopic(ctx, "e", 4); err != nil {
 		t.Fatal(err)
 	}

@@ -59,11 +59,13 @@ func waitExpanded(ctx context.Context, a *client.Admin, name string, version uin
 		if err == nil && placed && switched {
 			return nil
 		}
-		if werr := sleepCtx(ctx, 100*time.Millisecond); werr != nil {
+		select {
+		case <-time.After(100 * time.Millisecond):
+		case <-ctx.Done():
 			if err == nil {
 				err = fmt.Errorf("placed %v, switched %v", placed, switched)
 			}
-			return fmt.Errorf("%w (%w)", werr, err)
+			return fmt.Errorf("%w (%w)", ctx.Err(), err)
 		}
 	}
 }
@@ -93,16 +95,4 @@ func expandState(ctx context.Context, a *client.Admin, name string, version uint
 		}
 	}
 	return placed, switched, nil
-}
-
-// sleepCtx sleeps for d or until ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
