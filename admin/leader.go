@@ -21,6 +21,9 @@ type TopicInfo struct {
 	Partitions int               `json:"partitions"`
 	Version    uint32            `json:"version"`
 	Options    wire.TopicOptions `json:"options"`
+	// History is every layout the topic had, oldest first, the current one last; empty
+	// for a topic never expanded (see Layouts).
+	History []Layout `json:"history,omitempty"`
 }
 
 // Owner is a partition's assignment znode (ROOT/assignments/TOPIC/PARTITION): the broker
@@ -63,11 +66,20 @@ func (c *Cluster) CreateTopic(name string, info TopicInfo) error {
 // Topics returns every topic's metadata and a channel that fires once when topics are
 // added or removed. A topic znode that cannot be read is left out and logged.
 func (c *Cluster) Topics() (map[string]TopicInfo, <-chan zk.Event, error) {
-	dir := path.Join(c.root, "topics")
-	names, _, ch, err := c.conn.ChildrenW(dir)
+	names, _, ch, err := c.conn.ChildrenW(path.Join(c.root, "topics"))
 	if err != nil {
 		return nil, nil, fmt.Errorf("cannot list topics: %w", err)
 	}
+	out, err := c.readTopics(names)
+	if err != nil {
+		return nil, nil, err
+	}
+	return out, ch, nil
+}
+
+// readTopics reads the znodes of the topics named.
+func (c *Cluster) readTopics(names []string) (map[string]TopicInfo, error) {
+	dir := path.Join(c.root, "topics")
 	out := map[string]TopicInfo{}
 	for _, n := range names {
 		data, _, err := c.conn.Get(path.Join(dir, n))
@@ -75,16 +87,16 @@ func (c *Cluster) Topics() (map[string]TopicInfo, <-chan zk.Event, error) {
 			continue
 		}
 		if err != nil {
-			return nil, nil, fmt.Errorf("cannot read topic %s: %w", n, err)
+			return nil, fmt.Errorf("cannot read topic %s: %w", n, err)
 		}
-		var ti TopicInfo
-		if err := json.Unmarshal(data, &ti); err != nil || ti.Partitions < 1 {
+		ti, err := parseTopic(data)
+		if err != nil {
 			c.log.Error("unreadable topic znode: left out", "topic", n, "err", err)
 			continue
 		}
 		out[n] = ti
 	}
-	return out, ch, nil
+	return out, nil
 }
 
 // Owned is an assignment as read, with its znode's version (for the leader's

@@ -16,7 +16,7 @@
 //	17 +--------------------------+
 //	   | attributes         uint8 |  bits 0-2 Codec, bits 3-7 zero
 //	18 +--------------------------+
-//	   | reserved          2 x 00 |
+//	   | layout            uint16 |  topic version routed by (low 16 bits); 0 = unsaid
 //	20 +--------------------------+
 //	   | record count      uint32 |  >= 1; offsets base .. base+count-1
 //	24 +--------------------------+
@@ -80,7 +80,7 @@ const (
 	offCRC          = 12
 	offMagic        = 16 // also where the CRC-covered bytes start
 	offAttributes   = 17
-	offReserved     = 18
+	offLayout       = 18
 	offCount        = 20
 	offProducerID   = 24
 	offBaseSequence = 32
@@ -138,6 +138,11 @@ type Header struct {
 	UncompressedSize uint32
 	FirstTimestamp   int64
 	MaxTimestamp     int64
+	// Layout is the topic version (its low 16 bits) whose partition layout the producer
+	// routed the batch's records by, 0 when the producer did not say (docs/format.md §1).
+	// A consumer that meets a layout it does not know learns the topic's new layout before
+	// it delivers the batch (a topic expansion, docs/cluster.md).
+	Layout uint16
 }
 
 // Size returns the total size of the batch in bytes, 12 + Length.
@@ -152,7 +157,7 @@ func (h *Header) Records(b []byte) []byte { return b[HeaderSize:h.Size():h.Size(
 
 // ParseHeader decodes and validates the header at the front of b. It needs only
 // HeaderSize bytes (ErrShort if b is shorter) and checks every header rule of the format:
-// magic, codec, reserved bits and bytes, length and uncompressed size bounds, count,
+// magic, codec, reserved attribute bits, length and uncompressed size bounds, count,
 // offsets and timestamps. It does not check the CRC, which needs the whole batch: Check does.
 func ParseHeader(b []byte) (Header, error) {
 	if len(b) < HeaderSize {
@@ -172,15 +177,13 @@ func ParseHeader(b []byte) (Header, error) {
 		UncompressedSize: le.Uint32(b[offUncompressed:]),
 		FirstTimestamp:   int64(le.Uint64(b[offFirstTS:])),
 		MaxTimestamp:     int64(le.Uint64(b[offMaxTS:])),
+		Layout:           le.Uint16(b[offLayout:]),
 	}
 	if h.Magic != Magic {
 		return Header{}, badMagic(h.Magic) // nothing else is meaningful in another version
 	}
 	if attr>>3 != 0 {
 		return Header{}, corrupt(offAttributes, "attribute bits 3-7 are "+utoa(uint64(attr>>3))+", want 0")
-	}
-	if r := le.Uint16(b[offReserved:]); r != 0 {
-		return Header{}, corrupt(offReserved, "reserved bytes are "+utoa(uint64(r))+", want 0")
 	}
 	if err := h.validate(); err != nil {
 		return Header{}, err
@@ -189,7 +192,7 @@ func ParseHeader(b []byte) (Header, error) {
 }
 
 // validate checks the header rules that the decoded fields can express, except the magic:
-// ParseHeader checks the magic and the reserved bits first, and Seal sets the magic
+// ParseHeader checks the magic and the reserved attribute bits first, and Seal sets the magic
 // before running it on the header it is about to write.
 func (h *Header) validate() error {
 	if h.Codec > CodecLZ4 {
@@ -290,14 +293,14 @@ func Seal(dst []byte, h Header, records []byte) ([]byte, error) {
 }
 
 // putHeader writes h into b[:HeaderSize], then computes the CRC over b[16:h.Size()], which
-// must already hold the records, and stores it in b and h.CRC. Reserved bytes are zeroed.
+// must already hold the records, and stores it in b and h.CRC.
 func putHeader(b []byte, h *Header) {
 	le := binary.LittleEndian
 	le.PutUint64(b[offBaseOffset:], uint64(h.BaseOffset))
 	le.PutUint32(b[offLength:], h.Length)
 	b[offMagic] = h.Magic
 	b[offAttributes] = byte(h.Codec)
-	le.PutUint16(b[offReserved:], 0)
+	le.PutUint16(b[offLayout:], h.Layout)
 	le.PutUint32(b[offCount:], h.Count)
 	le.PutUint64(b[offProducerID:], uint64(h.ProducerID))
 	le.PutUint32(b[offBaseSequence:], uint32(h.BaseSequence))

@@ -134,6 +134,29 @@ func TestTimestampsInHeader(t *testing.T) {
 	}
 }
 
+// TestLayoutInHeader: the layout a Builder stamps is in the header, covered by the CRC,
+// and Reset clears it.
+func TestLayoutInHeader(t *testing.T) {
+	var bld Builder
+	bld.Reset(nil, 7, 0)
+	bld.SetLayout(0xbeef)
+	bld.Add(3, 1, []byte("k"), []byte("v"))
+	b := bld.Finish()
+	h, err := Check(b)
+	if err != nil || h.Layout != 0xbeef {
+		t.Fatalf("layout %#x, err %v", h.Layout, err)
+	}
+	b[18] ^= 1
+	if _, err := Check(b); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("a changed layout passes the CRC: %v", err)
+	}
+	bld.Reset(b[:0], 7, 1)
+	bld.Add(3, 1, nil, nil)
+	if h, _ := Check(bld.Finish()); h.Layout != 0 {
+		t.Fatalf("Reset kept layout %#x", h.Layout)
+	}
+}
+
 func TestBackToBack(t *testing.T) {
 	b := build(nil, 1, 0, []rec{{0, 1, []byte("a"), nil, nil}})
 	b = build(b, 1, 1, []rec{{0, 2, []byte("b"), nil, nil}, {0, 3, []byte("c"), nil, nil}})
@@ -204,8 +227,6 @@ func TestParseHeaderErrors(t *testing.T) {
 		{"magic", func(b []byte) []byte { b[16] = 2; return b }, ErrBadMagic, 16},
 		{"attribute bits", func(b []byte) []byte { b[17] = 0x08; return b }, ErrCorrupt, 17},
 		{"unknown codec", func(b []byte) []byte { b[17] = 5; return b }, ErrUnknownCodec, 17},
-		{"reserved low", func(b []byte) []byte { b[18] = 1; return b }, ErrCorrupt, 18},
-		{"reserved high", func(b []byte) []byte { b[19] = 0x80; return b }, ErrCorrupt, 18},
 		{"length too small", func(b []byte) []byte { le.PutUint32(b[8:], 43); return b }, ErrCorrupt, 8},
 		{"length too large", func(b []byte) []byte { le.PutUint32(b[8:], MaxSize-11); return b }, ErrCorrupt, 8},
 		{"count zero", func(b []byte) []byte { le.PutUint32(b[20:], 0); return b }, ErrCorrupt, 20},

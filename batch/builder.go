@@ -28,6 +28,7 @@ type Builder struct {
 	first, max int64
 	producerID int64
 	baseSeq    int32
+	layout     uint16
 	active     bool // between Reset and Finish
 }
 
@@ -43,6 +44,10 @@ func (b *Builder) Reset(dst []byte, producerID int64, baseSequence int32) {
 		active:     true,
 	}
 }
+
+// SetLayout stamps the batch being built with the topic version its records were routed
+// by (Header.Layout; Reset clears it).
+func (b *Builder) SetLayout(v uint16) { b.layout = v }
 
 // Add appends a record. timestamp is in Unix milliseconds and may be below earlier ones.
 // headers is usually empty; passing none does not allocate, and since Add keeps no
@@ -163,6 +168,7 @@ func (b *Builder) finish(codec Codec, uncompressed int) []byte {
 		UncompressedSize: uint32(uncompressed),
 		FirstTimestamp:   b.first,
 		MaxTimestamp:     b.max,
+		Layout:           b.layout,
 	}
 	putHeader(b.dst[b.start:], &h)
 	dst := b.dst

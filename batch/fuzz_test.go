@@ -14,7 +14,7 @@ import (
 )
 
 // FuzzIter feeds arbitrary bytes to the decoders, first as they are and then with the
-// length, magic, attributes, reserved bytes, uncompressed size and CRC patched to agree
+// length, magic, attributes, uncompressed size and CRC patched to agree
 // with the input, so that mutations get past the header and exercise the record decoder.
 // Nothing may panic, every error must be typed, and a batch that decodes must survive
 // being rebuilt by Builder.
@@ -54,7 +54,7 @@ func FuzzParseHeader(f *testing.F) {
 func patchHeader(b []byte) []byte {
 	le := binary.LittleEndian
 	le.PutUint32(b[offLength:], uint32(len(b)-12))
-	b[offMagic], b[offAttributes], b[offReserved], b[offReserved+1] = Magic, 0, 0, 0
+	b[offMagic], b[offAttributes] = Magic, 0
 	le.PutUint32(b[offUncompressed:], uint32(len(b)-HeaderSize))
 	le.PutUint32(b[offCRC:], crc32.Checksum(b[offMagic:], crcTable))
 	return b

@@ -55,6 +55,28 @@ func (b *Broker) Handle(c *netio.Conn, slot netio.Slot, req *wire.Request) {
 		}()
 	case *wire.AuthenticateRequest: // authentication off (else admit ran it)
 		b.handleAuthenticate(c, slot, hdr, body)
+	case *wire.ExpandTopicRequest:
+		r := *body
+		go func() { // ZooKeeper round trips: off the loop
+			defer b.recoverRequest("expand_topic", nil, c, slot, hdr)
+			resp, err := b.expandTopic(&r)
+			if err != nil {
+				b.respond(c, slot, hdr, err, nil)
+				return
+			}
+			b.respond(c, slot, hdr, nil, resp)
+		}()
+	case *wire.TopicLayoutsRequest:
+		name := body.Name
+		go func() { // ZooKeeper round trips: off the loop
+			defer b.recoverRequest("topic_layouts", nil, c, slot, hdr)
+			resp, err := b.topicLayouts(name)
+			if err != nil {
+				b.respond(c, slot, hdr, err, nil)
+				return
+			}
+			b.respond(c, slot, hdr, nil, resp)
+		}()
 	default:
 		b.respond(c, slot, hdr, wire.NewError(wire.CodeUnknownAPI, "no handler"), nil)
 	}
@@ -84,7 +106,7 @@ func codeOf(err error) wire.Code {
 			return wire.CodeVersionMismatch
 		}
 		return wire.CodeSessionMismatch
-	case errors.Is(err, memarena.ErrFull):
+	case errors.Is(err, memarena.ErrFull), errors.Is(err, engine.ErrSwitching):
 		return wire.CodeBusy
 	case errors.Is(err, engine.ErrOutOfOrderSequence):
 		return wire.CodeSequenceGap

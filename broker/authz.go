@@ -49,6 +49,10 @@ func authorize(g *acl.Grants, body wire.Body) error {
 		return check(g, acl.Create, r.Name)
 	case *wire.DescribeTopicRequest:
 		return check(g, acl.Describe, r.Name)
+	case *wire.ExpandTopicRequest: // changes the topic for every producer and consumer
+		return check(g, acl.Admin, r.Name)
+	case *wire.TopicLayoutsRequest: // consumers read them to keep each key's order
+		return check(g, acl.Describe, r.Name)
 	case *wire.MetadataRequest:
 		for _, name := range r.Topics { // every topic (none named) is filtered instead
 			if err := check(g, acl.Describe, name); err != nil {

@@ -37,9 +37,14 @@ type topicMeta struct {
 	Version    uint32            `json:"version"`
 	Partitions int               `json:"partitions"`
 	Options    wire.TopicOptions `json:"options"`
+	// History is the topic's layouts, oldest first (distributed mode, after an expansion;
+	// empty otherwise).
+	History []admin.Layout `json:"history,omitempty"`
 }
 
-// topic is a loaded topic; parts never changes after load (expansion is milestone 2).
+// topic is a loaded topic. Name and Options never change; an expansion (distributed
+// mode) changes Version, Partitions and History and appends to parts, under b.mu held
+// for writing: read them under b.mu.
 type topic struct {
 	meta  topicMeta
 	parts []*part
@@ -370,20 +375,22 @@ func (b *Broker) metadata(r *wire.MetadataRequest, visible func(name string) boo
 	b.mu.RUnlock()
 	resp := &wire.MetadataResponse{}
 	for _, t := range topics {
-		resp.Topics = append(resp.Topics, wire.Topic{Name: t.meta.Name, Version: t.meta.Version,
-			Partitions: b.partitionsOf(t)})
+		b.mu.RLock()
+		v, n := t.meta.Version, t.meta.Partitions
+		b.mu.RUnlock()
+		resp.Topics = append(resp.Topics, wire.Topic{Name: t.meta.Name, Version: v, Partitions: b.partitionsOf(t.meta.Name, n)})
 	}
 	return resp
 }
 
-// partitionsOf lists a topic's partitions with the address of the broker serving each:
-// this one, or in distributed mode the one each is assigned to ("" while none is). Not
-// under b.mu: it takes the cluster's lock, which comes before b.mu.
-func (b *Broker) partitionsOf(t *topic) []wire.Partition {
-	parts := wire.NewPartitions(t.meta.Partitions, b.Addr())
+// partitionsOf lists the n partitions of a topic with the address of the broker serving
+// each: this one, or in distributed mode the one each is assigned to ("" while none is).
+// Not under b.mu: it takes the cluster's lock, which comes before b.mu.
+func (b *Broker) partitionsOf(name string, n int) []wire.Partition {
+	parts := wire.NewPartitions(n, b.Addr())
 	if b.cl != nil {
 		for i := range parts {
-			parts[i].Addr = b.cl.addrOf(admin.PartitionID{Topic: t.meta.Name, ID: i})
+			parts[i].Addr = b.cl.addrOf(admin.PartitionID{Topic: name, ID: i})
 		}
 	}
 	return parts
@@ -397,10 +404,13 @@ func (b *Broker) describe(name string) (*wire.DescribeTopicResponse, error) {
 	if t == nil {
 		return nil, wire.NewError(wire.CodeUnknownTopic, "unknown topic "+name)
 	}
-	parts := b.partitionsOf(t) // before b.mu: see partitionsOf
+	b.mu.RLock()
+	v, n := t.meta.Version, t.meta.Partitions
+	b.mu.RUnlock()
+	parts := b.partitionsOf(name, n) // before b.mu: see partitionsOf
 	b.mu.RLock()
 	defer b.mu.RUnlock()
-	resp := &wire.DescribeTopicResponse{Name: name, Version: t.meta.Version, Options: t.meta.Options}
+	resp := &wire.DescribeTopicResponse{Name: name, Version: v, Options: t.meta.Options}
 	for i, p := range parts {
 		st := wire.PartitionState{Partition: p, Checkpoint: -1}
 		if pt := t.parts[i]; pt.p != nil {

@@ -246,6 +246,8 @@ func (b *Broker) follow() {
 		var err error
 		if tch == nil {
 			topics, tch, err = cl.c.Topics()
+		} else {
+			topics, err = cl.c.ReadTopics() // an expansion changes a topic's znode, not the list
 		}
 		if err == nil && bch == nil {
 			brokers, bch, err = cl.c.Brokers()
@@ -340,6 +342,10 @@ func (b *Broker) reconcile(topics map[string]admin.TopicInfo, brokers []admin.Br
 			cl.mu.busy[pid] = true
 			cl.wg.Add(1)
 			go b.giveUp(pid, pt, true)
+		case o.Broker == cl.id && b.switchDue(pt):
+			cl.mu.busy[pid] = true
+			cl.wg.Add(1)
+			go b.switchPart(pid, pt)
 		case o.Broker != cl.id && o.From == cl.id && cl.mu.released[pid] < o.Epoch:
 			// Never loaded here (or given up already): nothing to ship. Written after
 			// cl.mu is released (metadata on the event loops waits for it).
@@ -394,15 +400,18 @@ func (b *Broker) partOf(pid admin.PartitionID) *part {
 }
 
 // addClusterTopic lists a topic read from ZooKeeper, every partition unassigned. A topic
-// already listed is kept (expansion is not built yet: a different partition count is
-// logged).
+// already listed takes a later version (an expansion: growTopicLocked); a count that
+// went down is logged and not followed.
 func (b *Broker) addClusterTopic(name string, ti admin.TopicInfo) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if t := b.mu.topics[name]; t != nil {
-		if t.meta.Partitions != ti.Partitions {
-			b.cfg.Logger.Error("topic changed its partition count in ZooKeeper: not followed", "topic", name,
-				"partitions", t.meta.Partitions, "zookeeper", ti.Partitions)
+		switch {
+		case ti.Version > t.meta.Version && ti.Partitions > t.meta.Partitions && ti.Partitions <= wire.MaxPartitions:
+			b.growTopicLocked(t, ti)
+		case ti.Partitions != t.meta.Partitions && ti.Version >= t.meta.Version:
+			b.cfg.Logger.Error("topic changed its partition count in ZooKeeper without an expansion: not followed", "topic", name,
+				"partitions", t.meta.Partitions, "version", t.meta.Version, "zookeeper", ti.Partitions, "zookeeper_version", ti.Version)
 		}
 		return
 	}
@@ -411,7 +420,7 @@ func (b *Broker) addClusterTopic(name string, ti admin.TopicInfo) {
 		return
 	}
 	t := &topic{meta: topicMeta{Name: name, Version: max(ti.Version, 1), Partitions: ti.Partitions,
-		Options: b.resolveOptions(ti.Options)}}
+		Options: b.resolveOptions(ti.Options), History: ti.History}}
 	for i := range ti.Partitions {
 		pt := b.newPart(t, i)
 		pt.offline = errNotAssigned(name, i)

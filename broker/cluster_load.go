@@ -154,7 +154,12 @@ func (b *Broker) loadAssigned(pid admin.PartitionID, old *part, o admin.Owner, m
 		start = tr.tail.Start
 	}
 	session := max(clusterSession(o.Epoch, b.newSession()), tr.tail.Epoch+1)
-	p, err := engine.Open(engine.PartitionConfig{Topic: t.meta.Name, ID: pid.ID, Version: t.meta.Version,
+	version, layouts := b.layoutOf(t)
+	if err := b.recordLoadSwitches(pid, layouts, l.Next()); err != nil {
+		l.Close()
+		return fmt.Errorf("cannot record the partition's switch to a new topic version: %w", err)
+	}
+	p, err := engine.Open(engine.PartitionConfig{Topic: t.meta.Name, ID: pid.ID, Version: version,
 		Session: session, Replicated: true, ReplicaStart: start, Prior: tr.tail.Headers}, l, b.arena)
 	if err != nil {
 		l.Close()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"sluice/batch"
 	"sluice/wire"
@@ -46,6 +47,16 @@ type Consumer struct {
 	// failed is the error that stopped an iteration (damaged data: a *GapError or a
 	// corrupt batch); Poll returns it from then on, so nothing past it is delivered.
 	failed error
+	// The topic's layouts and the gates between them (consumer_layout.go), owned by the
+	// goroutine calling Poll: lvChecked is when the view was last looked at; stale says
+	// a batch showed it is behind; regate that the partitions to fetch changed. byID
+	// indexes parts by partition id.
+	lv        layoutView
+	lvChecked time.Time
+	stale     bool
+	regate    bool
+	started   bool
+	byID      []*cpart
 
 	mu struct {
 		sync.Mutex
@@ -59,6 +70,7 @@ type cpart struct {
 	id   int
 	addr string // the broker serving it, as the last metadata said; empty while moving
 	cur  cursor
+	held bool // at its bound: not fetched until its gate opens (consumer_layout.go)
 }
 
 // NewConsumer connects to the topic and finds the start offset of every partition it
@@ -72,6 +84,7 @@ func NewConsumer(ctx context.Context, topic string, opts ...Opt) (*Consumer, err
 		curC: -1, stop: make(chan struct{})}
 	cs.mu.conns = map[string]*rpcConn{}
 	cs.ri.lo, cs.ri.hi = uint16(c.logicalLo), uint16(c.logicalHi)
+	cs.lv.lo, cs.lv.hi = c.logicalLo, c.logicalHi
 	if err := cs.resolve(ctx); err != nil {
 		cs.Close()
 		return nil, fmt.Errorf("cannot start consumer: %w", err)
@@ -81,12 +94,21 @@ func NewConsumer(ctx context.Context, topic string, opts ...Opt) (*Consumer, err
 
 // resolve picks the partitions serving the logical range and their start offsets.
 func (c *Consumer) resolve(ctx context.Context) error {
+	if err := c.loadLayouts(ctx); err != nil {
+		return err
+	}
 	d, err := c.admin.DescribeTopic(ctx, c.topic)
 	if err != nil {
 		return err
 	}
+	if int(c.lv.last().Partitions) < len(d.Partitions) { // expanded between the two reads
+		if err := c.loadLayouts(ctx); err != nil {
+			return err
+		}
+	}
+	defer func() { c.indexParts(); c.started = true }()
 	for _, ps := range d.Partitions {
-		if int(ps.Hi) <= c.cfg.logicalLo || int(ps.Lo) > c.cfg.logicalHi {
+		if !c.lv.reads(int(ps.ID)) {
 			continue
 		}
 		p := &cpart{id: int(ps.ID), addr: ps.Addr}
@@ -173,6 +195,17 @@ func (c *Consumer) poll(ctx context.Context) error {
 		c.ans.f.free <- c.ans
 		c.ans = nil
 	}
+	if err := c.followLayouts(ctx); err != nil {
+		return err
+	}
+	for !c.fetchable() { // every partition waits for another's older records
+		if err := sleepCtx(ctx, heldRecheck); err != nil {
+			return err
+		}
+		if err := c.followLayouts(ctx); err != nil {
+			return err
+		}
+	}
 	if c.fetchers == nil {
 		if err := c.startFetchers(ctx); err != nil {
 			return err
@@ -222,9 +255,15 @@ func (c *Consumer) take(p *cpart, resp *wire.Response) error {
 	body, _ := resp.Body.(*wire.FetchResponse)
 	switch code := resp.Header.Code; {
 	case code == wire.CodeNone:
+		limit, stamp := c.bound(p)
+		if limit <= p.cur.next {
+			c.hold(p, false)
+			return nil
+		}
 		c.cur, c.curC = p, body.Checkpoint
 		c.ri.topic, c.ri.part = c.topic, p.id
 		c.ri.reset(body.Records, &p.cur)
+		c.ri.limit, c.ri.stamp = limit, stamp
 		return nil
 	case code == wire.CodeOffsetOutOfRange && body != nil:
 		// Retention removed what we wanted (skip to the oldest kept), or we are past the end.
@@ -281,17 +320,30 @@ func (c *Consumer) Next() bool {
 			c.failed = c.ri.err
 			return false
 		}
+		if c.ri.held {
+			c.hold(c.cur, c.ri.stale)
+			c.ri.held = false
+		}
 		if c.ans == nil || c.partIdx >= len(c.ans.parts) {
 			return false
 		}
 		ap := &c.ans.parts[c.partIdx]
 		c.partIdx++
+		if ap.p.held {
+			continue // held since the answer was fetched: read again once its gate opens
+		}
 		if ap.skipTo >= 0 {
 			ap.p.cur.next = ap.skipTo
+		}
+		limit, stamp := c.bound(ap.p)
+		if limit <= ap.p.cur.next {
+			c.hold(ap.p, false)
+			continue
 		}
 		c.cur, c.curC = ap.p, ap.checkpoint
 		c.ri.topic, c.ri.part = c.topic, ap.p.id
 		c.ri.reset(ap.records, &ap.p.cur)
+		c.ri.limit, c.ri.stamp = limit, stamp
 	}
 }
 

@@ -29,6 +29,11 @@
 // are retried with a backoff that doubles up to RetryBackoff's maximum; a call that gives
 // up at its context's end says why (errors.Is(err, ErrBrokerNoSpace) for a full disk).
 //
+// A topic expansion (Admin.ExpandTopic, docs/cluster.md) does not stop a producer: it
+// pauses Produce while its windows drain (the records routed by the old layout are found
+// in their old partition or routed again by the new one, ahead of every later record),
+// then goes on with more partitions (window_drain.go, producer_expand.go).
+//
 // # Consumer
 //
 // NewConsumer reads a topic (or the physical partitions serving a logical range) from the
@@ -42,7 +47,10 @@
 // to end: the first batch of every fetch answer holds the offset asked for, and each
 // later batch starts right after the one before. A batch's base offset is outside its
 // CRC, so this is what catches a damaged one; the consumer then stops with a *GapError
-// (ErrOffsetGap) and never delivers a record past it.
+// (ErrOffsetGap) and never delivers a record past it. Across topic expansions the
+// consumer delivers each logical id's records of an older layout before those of a newer
+// one, holding a partition until the partitions its ids came from are read up to their
+// switch offsets (layout.go, consumer_layout.go), and it finds the new partitions.
 //
 // # Security
 //
@@ -72,8 +80,9 @@
 // over a channel. Producer.mu guards the windows; a
 // link's and a connection's locks guard their own fields. No two of these locks are ever
 // held at once, so there is no lock order to keep. Files: config.go (options), window.go
-// and window_answer.go (the state machine), producer.go and producer_close.go (API),
-// sender.go and pconn.go (the driver), conn.go (framing, synchronous connections),
-// consumer.go, fetcher.go, iter.go and start.go (consumer), admin.go, route.go, auth.go
-// (the authentication exchange).
+// and window_answer.go (the state machine), window_drain.go and producer_expand.go
+// (expansions), producer.go and producer_close.go (API), sender.go and pconn.go (the
+// driver), conn.go (framing, synchronous connections), consumer.go, fetcher.go, iter.go,
+// start.go, layout.go and consumer_layout.go (consumer), admin.go, admin_expand.go,
+// route.go, auth.go (the authentication exchange).
 package client

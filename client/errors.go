@@ -19,9 +19,6 @@ var (
 	// ErrRecordTooLarge is returned by Produce for a record that cannot fit a batch, or
 	// that alone exceeds MaxBufferedBytes.
 	ErrRecordTooLarge = errors.New("client: record too large")
-	// ErrTopicChanged is the cause of failures after the topic's partition count changed
-	// under a producer: its records were routed by the old count. Make a new producer.
-	ErrTopicChanged = errors.New("client: topic partition count changed")
 	// ErrNoBroker is returned when no seed broker was given.
 	ErrNoBroker = errors.New("client: no broker address")
 	// ErrBrokerNoSpace is wrapped by the error of ProduceSync, Flush, WaitPersisted,

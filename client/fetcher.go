@@ -81,6 +81,9 @@ func (c *Consumer) startFetchers(ctx context.Context) error {
 	byLane := map[lane]*fetcher{}
 	seen := map[string]int{} // partitions so far per broker
 	for _, p := range c.parts {
+		if p.held {
+			continue // waits for its gate (consumer_layout.go)
+		}
 		if p.addr == "" {
 			return fmt.Errorf("cannot fetch %s/%d: %w", c.topic, p.id, errNoAddress)
 		}

@@ -38,6 +38,12 @@ type recordIter struct {
 	older   int64   // records stamped before this are passed (start at a time)
 	rec     *batch.Record
 	err     error
+	// limit and stamp bound the partition's delivery (an expansion's gate, layout.go):
+	// a batch at or past limit, or stamped with a layout newer than stamp (0: any), is not
+	// started; held says the iteration stopped there, stale that it was for the stamp.
+	limit       int64
+	stamp       uint16
+	held, stale bool
 }
 
 // reset starts iterating records, the batches of one fetch answer for the offset
@@ -45,6 +51,7 @@ type recordIter struct {
 func (ri *recordIter) reset(records []byte, cur *cursor) {
 	ri.records, ri.cur, ri.rec, ri.err = records, cur, nil, nil
 	ri.started, ri.older = false, math.MinInt64
+	ri.limit, ri.stamp, ri.held, ri.stale = math.MaxInt64, 0, false, false
 	ri.it = batch.Iter{}
 }
 
@@ -98,6 +105,11 @@ func (ri *recordIter) nextBatch() bool {
 	want, base, last := ri.cur.next, h.BaseOffset, h.LastOffset()
 	if (!ri.started && (base > want || last < want)) || (ri.started && base != want) {
 		ri.stop(&GapError{Topic: ri.topic, Partition: ri.part, Expected: want, Base: base, Last: last, First: !ri.started})
+		return false
+	}
+	if base >= ri.limit || (ri.stamp != 0 && newerStamp(h.Layout, ri.stamp)) {
+		ri.held, ri.stale = true, base < ri.limit
+		ri.records, ri.rec = nil, nil
 		return false
 	}
 	b := ri.records[:h.Size()]

@@ -98,6 +98,7 @@ func (l *link) deliver(poll bool, pd *pending, resp *wire.Response) {
 		}
 		p.failLocked(fmt.Errorf("partition %d: %w", w.part, w.err))
 	}
+	p.finishExpansionLocked() // when this answer resolved the last draining window
 	p.notifyLocked()
 	p.mu.Unlock()
 	l.wake()

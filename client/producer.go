@@ -58,6 +58,12 @@ type Producer struct {
 		closed    bool
 		maxProg   int64
 		refreshes bool // a metadata refresh is running
+		// version is the topic version the windows route by; next is the topic after an
+		// expansion the producer follows (producer_expand.go), nil when none; layoutGen
+		// counts the expansions followed (Flush takes its targets again after one).
+		version   uint32
+		next      *wire.Topic
+		layoutGen uint64
 	}
 }
 
@@ -83,6 +89,7 @@ func NewProducer(ctx context.Context, topic string, opts ...Opt) (*Producer, err
 		maxInflight: c.maxInflight, linger: int64(c.linger), newPID: newPID}
 	p.mu.changed = make(chan struct{})
 	p.mu.rt = router{p: len(t.Partitions)}
+	p.mu.version = t.Version
 	p.mu.Lock()
 	for i, part := range t.Partitions {
 		p.mu.wins = append(p.mu.wins, newWindow(&p.mu.sh, i, t.Version, p.pid))
@@ -128,6 +135,10 @@ func (p *Producer) ProduceSync(ctx context.Context, r *Record, level Ack) (Resul
 	idx := int64(b.count - 1)
 	res := Result{Partition: w.part, Offset: -1}
 	err = p.waitFor(ctx, []*window{w}, func() (bool, error) {
+		if b.moved != nil { // re-routed by an expansion: its record is elsewhere now
+			w, b = movedTo(w, b)
+			idx, res.Partition = int64(b.count-1), w.part
+		}
 		switch {
 		case w.err != nil && !b.durable:
 			return true, fmt.Errorf("cannot produce record: %w", w.err)
@@ -174,6 +185,7 @@ func (p *Producer) produce(ctx context.Context, r *Record, seal bool) (*window, 
 	if seal {
 		w.seal()
 		b, wake = w.q[len(w.q)-1], true
+		b.sync = true
 	}
 	if wake {
 		p.mu.links[part].wake()
@@ -192,6 +204,9 @@ func (p *Producer) roomLocked(ctx context.Context, size int64) error {
 			return ErrClosed
 		case p.mu.err != nil:
 			return fmt.Errorf("cannot produce record: %w", p.mu.err)
+		case p.mu.next != nil:
+			// An expansion: records wait until every window drained and the old
+			// layout's leftovers are routed again (producer_expand.go).
 		case p.mu.sh.buffered+size <= p.cfg.maxBuffered:
 			return nil
 		case !p.cfg.blockOnFull:
@@ -217,15 +232,27 @@ func (p *Producer) WaitPersisted(ctx context.Context) error {
 
 func (p *Producer) flush(ctx context.Context, level Ack) error {
 	p.mu.Lock()
-	targets := make([]uint64, len(p.mu.wins))
-	for i, w := range p.mu.wins {
-		if w.seal() {
-			p.mu.links[i].wake()
+	var targets []uint64
+	var gen uint64
+	aim := func() { // requires p.mu
+		targets, gen = make([]uint64, len(p.mu.wins)), p.mu.layoutGen
+		for i, w := range p.mu.wins {
+			if p.mu.next == nil && w.seal() { // (while draining, the windows seal their own)
+				p.mu.links[i].wake()
+			}
+			targets[i] = w.lastOrd()
 		}
-		targets[i] = w.lastOrd()
 	}
+	aim()
+	wins := p.mu.wins
 	p.mu.Unlock()
-	err := p.waitFor(ctx, p.mu.wins, func() (bool, error) {
+	err := p.waitFor(ctx, wins, func() (bool, error) {
+		if gen != p.mu.layoutGen || p.mu.next != nil {
+			if p.mu.next != nil {
+				return false, nil // the records may move: wait for the expansion to end
+			}
+			aim() // re-routed records are in the windows now, before any later one
+		}
 		for i, w := range p.mu.wins {
 			reached := w.durableOrd >= targets[i] || (level == AckAccepted && w.acceptedOrd >= targets[i])
 			switch {

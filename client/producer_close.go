@@ -87,32 +87,69 @@ func (p *Producer) refreshLocked() {
 
 func (p *Producer) refresh() {
 	defer p.wg.Done()
-	t, err := p.admin.topic(p.ctx, p.topic)
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.mu.refreshes = false
-	if err != nil {
-		return // the next answer that needs it asks again
+	for delay := p.cfg.backoffMin; ; delay = min(2*delay, p.cfg.backoffMax) {
+		t, err := p.admin.topic(p.ctx, p.topic)
+		p.mu.Lock()
+		if err == nil {
+			p.applyTopicLocked(t)
+		}
+		if err != nil || !p.behindLocked() || p.ctx.Err() != nil {
+			p.mu.refreshes = false
+			p.mu.Unlock()
+			return // the next answer that needs it asks again
+		}
+		p.mu.Unlock()
+		// A partition said the topic is newer than the metadata shows (a broker that
+		// has not read the expansion yet): ask again.
+		if sleepCtx(p.ctx, jitter(delay)) != nil {
+			p.mu.Lock()
+			p.mu.refreshes = false
+			p.mu.Unlock()
+			return
+		}
 	}
-	p.applyTopicLocked(t)
 }
 
-// applyTopicLocked takes new metadata: a new version with the same partition count
-// continues; a new partition count fails the producer (its batches were routed by the old
-// one); moved partitions go to their new broker.
-func (p *Producer) applyTopicLocked(t wire.Topic) {
-	if len(t.Partitions) != len(p.mu.wins) {
-		for _, w := range p.mu.wins {
-			if w.err == nil {
-				w.fail(ErrTopicChanged)
-			}
-		}
-		p.failLocked(ErrTopicChanged)
-		return
+// behindLocked reports whether a window learned of a topic version that the metadata
+// the producer follows does not show yet.
+func (p *Producer) behindLocked() bool {
+	known := p.mu.version
+	if p.mu.next != nil {
+		known = p.mu.next.Version
 	}
+	for _, w := range p.mu.wins {
+		if w.newer > known {
+			return true
+		}
+	}
+	return false
+}
+
+// applyTopicLocked takes new metadata: moved partitions go to their new broker; more
+// partitions at a newer version is an expansion, which the producer follows
+// (producer_expand.go). Metadata older than what the producer follows (a broker behind)
+// is ignored.
+func (p *Producer) applyTopicLocked(t wire.Topic) {
+	switch {
+	case t.Version < p.mu.version || len(t.Partitions) < len(p.mu.wins):
+		return
+	case t.Version > p.mu.version && len(t.Partitions) > len(p.mu.wins):
+		p.applyAddrsLocked(t)
+		p.expandLocked(t)
+		return
+	case len(t.Partitions) != len(p.mu.wins):
+		return // the same version with another count: not a layout this producer knows
+	}
+	p.applyAddrsLocked(t)
+}
+
+// applyAddrsLocked moves the windows of partitions that moved to their new broker.
+func (p *Producer) applyAddrsLocked(t wire.Topic) {
 	for i, part := range t.Partitions {
+		if i >= len(p.mu.wins) {
+			break
+		}
 		w := p.mu.wins[i]
-		w.version = t.Version
 		if l := p.mu.links[i]; part.Addr != "" && part.Addr != l.addr {
 			w.connLost(p.now())
 			w.pollLost()

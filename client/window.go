@@ -72,6 +72,11 @@ type pbatch struct {
 	accepted   bool // accepted at least once (for ProduceSync and Flush)
 	durable    bool // a checkpoint covered it; it has left the window
 	released   bool // left the window: buf goes back to the pool once writing is 0
+	// sync is set when a ProduceSync waits for it. moved is set when an expansion routed
+	// its records again (no partition held it): its last record is in moved, of movedWin.
+	sync     bool
+	moved    *pbatch
+	movedWin *window
 }
 
 // inflight is a data request the window handed out and has no answer for.
@@ -135,6 +140,12 @@ type window struct {
 	// by the count, and a caller that gives up waiting learns why (a full disk, say).
 	refused  wire.Code
 	refusals int
+
+	// newer is a topic version above version that the window learned of (an
+	// expansion): it drains (window_drain.go). refusedFrom is set once a partition of a
+	// newer version refused its first batch: it holds nothing of what the window holds.
+	newer       uint32
+	refusedFrom bool
 }
 
 func newWindow(sh *winShared, part int, version uint32, pid int64) *window {
@@ -154,6 +165,7 @@ func (w *window) add(r *Record, logical uint16, ts, now int64) (wake bool) {
 			w.pid, w.seq = w.sh.newPID(), 0 // a new sequence stream rather than a wrap
 		}
 		w.bld.Reset(w.sh.getBuf(), w.pid, w.seq)
+		w.bld.SetLayout(uint16(w.version))  // the low 16 bits: docs/format.md §1
 		w.sh.buffered += int64(w.bld.Len()) // the header
 		w.open, w.openFirst, wake = true, now, true
 	}
@@ -227,7 +239,7 @@ func (w *window) nextRequest(now int64, r *sendReq) bool {
 	*r = sendReq{epoch: w.epoch, ord: first.ord, version: w.version, session: w.session,
 		pid: first.pid, batches: r.batches[:0]}
 	for _, b := range w.q[w.sent:] {
-		if len(r.batches) > 0 && (r.size+len(b.buf) > w.sh.requestBytes || b.pid != r.pid) {
+		if len(r.batches) > 0 && (r.size+len(b.buf) > w.sh.requestBytes || b.pid != r.pid || w.draining()) {
 			break
 		}
 		r.batches = append(r.batches, b)

@@ -41,13 +41,19 @@ func (w *window) onAnswer(r *sendReq, code wire.Code, resp *wire.ProduceResponse
 	switch {
 	case code == wire.CodeNone && resp != nil:
 		w.refused, w.refusals = wire.CodeNone, 0
+		act := actNone
+		if resp.Version > w.version { // a drain answered (or the first news of an expansion)
+			w.startDrain(resp.Version)
+			act = actRefresh
+		}
 		if w.session != 0 && resp.Session != w.session {
 			w.rewind(resp.Session, resp.Checkpoint) // accepted in a new session: resend all
-			return actNone
+			return act
 		}
 		w.session, w.synced = resp.Session, true
 		w.accept(head.n, resp.BaseOffset, resp.LastOffset)
 		w.durable(resp.Checkpoint)
+		return act
 	case code == wire.CodeBusy:
 		if resp != nil {
 			w.learn(resp)
@@ -55,6 +61,11 @@ func (w *window) onAnswer(r *sendReq, code wire.Code, resp *wire.ProduceResponse
 		w.restart(now + int64(retryAfter(resp)))
 	case code == wire.CodeSessionMismatch && resp != nil:
 		w.rewind(resp.Session, resp.Checkpoint)
+	case code == wire.CodeVersionMismatch && resp != nil && resp.Version > w.version:
+		// The partition switched to a newer layout: it does not hold r's first batch.
+		w.learn(resp)
+		w.onNewerRefusal(r.ord, head.n, resp.Version)
+		return actRefresh
 	case code == wire.CodeVersionMismatch, code == wire.CodeNotServing, code == wire.CodeNotOwner, staleRoute(code):
 		w.restart(now + backoff)
 		return actRefresh
@@ -92,6 +103,9 @@ func (w *window) onPoll(code wire.Code, resp *wire.ProduceResponse, now, backoff
 	}
 	switch {
 	case code == wire.CodeVersionMismatch:
+		if resp != nil && resp.Version > w.version {
+			w.startDrain(resp.Version)
+		}
 		return actRefresh
 	case code == wire.CodeNotServing, code == wire.CodeNotOwner, staleRoute(code):
 		w.notBefore = max(w.notBefore, now+backoff)

@@ -22,6 +22,7 @@
 //     never runs on the owner or an event loop, concurrently with both.
 //
 // From any goroutine, without a lock: Window, CheckWindow, Damage, Counters, Pending,
-// FetchesParked. The arena's reclaimer runs on its own goroutines; the write buffer
+// FetchesParked, Version. From any goroutine, under the append lock: Freeze, Switch and
+// Thaw (a topic expansion's switch to a new version, switch.go). The arena's reclaimer runs on its own goroutines; the write buffer
 // guards itself. Lock order: the append lock, then the write buffer's (then the store's).
 package engine

@@ -11,6 +11,9 @@ import (
 var (
 	// ErrVersionMismatch: the request's topic version V is not the partition's.
 	ErrVersionMismatch = errors.New("topic version mismatch")
+	// ErrSwitching: the partition is switching to a new topic version (Freeze): it
+	// appends nothing until the switch is recorded. Retriable: the broker answers busy.
+	ErrSwitching = errors.New("partition switching to a new topic version")
 	// ErrSessionMismatch: the request's session S is not the partition's (it was reloaded).
 	ErrSessionMismatch = errors.New("partition session mismatch")
 	// ErrOutOfOrderSequence: a producer's batch does not continue its sequence.

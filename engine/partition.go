@@ -17,8 +17,8 @@ import (
 type Partition struct {
 	topic   string
 	id      int
-	version uint32 // V: the topic version this partition serves
-	session uint64 // S: set when the partition is loaded
+	version atomic.Uint32 // V: the topic version this partition serves; raised by Switch
+	session uint64        // S: set when the partition is loaded
 
 	store persist.Store
 	arena *memarena.Arena
@@ -32,6 +32,7 @@ type Partition struct {
 		sync.Mutex
 		producers map[int64]*producerState
 		segs      []segStart // where each segment still in the buffer starts in its stream
+		frozen    bool       // Freeze: nothing is appended until Switch or Thaw
 	}
 	// fetchParked counts the long polls parked here. The owner raises it before it
 	// checks the end and parks; an appender reads it after it moved the end: with
@@ -96,8 +97,9 @@ type PartitionConfig struct {
 // one damaged partition never keeps the others from loading. Open fails only when the
 // arena refuses the write buffer.
 func Open(cfg PartitionConfig, store persist.Store, arena *memarena.Arena) (*Partition, error) {
-	p := &Partition{topic: cfg.Topic, id: cfg.ID, version: cfg.Version, session: cfg.Session,
+	p := &Partition{topic: cfg.Topic, id: cfg.ID, session: cfg.Session,
 		store: store, arena: arena, replicated: cfg.Replicated, replicaStart: -1}
+	p.version.Store(cfg.Version)
 	if cfg.Replicated {
 		p.replicaStart = cfg.ReplicaStart
 	}
@@ -209,7 +211,7 @@ func (p *Partition) Window() Window {
 	if p.replicaStart >= 0 {
 		start = min(start, p.replicaStart) // older offsets are read from the replica
 	}
-	return Window{Version: p.version, Session: p.session, Checkpoint: p.checkpoint(),
+	return Window{Version: p.version.Load(), Session: p.session, Checkpoint: p.checkpoint(),
 		Next: next, Start: start}
 }
 
@@ -218,7 +220,7 @@ func (p *Partition) Window() Window {
 func (p *Partition) CheckWindow(v uint32, s uint64) error {
 	var err error
 	switch {
-	case v != p.version:
+	case v != p.version.Load():
 		err = ErrVersionMismatch
 	case s != 0 && s != p.session:
 		err = ErrSessionMismatch

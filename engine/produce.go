@@ -68,6 +68,9 @@ func (p *Partition) produceLocking(v uint32, s uint64, batches []byte, now time.
 func (p *Partition) FetchesParked() bool { return p.fetchParked.Load() > 0 }
 
 func (p *Partition) produce(v uint32, s uint64, batches []byte, now time.Time, res *ProduceResult) error {
+	if v < p.version.Load() && len(batches) > 0 {
+		return p.drain(batches, res) // an older layout's resend: acknowledged or refused, never appended
+	}
 	if err := p.CheckWindow(v, s); err != nil {
 		return err
 	}
@@ -142,6 +145,9 @@ func (p *Partition) appendOne(h *batch.Header, b []byte, now time.Time) (base, l
 		case seqOld:
 			return -1, -1, true, nil
 		}
+	}
+	if p.app.frozen {
+		return -1, -1, false, ErrSwitching
 	}
 	// Room in the write buffer first (for the batch and the padding a roll may put
 	// before it), so that a full arena or a batch the buffer can never hold is refused

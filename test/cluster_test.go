@@ -298,27 +298,38 @@ func TestClusterPausedBrokerFenced(t *testing.T) {
 func partitionValues(t *testing.T, w *wireConn, topic string, part uint32, end int64) []string {
 	t.Helper()
 	var vals []string
+	walkBatches(t, w, topic, part, end, func(_ batch.Header, b []byte) {
+		var it batch.Iter
+		if err := it.Reset(b); err != nil {
+			t.Fatal(err)
+		}
+		for it.Next() {
+			vals = append(vals, string(it.Record().Value))
+		}
+	})
+	return vals
+}
+
+// walkBatches fetches a partition's batches from offset 0 to end and hands each to fn.
+func walkBatches(t *testing.T, w *wireConn, topic string, part uint32, end int64, fn func(h batch.Header, b []byte)) {
+	t.Helper()
 	for off := int64(0); off < end; {
 		resp := w.call(&wire.FetchRequest{Topic: []byte(topic), Partition: part, Offset: off, MaxBytes: 1 << 20})
 		mustOK(t, resp)
 		b := resp.Body.(*wire.FetchResponse).Records
 		if len(b) == 0 {
-			t.Fatalf("empty fetch at %d below %d", off, end)
+			t.Fatalf("empty fetch of %s/%d at %d below %d", topic, part, off, end)
 		}
 		for len(b) > 0 {
-			var it batch.Iter
-			if err := it.Reset(b); err != nil {
+			h, err := batch.ParseHeader(b)
+			if err != nil {
 				t.Fatal(err)
 			}
-			h := it.Header()
-			for it.Next() {
-				vals = append(vals, string(it.Record().Value))
-			}
+			fn(h, b[:h.Size()])
 			off = h.LastOffset() + 1
 			b = b[h.Size():]
 		}
 	}
-	return vals
 }
 
 // TestClusterJoinMovesUnloadFirst: a topic on one broker; a second broker joins and the

@@ -20,6 +20,8 @@ const (
 	APIListOffsets   APIKey = 5 // the offset a timestamp falls at, from the time index
 	APIFetchMulti    APIKey = 6 // read batches of several partitions, one long poll and byte budget
 	APIAuthenticate  APIKey = 7 // one step of an authentication exchange (SCRAM-SHA-256)
+	APIExpandTopic   APIKey = 8 // raise a topic's partition count: new layout, V+1
+	APITopicLayouts  APIKey = 9 // a topic's layouts and the switch offsets between them
 )
 
 // apis describes every API key, indexed by key: its name, the API versions this package
@@ -46,6 +48,10 @@ var apis = [...]struct {
 		func() Body { return new(FetchMultiRequest) }, func() Body { return new(FetchMultiResponse) }},
 	APIAuthenticate: {"authenticate", 0, 0,
 		func() Body { return new(AuthenticateRequest) }, func() Body { return new(AuthenticateResponse) }},
+	APIExpandTopic: {"expand_topic", 0, 0,
+		func() Body { return new(ExpandTopicRequest) }, func() Body { return new(ExpandTopicResponse) }},
+	APITopicLayouts: {"topic_layouts", 0, 0,
+		func() Body { return new(TopicLayoutsRequest) }, func() Body { return new(TopicLayoutsResponse) }},
 }
 
 // Known reports whether k is an API key this package knows.
@@ -117,6 +123,7 @@ const (
 	CodeAuthRequired       Code = 25
 	CodeAuthFailed         Code = 26
 	CodeNotAuthorized      Code = 27
+	CodeTopicChanged       Code = 28
 )
 
 // codes describes every error code, indexed by code:
@@ -159,6 +166,7 @@ var codes = [...]struct {
 	CodeAuthRequired:       {"auth_required", false, false, "this broker requires authentication first"},
 	CodeAuthFailed:         {"auth_failed", false, false, "authentication failed: unknown user or wrong password"},
 	CodeNotAuthorized:      {"not_authorized", false, false, "not authorized: no grant for this operation on this topic"},
+	CodeTopicChanged:       {"topic_changed", false, false, "the topic changed meanwhile (another expansion): describe it and decide again"},
 }
 
 // Known reports whether c is an error code this package knows. A client treats an unknown

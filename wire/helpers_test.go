@@ -65,6 +65,8 @@ func sampleRequests() map[string]Request {
 		"authenticate-final": req(APIAuthenticate, 15, &AuthenticateRequest{Mechanism: MechanismSCRAMSHA256,
 			Payload: "c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ="}),
 		"authenticate-empty": req(APIAuthenticate, 16, &AuthenticateRequest{}),
+		"expand":             req(APIExpandTopic, 14, &ExpandTopicRequest{Name: "orders", Partitions: 16}),
+		"layouts":            req(APITopicLayouts, 15, &TopicLayoutsRequest{Name: "orders"}),
 	}
 }
 
@@ -123,6 +125,14 @@ func sampleResponses() map[string]Response {
 		"authenticate-failed": resp(APIAuthenticate, CodeAuthFailed, "", nil),
 		"auth-required":       resp(APIProduce, CodeAuthRequired, "", nil),
 		"not-authorized":      resp(APIFetch, CodeNotAuthorized, "no consume grant on topic orders", nil),
+		"expand": resp(APIExpandTopic, CodeNone, "", &ExpandTopicResponse{Topic: Topic{Name: "orders",
+			Version: 2, Partitions: three}}),
+		"expand-changed": resp(APIExpandTopic, CodeTopicChanged, "expanded to 8 meanwhile", nil),
+		"layouts": resp(APITopicLayouts, CodeNone, "", &TopicLayoutsResponse{Name: "orders", Layouts: []Layout{
+			{Version: 1, Partitions: 2}, {Version: 2, Partitions: 3, Switches: []int64{100, -1}},
+			{Version: 3, Partitions: 8, Switches: []int64{-1, 0, 1 << 40}}}}),
+		"layouts-one": resp(APITopicLayouts, CodeNone, "", &TopicLayoutsResponse{Name: "o", Layouts: []Layout{
+			{Version: 7, Partitions: 65536}}}),
 	}
 }
 

@@ -34,6 +34,8 @@ func TestExitStatusConsistent(t *testing.T) {
 		{"consume", "--topic", "t", "--max", "-1", "--broker", b.Addr},
 		{"topic", "create", "--broker", b.Addr},
 		{"topic", "describe", "a", "b", "--broker", b.Addr},
+		{"topic", "expand", "t", "--partitions", "1", "--broker", b.Addr},
+		{"topic", "expand", "t", "--partitions", "65537", "--broker", b.Addr},
 		{"segment", "dump"},
 		{"broker"},
 		{"bench", "produce", "--from", "middle"},
@@ -41,6 +43,12 @@ func TestExitStatusConsistent(t *testing.T) {
 		if code, _, errOut := sluiceCmd(t, "", args...); code != 2 || !strings.Contains(errOut, "usage: sluice") {
 			t.Fatalf("sluice %s: exit %d, want 2 with the usage\n%s", strings.Join(args, " "), code, errOut)
 		}
+	}
+	// An embedded broker does not expand topics: a clear refusal, exit 1.
+	mustRun(t, 0, "", "topic", "create", "small", "--partitions", "2", "--broker", b.Addr)
+	if code, _, errOut := sluiceCmd(t, "", "topic", "expand", "small", "--partitions", "4", "--broker", b.Addr); code != 1 ||
+		!strings.Contains(errOut, "invalid_config") || !strings.Contains(errOut, "distributed mode") {
+		t.Fatalf("expand on an embedded broker: exit %d\n%s", code, errOut)
 	}
 	maxMs := "9223372036854"
 	mustRun(t, 0, "", "topic", "create", "forever", "--broker", b.Addr, "--segment-ms", maxMs, "--retention-ms", maxMs)

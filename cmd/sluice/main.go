@@ -39,6 +39,8 @@ func commands() map[string]command {
 		"acl add":        {"acl add --user U (--topic T | --prefix P | --all) --ops produce,consume,... [--file ACLS]: grant operations", aclAdd},
 		"acl remove":     {"acl remove --user U (--topic T | --prefix P | --all) [--ops ...] [--file ACLS]: take operations back (all without --ops)", aclRemove},
 		"acl list":       {"acl list [--user U] [--file ACLS]: print the grants", aclList},
+		"topic expand": {"topic expand NAME --partitions N --broker ADDR: raise a topic's partition count online (distributed mode), wait until placed and switched",
+			topicExpand},
 		"tune":           {"tune [-data DIR]: print the broker settings this host calls for (a config file, with reasons) and host advice", tuneHost},
 		"segment dump":   {"segment dump DIR: print every batch of a partition directory", segmentDump},
 		"segment verify": {"segment verify DIR: check CRCs, offsets and indexes; tell a torn tail from damage; exit 1 on a problem", segmentVerify},

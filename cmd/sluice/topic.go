@@ -17,7 +17,8 @@ import (
 )
 
 // The topic commands: `sluice topic create NAME --partitions N --broker ADDR` and
-// `sluice topic describe NAME --broker ADDR`, through the client's admin calls, and the
+// `sluice topic describe NAME --broker ADDR` (and `topic expand`, topic_expand.go),
+// through the client's admin calls, and the
 // context helpers of the client commands (produce, consume).
 
 func topicCreate(args []string, _ io.Reader, stdout, _ io.Writer) error {
