@@ -119,7 +119,7 @@ func (a *Admin) call(ctx context.Context, req wire.Body, idempotent bool, use fu
 	for {
 		err := a.tryLocked(ctx, req, use)
 		var pe *wire.ProtocolError
-		retry := err != nil && (!errors.As(err, &pe) || (idempotent && pe.Code.Retriable()))
+		retry := err != nil && !permanent(err) && (!errors.As(err, &pe) || (idempotent && pe.Code.Retriable()))
 		if !retry || a.mu.closed {
 			return err
 		}

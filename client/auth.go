@@ -70,9 +70,9 @@ func authStep(nc net.Conn, id uint32, msg string) (string, error) {
 	if _, err := nc.Write(req.AppendTo(nil)); err != nil {
 		return "", fmt.Errorf("cannot send authenticate request: %w", err)
 	}
-	frame := make([]byte, wire.ResponseHeaderSize) // every answer is longer: it has a text
-	if _, err := io.ReadFull(nc, frame); err != nil {
-		return "", fmt.Errorf("cannot read authenticate answer: %w", err)
+	frame := make([]byte, wire.ResponseHeaderSize)    // every answer is longer: it has a text
+	if _, err := io.ReadFull(nc, frame); err != nil { // the first read: TLS 1.3 refusals show here
+		return "", fmt.Errorf("cannot read authenticate answer: %w", tlsRefusal(err))
 	}
 	size, _, err := wire.PeekResponse(frame, maxAuthFrame)
 	if err != nil {
@@ -96,7 +96,9 @@ func authStep(nc net.Conn, id uint32, msg string) (string, error) {
 }
 
 // permanent reports whether err is one no retry cures: the broker refused the
-// credentials or a grant. The producer's links give up on it instead of reconnecting.
+// credentials or a grant, or the TLS settings do not fit the broker's. The producer's
+// links, the consumer and the admin calls give up on it instead of reconnecting.
 func permanent(err error) bool {
-	return errors.Is(err, wire.ErrAuthFailed) || errors.Is(err, wire.ErrAuthRequired) || errors.Is(err, wire.ErrNotAuthorized)
+	return errors.Is(err, wire.ErrAuthFailed) || errors.Is(err, wire.ErrAuthRequired) ||
+		errors.Is(err, wire.ErrNotAuthorized) || errors.Is(err, ErrTLSMismatch) || IsCode(err, wire.CodeTLSRequired)
 }

@@ -42,7 +42,7 @@ func (fr *frameReader) next() ([]byte, error) {
 		n, err := fr.r.Read(fr.buf[fr.end:])
 		fr.end += n
 		if err != nil && n == 0 {
-			return nil, fmt.Errorf("cannot read answer: %w", err)
+			return nil, fmt.Errorf("cannot read answer: %w", tlsRefusal(err))
 		}
 	}
 }
@@ -101,14 +101,32 @@ func dialTLS(ctx context.Context, c *cfg, d *net.Dialer, addr string) (net.Conn,
 	}
 	td := tls.Dialer{NetDialer: d, Config: conf}
 	nc, err := td.DialContext(ctx, "tcp", addr)
-	var rh tls.RecordHeaderError
+	var (
+		rh tls.RecordHeaderError
+		cv *tls.CertificateVerificationError
+	)
 	switch {
 	case errors.As(err, &rh):
-		return nil, fmt.Errorf("cannot connect to %s with TLS: it answered in plaintext (TLS is not on for this port?): %w", addr, err)
+		return nil, fmt.Errorf("cannot connect to %s with TLS: it answered in plaintext (TLS is not on for this port?): %w: %w", addr, ErrTLSMismatch, err)
+	case errors.As(err, &cv):
+		return nil, fmt.Errorf("cannot connect to %s with TLS: its certificate was refused: %w: %w", addr, ErrTLSMismatch, err)
 	case err != nil:
-		return nil, fmt.Errorf("cannot connect to %s with TLS: %w", addr, err)
+		return nil, fmt.Errorf("cannot connect to %s with TLS: %w", addr, tlsRefusal(err))
 	}
 	return nc, nil
+}
+
+// tlsRefusal marks err with ErrTLSMismatch when it is a TLS alert the broker sent
+// (crypto/tls reports one as a *net.OpError whose Op is "remote error"): the broker
+// refused this client's TLS (its certificate, none given, a version it does not take),
+// which no reconnection cures. With TLS 1.3 a refused client certificate shows up on the
+// first read after a handshake that looked complete, so readers pass their errors here.
+func tlsRefusal(err error) error {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "remote error" {
+		return fmt.Errorf("the broker refused this client's TLS: %w: %w", ErrTLSMismatch, err)
+	}
+	return err
 }
 
 // rpcConn is a connection used synchronously: requests are written, possibly several

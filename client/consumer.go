@@ -158,9 +158,12 @@ func (c *Consumer) retry(ctx context.Context, op func(context.Context) error) er
 	}
 }
 
-// retriable reports whether a fetch failure may go away: a connection failure or a
-// retriable code.
+// retriable reports whether a fetch failure may go away: a connection failure (but not
+// refused credentials or TLS settings) or a retriable code.
 func retriable(err error) bool {
+	if permanent(err) {
+		return false
+	}
 	var pe *wire.ProtocolError
 	return !errors.As(err, &pe) || pe.Code.Retriable() || staleRoute(pe.Code)
 }

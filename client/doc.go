@@ -59,7 +59,9 @@
 // broker must prove it holds the user's credentials). Both apply where connections are
 // made (conn.go dial): the admin's, a producer's two per broker, a consumer's lanes, and
 // every reconnection. The broker's refusals match ErrAuthFailed, ErrAuthRequired and
-// ErrNotAuthorized; none is retried.
+// ErrNotAuthorized, and TLS settings that do not fit the broker's (TLS to a plaintext
+// port, a refused certificate either way) match ErrTLSMismatch, or the tls_required code
+// for plaintext to a TLS port; none is retried.
 //
 // # Key hashing
 //

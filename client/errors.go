@@ -40,6 +40,11 @@ var (
 	// ErrNotAuthorized is matched by the error of a call the user holds no grant for:
 	// producing, consuming, creating or describing a topic. Not retried.
 	ErrNotAuthorized = wire.ErrNotAuthorized
+	// ErrTLSMismatch is matched by the error of a call whose connection could not be
+	// made because the client's TLS settings do not fit the broker's: TLS to a
+	// plaintext port, plaintext to a TLS port, or a certificate one side refused
+	// (unknown authority, expired, wrong name, none given). Not retried.
+	ErrTLSMismatch = errors.New("client: TLS settings do not match the broker's")
 )
 
 // GapError is returned by a Consumer (Err, after Next returns false) when the batches of

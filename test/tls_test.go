@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"math/big"
 	"net"
 	"os"
@@ -256,7 +257,32 @@ func TestTLSClientCertificates(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	if _, err := a.Metadata(ctx); err == nil || !strings.Contains(err.Error(), "plaintext") {
+	// Each mismatch is a configuration error: the client gives up at once rather than
+	// retrying until its context ends.
+	if _, err := a.Metadata(ctx); !errors.Is(err, client.ErrTLSMismatch) || errors.Is(err, context.DeadlineExceeded) ||
+		!strings.Contains(err.Error(), "plaintext") {
 		t.Fatalf("TLS to a plaintext port: %v", err)
+	}
+	for _, tc := range []struct {
+		name string
+		opt  client.Opt
+		want func(error) bool
+	}{
+		{"plaintext to a TLS port", client.DialTimeout(5 * time.Second),
+			func(err error) bool { return client.IsCode(err, wire.CodeTLSRequired) }},
+		{"a client trusting another CA", client.TLS(&tls.Config{RootCAs: other.pool}),
+			func(err error) bool { return errors.Is(err, client.ErrTLSMismatch) }},
+		{"a client without a certificate", client.TLS(conf),
+			func(err error) bool { return errors.Is(err, client.ErrTLSMismatch) }},
+	} {
+		a, err := client.NewAdmin(client.Brokers(b.Addr), tc.opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = a.Metadata(ctx)
+		a.Close()
+		if !tc.want(err) || errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
 	}
 }
