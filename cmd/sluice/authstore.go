@@ -4,8 +4,11 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
+	"os"
 	"time"
 
+	"sluice/admin"
 	"sluice/auth"
 	"sluice/auth/acl"
 )
@@ -109,4 +112,58 @@ func (s authStore) rules() ([]acl.Rule, error) {
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}
 	return rules, nil
+}
+
+// importTo replaces the znode's content with content (already parsed by the caller):
+// how a cluster moves from files to ZooKeeper, and how content that no longer parses is
+// written over. It needs --zk.
+func (s authStore) importTo(content []byte) (string, error) {
+	if !s.onZK() {
+		return "", usageError{"import needs --zk: it copies a file into the cluster's znode"}
+	}
+	return s.edit(func([]byte, bool) ([]byte, error) { return content, nil })
+}
+
+// userImport copies a users file into the users znode.
+func userImport(args []string, _ io.Reader, stdout, _ io.Writer) error {
+	fs := flag.NewFlagSet("user import", flag.ContinueOnError)
+	store := newAuthStore(fs, new(string), admin.UsersZnode)
+	path, err := parseOneArg(fs, args, "users file")
+	if err != nil {
+		return err
+	}
+	u, err := auth.ReadUsers(path)
+	if err != nil {
+		return err
+	}
+	where, err := store.importTo(u.Format())
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%d users of %s written to %s\n", len(u.Names()), path, where)
+	return nil
+}
+
+// aclImport copies an ACL file into the ACL znode.
+func aclImport(args []string, _ io.Reader, stdout, _ io.Writer) error {
+	fs := flag.NewFlagSet("acl import", flag.ContinueOnError)
+	store := newAuthStore(fs, new(string), admin.ACLsZnode)
+	path, err := parseOneArg(fs, args, "ACL file")
+	if err != nil {
+		return err
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("cannot read the ACL file: %w", err)
+	}
+	rules, err := acl.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	where, err := store.importTo(acl.Format(rules))
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%d grants of %s written to %s\n", len(rules), path, where)
+	return nil
 }

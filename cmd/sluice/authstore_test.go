@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -69,6 +70,24 @@ func TestUserAndACLCommandsOnZK(t *testing.T) {
 			}
 		}
 	}
+	// import: a file's content replaces a znode's, even one that does not parse.
+	dir := t.TempDir()
+	exec(0, "pw\n", "user", "add", "dave", "--file", dir+"/users")
+	os.WriteFile(dir+"/acls", []byte("allow dave consume logs\n"), 0o600)
+	zk2 := []string{"--zk", s.Addr, "--zk-root", "/c2"}
+	exec(0, "", append([]string{"acl", "add", "--user", "x", "--topic", "y", "--ops", "admin"}, zk2...)...)
+	exec(2, "", "acl", "import", dir+"/acls") // no --zk
+	if out := exec(0, "", append([]string{"user", "import", dir + "/users"}, zk2...)...); !strings.Contains(out, "1 users") {
+		t.Fatalf("user import: %s", out)
+	}
+	exec(0, "", append([]string{"acl", "import", dir + "/acls"}, zk2...)...)
+	if out := exec(0, "", append([]string{"user", "list"}, zk2...)...); !strings.HasPrefix(out, "dave\t") {
+		t.Fatalf("imported users: %s", out)
+	}
+	if out := exec(0, "", append([]string{"acl", "list"}, zk2...)...); out != "allow dave consume logs\n" {
+		t.Fatalf("imported grants: %s", out)
+	}
+
 	exec(0, "", append([]string{"acl", "remove", "--user", "u0", "--topic", "t0"}, zk...)...)
 	exec(1, "", append([]string{"acl", "remove", "--user", "u0", "--topic", "t0"}, zk...)...)
 	if out := exec(0, "", append([]string{"acl", "list", "--user", "u0"}, zk...)...); strings.Contains(out, " t0\n") || strings.Count(out, "\n") != each-1 {

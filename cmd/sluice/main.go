@@ -36,6 +36,8 @@ func commands() map[string]command {
 		"user add":       {"user add NAME [--file USERS | --zk ADDRS [--zk-root R]] [--password-file F] [--iterations N] [--replace]: add a user to the users file or znode (password: first line of stdin or of F)", userAdd},
 		"user remove":    {"user remove NAME [--file USERS | --zk ADDRS [--zk-root R]]: remove a user from the users file or znode", userRemove},
 		"user list":      {"user list [--file USERS | --zk ADDRS [--zk-root R]]: print the users of the users file or znode", userList},
+		"user import":    {"user import USERS --zk ADDRS [--zk-root R]: replace the cluster's users znode with a users file's users", userImport},
+		"acl import":     {"acl import ACLS --zk ADDRS [--zk-root R]: replace the cluster's ACL znode with an ACL file's grants", aclImport},
 		"acl add":        {"acl add --user U (--topic T | --prefix P | --all) --ops produce,consume,... [--file ACLS | --zk ADDRS [--zk-root R]]: grant operations", aclAdd},
 		"acl remove":     {"acl remove --user U (--topic T | --prefix P | --all) [--ops ...] [--file ACLS | --zk ADDRS [--zk-root R]]: take operations back (all without --ops)", aclRemove},
 		"acl list":       {"acl list [--user U] [--file ACLS | --zk ADDRS [--zk-root R]]: print the grants", aclList},
