@@ -182,7 +182,10 @@ func (b *Broker) stopAuth() {
 }
 
 // watchAuth reloads the users and ACLs when either changes: it looks every
-// ReloadInterval, and at once when the source wakes it (a znode's watch).
+// ReloadInterval, at once when the source wakes it (a znode's watch), and after a failed
+// reload again soon (from 250 ms, doubling up to ReloadInterval; the source says whether
+// there is anything to read again: a file or znode that did not parse is not read
+// again until it changes, a znode that could not be read is).
 func (b *Broker) watchAuth(a *authState) {
 	defer close(a.done)
 	t := time.NewTicker(a.cfg.ReloadInterval)
@@ -190,18 +193,28 @@ func (b *Broker) watchAuth(a *authState) {
 	a.reloadMu.Lock()
 	wake := a.src.wake()
 	a.reloadMu.Unlock()
+	var retry <-chan time.Time
+	var backoff time.Duration
 	for {
 		select {
 		case <-a.stop:
 			return
 		case <-t.C:
 		case <-wake:
+		case <-retry:
 		}
+		retry = nil
 		a.reloadMu.Lock()
 		changed := a.src.changed()
 		a.reloadMu.Unlock()
-		if changed {
-			b.ReloadAuth() // logs its result
+		if !changed {
+			continue
+		}
+		if err := b.ReloadAuth(); err != nil { // logs its result
+			backoff = min(max(2*backoff, 250*time.Millisecond), a.cfg.ReloadInterval)
+			retry = time.After(backoff)
+		} else {
+			backoff = 0
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 
 	"sluice/admin"
 	"sluice/auth"
@@ -12,8 +13,9 @@ import (
 // Users and ACLs from ZooKeeper (auth.source = zk; docs/security.md, "Distributed
 // mode"): the broker reads ROOT/security/users and ROOT/security/acls, in the files'
 // formats, and follows them: a watch on each wakes the reload watcher at a change, and
-// it also compares the znodes' zxids every ReloadInterval (a watch lost with a session
-// is made good there). Fail closed:
+// it also compares the znodes' zxids every ReloadInterval. A watch that fired (also at
+// the end of a session, which takes its watches along) or a read that failed makes the
+// next look read both again, which leaves new watches. Fail closed:
 //
 //   - at start, a users znode that is missing or cannot be read or parsed stops the
 //     start (as a users file does);
@@ -37,6 +39,9 @@ type zkSource struct {
 	stamps [2]admin.Stamp // the znodes as last read
 	loaded bool           // a snapshot was made from the znodes before
 	wakeCh chan struct{}  // one slot: a watch fired
+	// fired is set when a watch fires: the next look reads again, whatever the zxids
+	// say. A watch also fires when its session ends, and only a read leaves new ones.
+	fired atomic.Bool
 }
 
 func newZKSource(c *admin.Cluster, stop <-chan struct{}, log *slog.Logger) *zkSource {
@@ -45,12 +50,15 @@ func newZKSource(c *admin.Cluster, stop <-chan struct{}, log *slog.Logger) *zkSo
 
 // load reads both znodes, leaving a watch on each.
 func (z *zkSource) load() (*auth.Snapshot, error) {
+	z.fired.Store(false)
 	users, ok, ust, uw, err := z.c.ReadSecurity(admin.UsersZnode)
 	if err != nil {
+		z.fired.Store(true) // no watch left: the next look reads again
 		return nil, err
 	}
 	acls, _, ast, aw, err := z.c.ReadSecurity(admin.ACLsZnode)
 	if err != nil {
+		z.fired.Store(true)
 		return nil, err
 	}
 	z.stamps = [2]admin.Stamp{ust, ast}
@@ -61,6 +69,7 @@ func (z *zkSource) load() (*auth.Snapshot, error) {
 		case <-z.stop:
 			return
 		}
+		z.fired.Store(true)
 		select {
 		case z.wakeCh <- struct{}{}:
 		default:
@@ -82,10 +91,13 @@ func (z *zkSource) load() (*auth.Snapshot, error) {
 	return snap, nil
 }
 
-// changed compares the znodes' stamps with the last read's. A failed look (ZooKeeper
-// unreachable) reports no change: the current snapshot stays, and the next look tries
-// again.
+// changed reports a fired watch, else compares the znodes' stamps with the last read's.
+// A failed look (ZooKeeper unreachable) reports no change: the current snapshot stays,
+// and the next look tries again.
 func (z *zkSource) changed() bool {
+	if z.fired.Load() {
+		return true
+	}
 	for i, name := range []string{admin.UsersZnode, admin.ACLsZnode} {
 		st, err := z.c.StatSecurity(name)
 		if err != nil {

@@ -41,7 +41,8 @@ func mustCLI(t testing.TB, stdin string, args ...string) {
 // `sluice user/acl --zk` let a client authenticate, create a topic and produce through
 // two brokers; a grant removed is refused not_authorized by both brokers; content that
 // does not parse keeps the last good users and grants on both (the error in the log and
-// the metrics) until it is written over; no secret of the znode reaches a log.
+// the metrics) until it is written over; a broker whose session ended follows the next
+// edit; no secret of the znode reaches a log.
 func TestAuthFromZooKeeper(t *testing.T) {
 	zks, h := zktest.Start(t), hdfstest.Start(t)
 	zk := []string{"--zk", zks.Addr}
@@ -136,6 +137,20 @@ func TestAuthFromZooKeeper(t *testing.T) {
 		waitFor(t, "the repaired content on "+b.Addr, func() bool {
 			return describe(b, "bob", bobPW) == wire.CodeNone && testbroker.Scrape(t, b.MetricsAddr, "sluice_auth_reload_failing") == 0
 		})
+	}
+
+	// A session's end takes its watches along: a broker paused past its session follows
+	// the next edit through the watches its new session's read leaves.
+	resume := pause(t, b2)
+	live := func(n int) func() bool {
+		return func() bool { bs, _, err := c.Brokers(); return err == nil && len(bs) == n }
+	}
+	waitFor(t, "the paused broker's session to end", live(1))
+	resume()
+	waitFor(t, "the paused broker registered again", live(2))
+	mustCLI(t, "", append([]string{"acl", "remove", "--user", "bob", "--topic", "orders"}, zk...)...)
+	for _, b := range brokers {
+		waitFor(t, "the edit after a new session on "+b.Addr, func() bool { return describe(b, "bob", bobPW) == wire.CodeNotAuthorized })
 	}
 
 	// No secret of the users znode in any log (passwords never reach the broker).
