@@ -42,7 +42,8 @@ func mustCLI(t testing.TB, stdin string, args ...string) {
 // two brokers; a grant removed is refused not_authorized by both brokers; content that
 // does not parse keeps the last good users and grants on both (the error in the log and
 // the metrics) until it is written over; a broker whose session ended follows the next
-// edit; no secret of the znode reaches a log.
+// edit; a deleted users znode leaves both with no users until it is back; no secret of
+// the znode reaches a log.
 func TestAuthFromZooKeeper(t *testing.T) {
 	zks, h := zktest.Start(t), hdfstest.Start(t)
 	zk := []string{"--zk", zks.Addr}
@@ -153,26 +154,53 @@ func TestAuthFromZooKeeper(t *testing.T) {
 		waitFor(t, "the edit after a new session on "+b.Addr, func() bool { return describe(b, "bob", bobPW) == wire.CodeNotAuthorized })
 	}
 
-	// No secret of the users znode in any log (passwords never reach the broker).
-	users, _, _, _, err := c.ReadSecurity(admin.UsersZnode)
+	// The users znode deleted: both brokers serve no users (fail closed), an open
+	// connection is unauthenticated at its next request; users added again are followed.
+	bobConn := dial(t, b1.Addr).login("bob", bobPW)
+	before, _, _, _, err := c.ReadSecurity(admin.UsersZnode)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := auth.ParseUsers(users); err != nil {
+	zks.Delete(t, "/sluice/security/users")
+	for _, b := range brokers {
+		waitFor(t, "no users on "+b.Addr, func() bool { return testbroker.Scrape(t, b.MetricsAddr, "sluice_auth_users") == 0 })
+		w := dial(t, b.Addr)
+		wantCode(t, w.authenticate("alice", alicePW), wire.CodeAuthFailed)
+		w.conn.Close()
+		if !strings.Contains(b.Log(), "THE USERS ZNODE WAS DELETED") {
+			t.Fatalf("%s did not log the deletion loudly", b.Addr)
+		}
+	}
+	wantCode(t, bobConn.call(&wire.DescribeTopicRequest{Name: "orders"}), wire.CodeAuthRequired)
+	mustCLI(t, alicePW+"\n", append([]string{"user", "add", "alice"}, zk...)...)
+	for _, b := range brokers {
+		waitFor(t, "alice back on "+b.Addr, func() bool { return describe(b, "alice", alicePW) == wire.CodeNone })
+	}
+
+	// No secret of the users znode in any log (passwords never reach the broker).
+	after, _, _, _, err := c.ReadSecurity(admin.UsersZnode)
+	if err != nil {
 		t.Fatal(err)
 	}
-	for _, b := range brokers {
+	for _, users := range [][]byte{before, after} {
+		if _, err := auth.ParseUsers(users); err != nil {
+			t.Fatal(err)
+		}
 		for _, line := range strings.Split(string(users), "\n") {
 			f := strings.Fields(line)
 			if len(f) < 2 || f[0] == "#" {
 				continue
 			}
 			for _, secret := range f[len(f)-min(len(f)-1, 3):] { // the key; salt, StoredKey, ServerKey
-				if len(secret) > 8 && strings.Contains(b.Log(), secret) {
-					t.Fatalf("%s logged a value of the users znode", b.Addr)
+				for _, b := range brokers {
+					if len(secret) > 8 && strings.Contains(b.Log(), secret) {
+						t.Fatalf("%s logged a value of the users znode", b.Addr)
+					}
 				}
 			}
 		}
+	}
+	for _, b := range brokers {
 		for _, pw := range []string{alicePW, bobPW} {
 			if strings.Contains(b.Log(), pw) {
 				t.Fatalf("%s logged a password", b.Addr)
