@@ -1,5 +1,7 @@
 // Package auth holds what the broker authenticates and authorizes with, as files an
-// operator edits with `sluice user` and `sluice acl`: the users file (each user's
+// operator edits with `sluice user` and `sluice acl` (or, in distributed mode, the same
+// contents in two znodes: Parse, and the Edits applied by admin.Cluster.EditSecurity):
+// the users file (each user's
 // SCRAM-SHA-256 credentials: salt, iteration count, StoredKey, ServerKey; never a
 // password) and the ACL file (package acl's format), read together into an immutable
 // Snapshot. The exchange itself is package scram's; the rules' evaluation package acl's.

@@ -11,7 +11,7 @@ import (
 )
 
 // Snapshot is what a broker authenticates and authorizes with at one time: the users and
-// the ACLs, read from their files together. Immutable; a reload makes a new one.
+// the ACLs, read together from their files (Load) or their znodes (Parse). Immutable; a reload makes a new one.
 type Snapshot struct {
 	Users *Users
 	ACL   *acl.Set
@@ -32,6 +32,30 @@ func Load(usersPath, aclPath string) (*Snapshot, error) {
 		return nil, err
 	}
 	return &Snapshot{Users: users, ACL: acl.NewSet(rules), Rules: rules}, nil
+}
+
+// Parse makes a Snapshot of a users content and an ACL content (nil: no rules), in the
+// files' formats: what distributed mode keeps in ZooKeeper. Errors never quote a value.
+func Parse(users, acls []byte) (*Snapshot, error) {
+	u, err := ParseUsers(users)
+	if err != nil {
+		return nil, err
+	}
+	rules, err := acl.Parse(acls)
+	if err != nil {
+		return nil, err
+	}
+	return &Snapshot{Users: u, ACL: acl.NewSet(rules), Rules: rules}, nil
+}
+
+// Empty returns a Snapshot with no users and no rules: every exchange fails and nothing
+// is allowed. A broker whose users were deleted serves it (fail closed).
+func Empty() (*Snapshot, error) {
+	u, err := NewUsers()
+	if err != nil {
+		return nil, err
+	}
+	return &Snapshot{Users: u, ACL: acl.NewSet(nil)}, nil
 }
 
 // LoadRules reads an ACL file; a missing one is no rules.

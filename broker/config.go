@@ -39,7 +39,8 @@ type Config struct {
 	Cluster ClusterConfig
 	// TLS serves the listener over TLS when its CertFile is set.
 	TLS TLSConfig
-	// Auth requires authentication and checks ACLs when its UsersFile is set.
+	// Auth requires authentication and checks ACLs when its UsersFile (or FromZooKeeper)
+	// is set.
 	Auth AuthConfig
 	// Insecure allows listening on an address other than loopback without both TLS and
 	// authentication: without them anyone who can reach it reads the traffic, or reads
@@ -114,6 +115,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("zk.session_timeout %v (at least 100ms), capacity %v (positive) and broker.id %q (no '/')",
 			c.Cluster.SessionTimeout, c.Cluster.Capacity, c.Cluster.ID))
 	}
+	if c.Auth.FromZooKeeper && !c.Cluster.Enabled() {
+		errs = append(errs, errors.New("auth.source zk needs zk: the users and ACLs are the cluster's"))
+	}
 	errs = append(errs, c.Auth.validate(), c.Net.Validate(), c.Arena.Validate(), c.Sched.Validate(), c.Log.Validate())
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("invalid broker config: %w", err)
@@ -131,8 +135,7 @@ func (c *Config) String() string {
 			h.Addresses, h.Root, h.Conn.User, h.Workers, h.CommitInterval, h.CommitBytes, h.Conn.Timeout, h.Writer.RollBytes)
 	}
 	if c.Auth.Enabled() {
-		s += fmt.Sprintf(" auth={users=%s acls=%s failure_delay=%v reload_interval=%v}",
-			c.Auth.UsersFile, c.Auth.ACLFile, c.Auth.FailureDelay, c.Auth.ReloadInterval)
+		s += " auth={" + c.Auth.String() + "}"
 	}
 	if c.Cluster.Enabled() {
 		s += fmt.Sprintf(" cluster={zk=%v root=%s id=%q session_timeout=%v capacity=%v}",

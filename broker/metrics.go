@@ -68,6 +68,10 @@ var (
 		"With authentication on: requests refused, by code: auth_required (the connection has not authenticated) or not_authorized (no grant for the operation on the topic).", []string{"code"}, nil)
 	descAuthReloads = prometheus.NewDesc("sluice_auth_reloads_total",
 		"With authentication on: reloads of the users and ACL files (SIGHUP or a change seen), by result: ok, or failed (the previous users and grants stay; see the log).", []string{"result"}, nil)
+	descAuthFailing = prometheus.NewDesc("sluice_auth_reload_failing",
+		"With authentication on: 1 while the newest users and ACLs (files or znodes) do not load and an older snapshot serves (see the log), else 0.", nil, nil)
+	descAuthUsers = prometheus.NewDesc("sluice_auth_users",
+		"With authentication on: users in the snapshot served (0: every connection is refused).", nil, nil)
 	descBrokers = prometheus.NewDesc("sluice_cluster_brokers",
 		"Distributed mode: live brokers registered in ZooKeeper, as this broker last read them.", nil, nil)
 	descAssigned = prometheus.NewDesc("sluice_cluster_partitions",
@@ -137,7 +141,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		descFull, descLag, descHits, descState, descDirect, descPanics, descReleased, descSkipped, descParked, descProduced, descCopied,
 		descInbound, descOutbound, descRefused, descTimedOut, descPaused, descClamped, descDirectRead,
 		descHDFSLag, descHDFSLagBytes, descHDFSLagSec, descHDFSFailing, descHDFSRounds, descHDFSBytes, descHDFSRead,
-		descAuth, descAuthRefused, descAuthReloads} {
+		descAuth, descAuthRefused, descAuthReloads, descAuthFailing, descAuthUsers} {
 		ch <- d
 	}
 }
@@ -217,6 +221,12 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(descAuthRefused, float64(a.denied.Load()), "not_authorized")
 		counter(descAuthReloads, float64(a.reloadsOK.Load()), "ok")
 		counter(descAuthReloads, float64(a.reloadsFailed.Load()), "failed")
+		failing := 0.0
+		if a.failing.Load() {
+			failing = 1
+		}
+		gauge(descAuthFailing, failing)
+		gauge(descAuthUsers, float64(len(a.snap.Load().Users.Names())))
 	}
 	if cl := c.b.cl; cl != nil {
 		gauge(descLease, time.Duration(cl.lease.Load()-c.b.now()).Seconds())

@@ -5,12 +5,13 @@ import (
 	"fmt"
 	"io"
 
+	"sluice/admin"
 	"sluice/auth"
 	"sluice/auth/acl"
 )
 
 // The acl commands edit the ACL file a broker with auth.users reads (auth.acls; reloaded
-// on a change or SIGHUP): `sluice acl add --user U --topic T|--prefix P --ops OPS`,
+// on a change or SIGHUP), or with --zk the ACL znode brokers with auth.source zk follow: `sluice acl add --user U --topic T|--prefix P --ops OPS`,
 // `sluice acl remove` (the same flags; --ops optional: all of them), `sluice acl list`.
 
 // defaultACLFile is where the commands look without --file (the deploy/ layout).
@@ -18,12 +19,13 @@ const defaultACLFile = "/etc/sluice/acls"
 
 // grantFlags are the flags naming a grant.
 type grantFlags struct {
-	file, user, topic, prefix, ops *string
+	store                    authStore
+	user, topic, prefix, ops *string
 }
 
 func newGrantFlags(fs *flag.FlagSet) grantFlags {
 	return grantFlags{
-		file:   fs.String("file", defaultACLFile, "the ACL file (the broker's auth.acls)"),
+		store:  aclStore(fs),
 		user:   fs.String("user", "", "the user, or * for every authenticated user (required)"),
 		topic:  fs.String("topic", "", "one topic"),
 		prefix: fs.String("prefix", "", "every topic whose name starts with this"),
@@ -34,6 +36,9 @@ func newGrantFlags(fs *flag.FlagSet) grantFlags {
 // parse returns the grant's user, operations (0 when --ops is not given) and pattern.
 func (g grantFlags) parse(fs *flag.FlagSet, args []string, all *bool) (string, acl.Op, acl.Pattern, error) {
 	if err := noPositional(fs, args); err != nil {
+		return "", 0, acl.Pattern{}, err
+	}
+	if err := g.store.check(); err != nil {
 		return "", 0, acl.Pattern{}, err
 	}
 	set := map[string]bool{}
@@ -61,6 +66,12 @@ func (g grantFlags) parse(fs *flag.FlagSet, args []string, all *bool) (string, a
 	return *g.user, ops, p, nil
 }
 
+// aclStore defines --file, --zk and --zk-root.
+func aclStore(fs *flag.FlagSet) authStore {
+	file := fs.String("file", defaultACLFile, "the ACL file (the broker's auth.acls)")
+	return newAuthStore(fs, file, admin.ACLsZnode)
+}
+
 func btoi(b bool) int {
 	if b {
 		return 1
@@ -79,7 +90,11 @@ func aclAdd(args []string, _ io.Reader, stdout, _ io.Writer) error {
 	if ops == 0 {
 		return usageError{"--ops is required"}
 	}
-	if err := auth.AddGrant(*g.file, user, ops, p); err != nil {
+	e, err := auth.AddGrantEdit(user, ops, p)
+	if err != nil {
+		return err
+	}
+	if _, err := g.store.edit(e); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "allow %s %s %s\n", user, ops, p)
@@ -94,7 +109,7 @@ func aclRemove(args []string, _ io.Reader, stdout, _ io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := auth.RemoveGrant(*g.file, user, ops, p); err != nil {
+	if _, err := g.store.edit(auth.RemoveGrantEdit(user, ops, p)); err != nil {
 		return err
 	}
 	what := "every operation"
@@ -107,12 +122,15 @@ func aclRemove(args []string, _ io.Reader, stdout, _ io.Writer) error {
 
 func aclList(args []string, _ io.Reader, stdout, _ io.Writer) error {
 	fs := flag.NewFlagSet("acl list", flag.ContinueOnError)
-	file := fs.String("file", defaultACLFile, "the ACL file (the broker's auth.acls)")
+	store := aclStore(fs)
 	user := fs.String("user", "", "only this user's grants (and those of *)")
 	if err := noPositional(fs, args); err != nil {
 		return err
 	}
-	rules, err := auth.LoadRules(*file)
+	if err := store.check(); err != nil {
+		return err
+	}
+	rules, err := store.rules()
 	if err != nil {
 		return err
 	}

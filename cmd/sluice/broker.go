@@ -73,6 +73,7 @@ var brokerKeys = [][2]string{
 	{"tls.client_ca", "require client certificates signed by the CAs in this PEM file"},
 	{"auth.users", "require authentication (SCRAM-SHA-256) with the users of this file (sluice user add; mode 0600), and check every request against the ACL file; reloaded on a change or SIGHUP"},
 	{"auth.acls", "the ACL file (sluice acl add; default: acls beside auth.users); a missing file grants nothing"},
+	{"auth.source", "where the users and ACLs come from: file (auth.users and auth.acls; the default) or zk (the cluster's znodes ROOT/security/users and ROOT/security/acls, followed by every broker; needs zk; sluice user/acl --zk edit them)"},
 	{"auth.failure_delay", "how long after a failed authentication its answer is sent (default 1s)"},
 	{"auth.reload_interval", "how often the users and ACL files are checked for a change (default 2s)"},
 	{"zk", "ZooKeeper address(es), comma-separated: join a cluster and serve the partitions its admin assigns (needs hdfs.addr; default off)"},
@@ -231,6 +232,13 @@ func (f *brokerFlags) brokerConfig(logger *slog.Logger) (broker.Config, error) {
 	size("hdfs.roll_bytes", &cfg.HDFS.Writer.RollBytes)
 	cfg.TLS = broker.TLSConfig{CertFile: s("tls.cert"), KeyFile: s("tls.key"), ClientCAFile: s("tls.client_ca")}
 	cfg.Auth = broker.AuthConfig{UsersFile: s("auth.users"), ACLFile: s("auth.acls")}
+	switch s("auth.source") {
+	case "", "file":
+	case "zk":
+		cfg.Auth.FromZooKeeper = true
+	default:
+		errs = append(errs, fmt.Errorf("auth.source %q: want file or zk", s("auth.source")))
+	}
 	dur("auth.failure_delay", &cfg.Auth.FailureDelay)
 	dur("auth.reload_interval", &cfg.Auth.ReloadInterval)
 	if v := s("zk"); v != "" {

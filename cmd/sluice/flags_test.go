@@ -61,4 +61,17 @@ func TestUsageErrors(t *testing.T) {
 	f("--segment-bytes -1 is negative", "topic", "create", "t", "--segment-bytes", "-1")
 	f("--retention-bytes -2 below -1", "topic", "create", "t", "--retention-bytes", "-2")
 	f("unexpected argument x", "broker", "-data", dir, "x")
+	f(`auth.source "ldap": want file or zk`, "broker", "-data", dir, "-auth.source", "ldap")
+	f("--file and --zk exclude each other", "acl", "list", "--file", dir+"/acls", "--zk", "127.0.0.1:1")
+
+	// auth.source zk needs a cluster and excludes the files: the broker does not start.
+	for _, args := range [][]string{
+		{"broker", "-data", dir, "-auth.source", "zk"},
+		{"broker", "-data", dir, "-auth.source", "zk", "-auth.users", dir + "/users"},
+	} {
+		code, _, errOut := runIn(args...)
+		if code != 1 || !strings.Contains(errOut, "auth.source zk") {
+			t.Fatalf("sluice %s: exit %d\n%s", strings.Join(args, " "), code, errOut)
+		}
+	}
 }

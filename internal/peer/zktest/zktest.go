@@ -120,18 +120,32 @@ func (s *Server) StartAgain() error {
 // classes (the CLI needs jars the install does not have); a failure fails t.
 func (s *Server) Create(t testing.TB, path, data string) {
 	t.Helper()
+	s.edit(t, "create", path, data)
+}
+
+// Delete deletes a znode (whatever its version), as Create makes one: for a test that
+// takes cluster state away by hand.
+func (s *Server) Delete(t testing.TB, path string) {
+	t.Helper()
+	s.edit(t, "delete", path)
+}
+
+// edit runs zkCreate with PATH [DATA]; what names it in a failure.
+func (s *Server) edit(t testing.TB, what, path string, data ...string) {
+	t.Helper()
 	src := filepath.Join(t.TempDir(), "ZkCreate.java")
 	if err := os.WriteFile(src, []byte(zkCreate), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("java", "-Xmx64m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-cp", s.cp, src, s.Addr, path, data)
+	args := append([]string{"-Xmx64m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-cp", s.cp, src, s.Addr, path}, data...)
+	cmd := exec.Command("java", args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // dies with the test binary
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("cannot create znode %s: %v\n%s", path, err, out)
+		t.Fatalf("cannot %s znode %s: %v\n%s", what, path, err, out)
 	}
 }
 
-// zkCreate is Create's program: ADDR PATH DATA.
+// zkCreate is Create's program: ADDR PATH DATA; without DATA it deletes PATH (Delete).
 const zkCreate = `import org.apache.zookeeper.*;
 import java.util.concurrent.CountDownLatch;
 
@@ -142,7 +156,8 @@ public class ZkCreate {
 			if (e.getState() == Watcher.Event.KeeperState.SyncConnected) up.countDown();
 		});
 		up.await();
-		zk.create(a[1], a[2].getBytes("UTF-8"), ZooDefs.Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+		if (a.length == 2) zk.delete(a[1], -1);
+		else zk.create(a[1], a[2].getBytes("UTF-8"), ZooDefs.Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
 		zk.close();
 	}
 }
