@@ -280,14 +280,35 @@ func (c *Cluster) keep(b BrokerInfo) (string, []byte, error) {
 	return p, data, nil
 }
 
-// Brokers returns the live brokers, sorted by id, and a channel that fires once when
-// the set changes. A registration that cannot be read is left out and logged.
-func (c *Cluster) Brokers() ([]BrokerInfo, <-chan zk.Event, error) {
-	dir := path.Join(c.root, "brokers")
-	ids, _, ch, err := c.conn.ChildrenW(dir)
+// BrokersW returns the live brokers, sorted by id, and a channel that fires once when
+// the set changes. A caller keeps the channel until it fires and reads in between
+// with Brokers: each watch call adds a channel that the ZooKeeper client holds until
+// its znode changes, so arming one per pass would pile them up in a quiet cluster.
+func (c *Cluster) BrokersW() ([]BrokerInfo, <-chan zk.Event, error) {
+	ids, _, ch, err := c.conn.ChildrenW(path.Join(c.root, "brokers"))
 	if err != nil {
 		return nil, nil, fmt.Errorf("cannot list brokers: %w", err)
 	}
+	out, err := c.readBrokers(ids)
+	if err != nil {
+		return nil, nil, err
+	}
+	return out, ch, nil
+}
+
+// Brokers returns the live brokers, sorted by id, without a watch. A registration that
+// cannot be read is left out and logged.
+func (c *Cluster) Brokers() ([]BrokerInfo, error) {
+	ids, _, err := c.conn.Children(path.Join(c.root, "brokers"))
+	if err != nil {
+		return nil, fmt.Errorf("cannot list brokers: %w", err)
+	}
+	return c.readBrokers(ids)
+}
+
+// readBrokers reads the registrations of the brokers named.
+func (c *Cluster) readBrokers(ids []string) ([]BrokerInfo, error) {
+	dir := path.Join(c.root, "brokers")
 	slices.Sort(ids)
 	var out []BrokerInfo
 	for _, id := range ids {
@@ -296,7 +317,7 @@ func (c *Cluster) Brokers() ([]BrokerInfo, <-chan zk.Event, error) {
 			continue // gone since the listing
 		}
 		if err != nil {
-			return nil, nil, fmt.Errorf("cannot read broker %s: %w", id, err)
+			return nil, fmt.Errorf("cannot read broker %s: %w", id, err)
 		}
 		b := BrokerInfo{ID: id}
 		if err := json.Unmarshal(data, &b); err != nil {
@@ -306,7 +327,7 @@ func (c *Cluster) Brokers() ([]BrokerInfo, <-chan zk.Event, error) {
 		b.Since = st.Czxid
 		out = append(out, b)
 	}
-	return out, ch, nil
+	return out, nil
 }
 
 // Campaign enters the admin election as id and blocks until this admin leads (it

@@ -44,7 +44,7 @@ func TestRegisterAndDeath(t *testing.T) {
 	if _, err := admin.conn.Create("/sluice/brokers/junk", []byte("{not json"), zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {
 		t.Fatal(err)
 	}
-	brokers, changed, err := admin.Brokers()
+	brokers, changed, err := admin.BrokersW()
 	if err != nil || len(brokers) != 1 || brokers[0].ID != "b1" || brokers[0].Addr != "127.0.0.1:9440" {
 		t.Fatalf("brokers %+v, %v", brokers, err)
 	}
@@ -54,7 +54,7 @@ func TestRegisterAndDeath(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("no watch event when the broker's session ended")
 	}
-	if brokers, _, err := admin.Brokers(); err != nil || len(brokers) != 0 {
+	if brokers, err := admin.Brokers(); err != nil || len(brokers) != 0 {
 		t.Fatalf("after the broker left: %+v, %v", brokers, err)
 	}
 }
@@ -162,7 +162,7 @@ func TestSessionExpiryRegistersAgain(t *testing.T) {
 	expired := b.Expired()
 	observer := dial(t, s)
 	registered := func() bool {
-		brokers, _, err := observer.Brokers()
+		brokers, err := observer.Brokers()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -477,7 +477,7 @@ func TestHolderAfterFromCameBack(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		brokers, _, err := leader.Brokers()
+		brokers, err := leader.Brokers()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -259,10 +259,10 @@ func (c *Cluster) Layouts(name string) ([]wire.Layout, error) {
 	return out, nil
 }
 
-// ReadTopics is Topics without a watch: for a caller whose watch has not fired yet but
+// Topics is TopicsW without a watch: for a caller whose watch has not fired yet but
 // who wants the topics' current contents (a partition count raised by an expansion
 // changes a topic's znode, not the topics' list).
-func (c *Cluster) ReadTopics() (map[string]TopicInfo, error) {
+func (c *Cluster) Topics() (map[string]TopicInfo, error) {
 	names, _, err := c.conn.Children(path.Join(c.root, "topics"))
 	if err != nil {
 		return nil, fmt.Errorf("cannot list topics: %w", err)

@@ -63,9 +63,10 @@ func (c *Cluster) CreateTopic(name string, info TopicInfo) error {
 	return nil
 }
 
-// Topics returns every topic's metadata and a channel that fires once when topics are
-// added or removed. A topic znode that cannot be read is left out and logged.
-func (c *Cluster) Topics() (map[string]TopicInfo, <-chan zk.Event, error) {
+// TopicsW returns every topic's metadata and a channel that fires once when topics are
+// added or removed (keep it until it fires: BrokersW says why). A topic znode that
+// cannot be read is left out and logged.
+func (c *Cluster) TopicsW() (map[string]TopicInfo, <-chan zk.Event, error) {
 	names, _, ch, err := c.conn.ChildrenW(path.Join(c.root, "topics"))
 	if err != nil {
 		return nil, nil, fmt.Errorf("cannot list topics: %w", err)
@@ -188,12 +189,26 @@ func (c *Cluster) Lead(ctx context.Context, lim Limits, interval time.Duration) 
 	c.stats.leading.Store(true)
 	defer c.stats.leading.Store(false)
 	good := map[PartitionID]Owner{} // the last readable assignment of each partition
+	var bch, tch <-chan zk.Event    // armed until they fire (BrokersW says why)
 	for {
-		brokers, bch, err := c.Brokers()
+		var (
+			brokers []BrokerInfo
+			topics  map[string]TopicInfo
+			err     error
+		)
+		if bch == nil {
+			brokers, bch, err = c.BrokersW()
+		} else {
+			brokers, err = c.Brokers()
+		}
 		if err != nil {
 			return err
 		}
-		topics, tch, err := c.Topics()
+		if tch == nil {
+			topics, tch, err = c.TopicsW()
+		} else {
+			topics, err = c.Topics()
+		}
 		if err != nil {
 			return err
 		}
@@ -229,7 +244,9 @@ func (c *Cluster) Lead(ctx context.Context, lim Limits, interval time.Duration) 
 		case <-expired:
 			return errors.New("ZooKeeper session expired: no longer the leader")
 		case <-bch:
+			bch = nil
 		case <-tch:
+			tch = nil
 		case <-time.After(interval):
 		}
 	}

@@ -244,17 +244,21 @@ func (b *Broker) follow() {
 	failing := false
 	for {
 		var err error
+		// Each watch stays armed until it fires: arming one per pass would pile up
+		// channels in the ZooKeeper client while nothing changes (admin.BrokersW).
 		if tch == nil {
-			topics, tch, err = cl.c.Topics()
+			topics, tch, err = cl.c.TopicsW()
 		} else {
-			topics, err = cl.c.ReadTopics() // an expansion changes a topic's znode, not the list
+			topics, err = cl.c.Topics() // an expansion changes a topic's znode, not the list
 		}
 		if err == nil && bch == nil {
-			brokers, bch, err = cl.c.Brokers()
+			brokers, bch, err = cl.c.BrokersW()
 		}
 		var owners map[admin.PartitionID]admin.Owned
-		if err == nil {
+		if err == nil && ach == nil {
 			owners, ach, err = cl.c.AssignmentsW()
+		} else if err == nil {
+			owners, err = cl.c.Owners()
 		}
 		if err != nil {
 			tch, bch, ach = nil, nil, nil // read everything again
@@ -276,13 +280,14 @@ func (b *Broker) follow() {
 		case <-expired:
 			expired = cl.c.Expired()
 			b.giveUpAll()
-			tch, bch = nil, nil
+			tch, bch, ach = nil, nil, nil
 			cl.leaseSession.Store(cl.c.SessionID())
 		case <-tch:
 			tch = nil
 		case <-bch:
 			bch = nil
 		case <-ach:
+			ach = nil
 		case <-cl.kick: // a load or unload ended: what changed meanwhile waits no longer
 		case <-retry:
 		}

@@ -144,7 +144,7 @@ func TestAuthFromZooKeeper(t *testing.T) {
 	// the next edit through the watches its new session's read leaves.
 	resume := pause(t, b2)
 	live := func(n int) func() bool {
-		return func() bool { bs, _, err := c.Brokers(); return err == nil && len(bs) == n }
+		return func() bool { bs, err := c.Brokers(); return err == nil && len(bs) == n }
 	}
 	waitFor(t, "the paused broker's session to end", live(1))
 	resume()

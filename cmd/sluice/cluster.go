@@ -27,11 +27,11 @@ func clusterStatus(args []string, _ io.Reader, stdout, _ io.Writer) error {
 		return err
 	}
 	defer c.Close()
-	brokers, _, err := c.Brokers()
+	brokers, err := c.Brokers()
 	if err != nil {
 		return err
 	}
-	topics, _, err := c.Topics()
+	topics, err := c.Topics()
 	if err != nil {
 		return err
 	}
