@@ -124,7 +124,13 @@ func checkRebuild(t *testing.T, b []byte, h Header, recs []rec) {
 		t.Fatalf("decoded %d records, header says %d", len(recs), h.Count)
 	}
 	size := h.Size()
-	again := build(nil, h.ProducerID, h.BaseSequence, recs)
+	var bld Builder
+	bld.Reset(nil, h.ProducerID, h.BaseSequence)
+	bld.SetLayout(h.Layout) // the producer's stamp, outside the records
+	for _, r := range recs {
+		bld.Add(r.logical, r.ts, r.key, r.value, r.headers...)
+	}
+	again := bld.Finish()
 	SetBaseOffset(again, h.BaseOffset)
 	h2, err := Check(again)
 	if err != nil {
