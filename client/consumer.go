@@ -57,6 +57,8 @@ type Consumer struct {
 	regate    bool
 	started   bool
 	byID      []*cpart
+	// addrChecked is when followAddresses last asked the metadata.
+	addrChecked time.Time
 
 	mu struct {
 		sync.Mutex
@@ -71,6 +73,9 @@ type cpart struct {
 	addr string // the broker serving it, as the last metadata said; empty while moving
 	cur  cursor
 	held bool // at its bound: not fetched until its gate opens (consumer_layout.go)
+	// unrouted: left out of the running fetchers because the metadata named no broker
+	// for it (startFetchers); followAddresses looks again.
+	unrouted bool
 }
 
 // NewConsumer connects to the topic and finds the start offset of every partition it
@@ -185,6 +190,26 @@ func (c *Consumer) refresh(ctx context.Context) {
 	}
 }
 
+// followAddresses asks the metadata again, at most every heldRecheck, while a partition
+// is left out of the fetchers for want of an address (a new partition not placed yet, one
+// moving); once one has an address the fetchers start again with it (regate).
+func (c *Consumer) followAddresses(ctx context.Context) {
+	unrouted := false
+	for _, p := range c.parts {
+		unrouted = unrouted || p.unrouted
+	}
+	if !unrouted || time.Since(c.addrChecked) < heldRecheck {
+		return
+	}
+	c.addrChecked = time.Now()
+	c.refresh(ctx)
+	for _, p := range c.parts {
+		if p.unrouted && p.addr != "" {
+			c.regate = true
+		}
+	}
+}
+
 func (c *Consumer) poll(ctx context.Context) error {
 	if c.closed() {
 		return ErrClosed
@@ -198,6 +223,7 @@ func (c *Consumer) poll(ctx context.Context) error {
 		c.ans.f.free <- c.ans
 		c.ans = nil
 	}
+	c.followAddresses(ctx)
 	if err := c.followLayouts(ctx); err != nil {
 		return err
 	}

@@ -21,12 +21,12 @@ import (
 type metaProxy struct {
 	ln       net.Listener
 	upstream string
-	addr     func(n int) string
+	addr     func(n, part int) string
 	answers  atomic.Int64
 	wg       sync.WaitGroup
 }
 
-func startMetaProxy(t *testing.T, upstream string, addr func(n int) string) *metaProxy {
+func startMetaProxy(t *testing.T, upstream string, addr func(n, part int) string) *metaProxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -92,16 +92,16 @@ func (m *metaProxy) rewrite(frame []byte) []byte {
 	}
 	switch body := resp.Body.(type) {
 	case *wire.MetadataResponse:
-		addr := m.addr(int(m.answers.Add(1) - 1))
+		n := int(m.answers.Add(1) - 1)
 		for i := range body.Topics {
 			for j := range body.Topics[i].Partitions {
-				body.Topics[i].Partitions[j].Addr = addr
+				body.Topics[i].Partitions[j].Addr = m.addr(n, j)
 			}
 		}
 	case *wire.DescribeTopicResponse:
-		addr := m.addr(int(m.answers.Add(1) - 1))
+		n := int(m.answers.Add(1) - 1)
 		for i := range body.Partitions {
-			body.Partitions[i].Addr = addr
+			body.Partitions[i].Addr = m.addr(n, i)
 		}
 	default:
 		return frame
@@ -161,7 +161,7 @@ func TestConsumerRefreshesAddresses(t *testing.T) {
 	} {
 		// The first two answers (the consumer's describe, then its first refresh) name
 		// the wrong address; later ones the broker.
-		proxy := startMetaProxy(t, b.Addr, func(n int) string {
+		proxy := startMetaProxy(t, b.Addr, func(n, _ int) string {
 			if n < 2 {
 				return tc.wrong
 			}
@@ -175,5 +175,74 @@ func TestConsumerRefreshesAddresses(t *testing.T) {
 		if answers := proxy.answers.Load(); answers < 3 {
 			t.Fatalf("%s: %d metadata answers, want at least 3 (describe, two refreshes)", tc.name, answers)
 		}
+	}
+}
+
+// TestConsumerReadsAroundAnUnplacedPartition: while the metadata names no broker for one
+// partition (a new partition of an expansion not placed yet, one moving), the consumer
+// reads the others, and reads that one too once an address comes. Before the fix the
+// fetchers built before the partition without an address were kept but never started,
+// and every later Poll waited for their answers until its context ended (found by
+// TestClusterExpandUnderLoad under load).
+func TestConsumerReadsAroundAnUnplacedPartition(t *testing.T) {
+	b := startBroker(t)
+	createTopic(t, b.Addr, "unplaced", 2)
+	p := newProducer(t, b.Addr, "unplaced")
+	ctx := ctxFor(t, 30*time.Second)
+	const n = 400
+	for i := range n {
+		if err := p.Produce(ctx, &client.Record{Key: value(uint64(i), 8), Value: value(uint64(i), 8)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	closeProducer(t, p)
+	var placed atomic.Bool // partition 1 has no address until the consumer read all of 0
+	proxy := startMetaProxy(t, b.Addr, func(_, part int) string {
+		if part == 1 && !placed.Load() {
+			return ""
+		}
+		return b.Addr
+	})
+	c, err := client.NewConsumer(ctx, "unplaced", client.Brokers(proxy.Addr()), client.Start(client.Oldest()),
+		client.FetchMaxWait(50*time.Millisecond), client.RetryBackoff(time.Millisecond, 20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	a, err := client.NewAdmin(client.Brokers(b.Addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := a.DescribeTopic(ctx, "unplaced")
+	a.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	end0 := d.Partitions[0].NextOffset
+	if end0 == 0 || end0 == n {
+		t.Fatalf("partition 0 holds %d of %d records: the keys did not spread", end0, n)
+	}
+	got := map[int]int{}
+	for got[0]+got[1] < n {
+		if err := c.Poll(ctx); err != nil {
+			t.Fatalf("poll after %v records (partition 1 placed: %v): %v", got, placed.Load(), err)
+		}
+		for c.Next() {
+			got[c.Partition()]++
+		}
+		if err := c.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if !placed.Load() {
+			if got[1] > 0 {
+				t.Fatalf("read partition 1 while it had no address")
+			}
+			if int64(got[0]) == end0 {
+				placed.Store(true) // every record of 0 read: now 1 gets its broker
+			}
+		}
+	}
+	if int64(got[0]) != end0 || got[0]+got[1] != n {
+		t.Fatalf("read %v, want %d in all and %d of partition 0", got, n, end0)
 	}
 }

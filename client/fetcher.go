@@ -72,20 +72,24 @@ const answerBuffers = 2
 const fetchLanes = 2
 
 // startFetchers starts the fetchers for the consumer's partitions, from their cursors:
-// fetchLanes per broker, each reading every fetchLanes-th of its partitions.
+// fetchLanes per broker, each reading every fetchLanes-th of its partitions. A partition
+// the metadata names no broker for (moving, or new and not placed yet) is left out
+// (p.unrouted) until a refresh gives it one (followAddresses), so that it never holds up
+// the others; with no partition to fetch at all the answer is errNoAddress (retried
+// after a refresh). c.fetchers is set only once every fetcher runs: a Poll never waits
+// on fetchers that were not started.
 func (c *Consumer) startFetchers(ctx context.Context) error {
 	type lane struct {
 		addr string
 		i    int
 	}
+	var fs []*fetcher
 	byLane := map[lane]*fetcher{}
 	seen := map[string]int{} // partitions so far per broker
 	for _, p := range c.parts {
-		if p.held {
-			continue // waits for its gate (consumer_layout.go)
-		}
-		if p.addr == "" {
-			return fmt.Errorf("cannot fetch %s/%d: %w", c.topic, p.id, errNoAddress)
+		p.unrouted = !p.held && p.addr == ""
+		if p.held || p.unrouted {
+			continue // waits for its gate (consumer_layout.go), or for an address
 		}
 		k := lane{p.addr, seen[p.addr] % fetchLanes}
 		seen[p.addr]++
@@ -96,38 +100,40 @@ func (c *Consumer) startFetchers(ctx context.Context) error {
 				f.free <- &answer{f: f}
 			}
 			byLane[k] = f
-			c.fetchers = append(c.fetchers, f)
+			fs = append(fs, f)
 		}
 		f.parts = append(f.parts, p)
 		f.pos = append(f.pos, p.cur.next)
 	}
-	for _, f := range c.fetchers {
+	if len(fs) == 0 {
+		return fmt.Errorf("cannot fetch %s: %w", c.topic, errNoAddress)
+	}
+	for _, f := range fs {
 		nc, err := dial(ctx, &c.cfg, f.addr)
 		if err != nil {
-			for _, g := range c.fetchers {
+			for _, g := range fs {
 				if g.nc != nil {
 					g.nc.Close()
 				}
 			}
-			c.fetchers = nil
 			return err
 		}
 		f.nc = nc
 	}
 	// Room for every buffer of every fetcher: a fetcher never blocks handing over, so
 	// stopping never waits for the application.
-	c.ready = make(chan *answer, answerBuffers*len(c.fetchers))
+	ready := make(chan *answer, answerBuffers*len(fs))
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.mu.fetchers = c.fetchers
+	c.mu.fetchers = fs
 	if c.closed() {
 		c.stopFetchersLocked()
-		c.fetchers = nil
 		return ErrClosed
 	}
-	for _, f := range c.fetchers {
+	c.fetchers, c.ready = fs, ready
+	for _, f := range fs {
 		c.fwg.Add(1)
-		go f.run(c.ready)
+		go f.run(ready)
 	}
 	return nil
 }

@@ -105,7 +105,12 @@ func (c *checked) consume(addrs []string, l expandLoad) {
 			return
 		}
 		if err := cs.Poll(ctx); err != nil {
-			fail(fmt.Errorf("poll: %w", err))
+			var pos []int64
+			for i := range 8 {
+				x, _ := cs.Position(i)
+				pos = append(pos, x)
+			}
+			fail(fmt.Errorf("poll: %w (positions of partitions 0-7: %v)", err, pos))
 			return
 		}
 		for cs.Next() {
