@@ -190,10 +190,14 @@ func (d *ceilingDriver) NewConsumer(ctx context.Context, c *Config, i, n int) (C
 }
 
 type ceilingConsumer struct {
-	conn *net.TCPConn
-	size int
-	feed sync.WaitGroup
+	conn    *net.TCPConn
+	size    int
+	feed    sync.WaitGroup
+	arrived int64 // when the read that brought the current records returned (Arrivals)
 }
+
+// Arrived returns when the read that brought the current record returned (Unix ns).
+func (c *ceilingConsumer) Arrived() int64 { return c.arrived }
 
 func (c *ceilingConsumer) Run(ctx context.Context, fn func([]byte) bool) error {
 	stop := context.AfterFunc(ctx, func() { c.conn.SetReadDeadline(time.Now()) })
@@ -202,6 +206,7 @@ func (c *ceilingConsumer) Run(ctx context.Context, fn func([]byte) bool) error {
 	have := 0
 	for {
 		n, err := c.conn.Read(buf[have:])
+		c.arrived = time.Now().UnixNano()
 		have += n
 		recs := have / c.size
 		for i := range recs {

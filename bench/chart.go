@@ -20,6 +20,7 @@ import (
 var palette = map[string]color.RGBA{
 	"sluice": {0x1f, 0x77, 0xb4, 0xff}, "kafka": {0xd6, 0x27, 0x28, 0xff},
 	"nats": {0x2c, 0xa0, 0x2c, 0xff}, "ceiling": {0x40, 0x40, 0x40, 0xff},
+	"relay": {0x40, 0x40, 0x40, 0xff}, // the latency ceiling
 }
 
 // chartW and chartH are the size of every chart.
@@ -146,7 +147,7 @@ func (s *Suite) LatencyChart(path string) error {
 		m    string
 		dash bool
 	}{{ME2EHalf, false}, {ME2E10K, true}} {
-		for _, sys := range []string{"sluice", "kafka", "nats"} {
+		for _, sys := range []string{"sluice", "kafka", "nats", "relay"} {
 			r := s.Results[sys][run.m]
 			if r == nil || r.Latency == nil {
 				continue

@@ -23,7 +23,9 @@ type Config struct {
 	RecordSize int `json:"record_size"`
 	// BatchBytes is the producer batch size where the system has one.
 	BatchBytes int `json:"batch_bytes"`
-	// Linger is how long a producer batch waits for more records.
+	// Linger is how long a producer batch waits for more records. 0 is no linger (the
+	// sluice client's LowLatency mode: a batch goes out as soon as the producer's sender
+	// is free; Kafka's linger.ms=0), not a default.
 	Linger time.Duration `json:"linger_ns"`
 	// Partitions of the topic when the harness creates it.
 	Partitions int `json:"partitions"`
@@ -69,9 +71,6 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.BatchBytes == 0 {
 		c.BatchBytes = 1 << 20
-	}
-	if c.Linger == 0 {
-		c.Linger = 5 * time.Millisecond
 	}
 	if c.Partitions == 0 {
 		c.Partitions = 1

@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -51,6 +52,38 @@ func TestCeilings(t *testing.T) {
 	}
 }
 
+// TestRelay runs the end-to-end latency ceiling against an in-process relay with two
+// producers: every record arrives once and whole (the relay passes whole records only, so
+// the producers' records never interleave), with a latency.
+func TestRelay(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- ServeRelay(ctx, ln) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	c := Config{System: "relay", Broker: ln.Addr().String(), Topic: "r", RecordSize: 300, Producers: 2, Rate: 20_000,
+		Duration: time.Second, Linger: 100 * time.Microsecond}
+	r, err := Run(ctx, "e2e", c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("relay: %d records in %.2fs, %d errors %s", r.Records, r.Seconds, r.Errors, r.FirstError)
+	if r.Errors != 0 || r.Records < 15_000 || r.Latency == nil || r.Latency.P50 <= 0 || r.Breakdown == nil {
+		t.Fatalf("relay e2e: %d records, %d errors (%s), latency %+v", r.Records, r.Errors, r.FirstError, r.Latency)
+	}
+	if _, err := Run(ctx, "consume", Config{System: "relay", Broker: ln.Addr().String(), Topic: "r", FromStart: true, Count: 1}, nil); err == nil {
+		t.Fatal("a relay consumer from the start was taken: the relay keeps nothing")
+	}
+}
+
 // TestMarkdown renders a suite with made-up results.
 func TestMarkdown(t *testing.T) {
 	s := &Suite{Results: map[string]map[string]*Result{}, RSS: map[string]int64{"sluice": 100 << 20}, Skipped: map[string]string{"kafka": "no jars"}}
@@ -59,6 +92,7 @@ func TestMarkdown(t *testing.T) {
 	s.put("tcp", MProduce1K, &Result{MBPerSec: 3000})
 	s.put("sluice", ME2EHalf, &Result{Config: Config{Rate: 1000}, RecordsPerSec: 1000, Latency: &Latency{P50: 100, P99: 800, P999: 1500, Max: 2000},
 		Breakdown: &Breakdown{Schedule: &Latency{P50: 20, P99: 90}, Transit: &Latency{P50: 70, P99: 700}, Delivery: &Latency{P50: 5, P99: 9}}})
+	s.put("relay", ME2EHalf, &Result{Config: Config{Rate: 1000}, RecordsPerSec: 1000, Latency: &Latency{P50: 50, P99: 400, P999: 900, Max: 1000}})
 	series := []float64{900, 900, 300, 300}
 	s.put("sluice", MSustain1K, &Result{MBPerSec: 600, Seconds: 60, Bytes: 36e9, Series: series})
 	s.put("kafka", MSustain1K, &Result{MBPerSec: 150, Series: []float64{200, 200, 100, 100}})
@@ -66,7 +100,8 @@ func TestMarkdown(t *testing.T) {
 		{Mode: DiskDirect, FS: "ext4", Bytes: 3 << 30, MBPerSec: 1200, WriteMBPerSec: 1300, SyncEvery: 64 << 20}}
 	s.Copies = &CopyCount{Run: MSustain1K, Produced: 2e9, Copied: 4e9}
 	md := s.Markdown([]string{"docs/bench/throughput.png"})
-	for _, want := range []string{"| produce, 1 KiB records | 900 | — | 150 | 3000 (tcp) | — | 6.00 | 0.30 |", "| half load, 4 partitions | sluice | 1000 | 100 µs | 800 µs | 1.50 ms | 2.00 ms | — | 0 |",
+	for _, want := range []string{"| produce, 1 KiB records | 900 | — | 150 | 3000 (tcp) | — | 6.00 | 0.30 |", "| half load, 4 partitions | sluice | 1000 | 100 µs | 800 µs | 1.50 ms | 2.00 ms | — | 2.00 | 0 |",
+		"| half load, 4 partitions | relay (ceiling) | 1000 | 50 µs | 400 µs | 900 µs | 1.00 ms | — | — | 0 |",
 		"end-to-end p99 ≤ 1 ms and p99.9 ≤ 5 ms, half load, 4 partitions: 800 µs / 1.50 ms — met",
 		"| half load, 4 partitions | sluice | 20 µs / 90 µs | 70 µs / 700 µs | 5 µs / 9 µs |", "| sluice | 100 MiB |", "kafka: no jars", "![throughput](docs/bench/throughput.png)", "burst produce ≥ 5× NATS (1 KiB): 6.00× — met",
 		"| 1 KiB records, steady | 300 | 100 | — | 1200 | 350 | 3.00 | — | 0.25 |",

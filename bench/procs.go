@@ -180,6 +180,14 @@ func SluiceServer(bin, dir, addr, fsync string) *Server {
 	return s
 }
 
+// RelayServer is `sluice bench relay`, the end-to-end latency ceiling (relay.go); dir
+// holds only its log.
+func RelayServer(bin, dir, addr string) *Server {
+	return &Server{Name: "relay", Addr: addr, Dir: dir,
+		argv:  func() []string { return []string{bin, "bench", "relay", "-listen", addr} },
+		ready: func(ctx context.Context, s *Server) error { return waitPort(ctx, addr) }}
+}
+
 // waitPrefaulted waits (at most two minutes) until the broker at metrics address addr
 // has faulted in its whole arena: runs measure the broker as a dedicated host runs it
 // once started, not the prefault goroutine taking a core for its first seconds (what

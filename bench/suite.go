@@ -320,6 +320,11 @@ func runCeilings(ctx context.Context, s *Suite, o *SuiteOptions, dir string, sz 
 		{"sendfile", MProduce1K, "produce", 1024, sz.count1K, false},
 		{"sendfile", MConsumePage, "consume", 1024, sz.count1K, true},
 	}
+	if o.has("latency") {
+		if err := runRelay(ctx, s, o, filepath.Join(dir, "relay"), logf); err != nil {
+			return err
+		}
+	}
 	for _, st := range steps {
 		needed := o.has("produce") && st.w == "produce" ||
 			o.has("consume") && (st.m == MConsumeMem || st.m == MConsumePage || st.system == "sendfile")
@@ -334,6 +339,36 @@ func runCeilings(ctx context.Context, s *Suite, o *SuiteOptions, dir string, sz 
 		}
 		s.put(st.system, st.m, r)
 		logf("%-8s %-18s %s", st.system, st.m, Summary(r))
+	}
+	return nil
+}
+
+// runRelay measures the end-to-end latency ceiling (relay.go) at the rates of sluice's
+// end-to-end runs of this suite (the 10 000 records/s run also when sluice was not
+// measured), with the same records and producer settings.
+func runRelay(ctx context.Context, s *Suite, o *SuiteOptions, dir string, logf func(string, ...any)) error {
+	srv := RelayServer(o.SluiceBin, dir, "127.0.0.1:19600")
+	if err := srv.Start(ctx); err != nil {
+		return err
+	}
+	defer srv.Stop()
+	sz := sizesOf(o.Quick)
+	for _, run := range e2eRuns {
+		ref := s.Results["sluice"][run.m]
+		if ref == nil && run.m != ME2E10K {
+			continue
+		}
+		e := baseConfig("relay", srv.Addr, "relay-"+run.m, 1024)
+		e.Partitions, e.Rate, e.Duration, e.Warmup, e.Linger = 1, e2eRate10K, sz.e2e, sz.warmup, e2eLinger
+		if ref != nil {
+			e.Rate = ref.Config.Rate
+		}
+		r, err := Run(ctx, "e2e", e, nil)
+		if err != nil {
+			return fmt.Errorf("relay %s: %w", run.m, err)
+		}
+		s.put("relay", run.m, r)
+		logf("%-8s %-18s %s", "relay", run.m, Summary(r))
 	}
 	return nil
 }

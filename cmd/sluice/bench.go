@@ -5,10 +5,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"sluice/bench"
 )
@@ -23,7 +25,7 @@ func benchCmd(workload string) func(args []string, _ io.Reader, stdout, stderr i
 		fs.StringVar(&c.Topic, "topic", "bench", "topic (Kafka topic, NATS stream)")
 		fs.IntVar(&c.RecordSize, "record-size", 1024, "record value size in bytes")
 		fs.IntVar(&c.BatchBytes, "batch-size", 1<<20, "producer batch size in bytes")
-		fs.DurationVar(&c.Linger, "linger", 0, "producer linger (default 5ms)")
+		fs.DurationVar(&c.Linger, "linger", 5*time.Millisecond, "producer linger (0: none, the sluice client's LowLatency mode)")
 		fs.IntVar(&c.Partitions, "partitions", 1, "partitions of the topic, if the harness creates it")
 		fs.IntVar(&c.Producers, "producers", 1, "number of producers")
 		fs.IntVar(&c.Consumers, "consumers", 1, "number of consumers")
@@ -83,4 +85,22 @@ func benchCmd(workload string) func(args []string, _ io.Reader, stdout, stderr i
 		}
 		return nil
 	}
+}
+
+// benchRelay runs the relay of the end-to-end latency ceiling (bench/relay.go) until
+// SIGINT or SIGTERM.
+func benchRelay(args []string, _ io.Reader, stdout, _ io.Writer) error {
+	fs := flag.NewFlagSet("bench relay", flag.ContinueOnError)
+	listen := fs.String("listen", "127.0.0.1:9600", "address to serve the relay on")
+	if err := noPositional(fs, args); err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return fmt.Errorf("cannot serve the relay: %w", err)
+	}
+	fmt.Fprintf(stdout, "relay on %s\n", ln.Addr())
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return bench.ServeRelay(ctx, ln)
 }

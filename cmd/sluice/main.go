@@ -51,6 +51,7 @@ func commands() map[string]command {
 		"bench produce":  {"bench produce [-system S] [-broker ADDR] [flags]: measure producers", benchCmd("produce")},
 		"bench consume":  {"bench consume [-system S] [-broker ADDR] [-from start|tail] [flags]: measure consumers", benchCmd("consume")},
 		"bench e2e":      {"bench e2e [-system S] [-broker ADDR] [-rate R] [flags]: end-to-end latency", benchCmd("e2e")},
+		"bench relay":    {"bench relay [-listen ADDR]: serve the end-to-end latency ceiling (bench e2e -system relay)", benchRelay},
 	}
 }
 
