@@ -53,6 +53,10 @@ type Breakdown struct {
 	Schedule *Latency `json:"schedule,omitempty"`
 	Transit  *Latency `json:"transit,omitempty"`
 	Delivery *Latency `json:"delivery,omitempty"`
+	// Stages are the components' own stages (stages.go), per batch or request, by name:
+	// client_queue, round_trip (the producer's), broker_queue, append, wake, send (the
+	// broker's); those a run could not read are missing.
+	Stages map[string]*Latency `json:"stages,omitempty"`
 }
 
 // stages collects the stage histograms. Safe from any goroutine.

@@ -17,6 +17,9 @@ type Config struct {
 	SluiceOpts []client.Opt `json:"-"`
 	// Broker is the address of the system's server (host:port).
 	Broker string `json:"broker,omitempty"`
+	// MetricsAddr is the sluice broker's metrics endpoint (host:port): an e2e run then
+	// reads the broker's stages into its breakdown (stages.go). Empty: not read.
+	MetricsAddr string `json:"metrics_addr,omitempty"`
 	// Topic is the topic (Kafka topic, NATS stream, ceiling file) to use.
 	Topic string `json:"topic"`
 	// RecordSize is the size of each record value in bytes (at least 8: the timestamp).

@@ -43,8 +43,8 @@ func (s *Suite) latencyMarkdown(w func(string, ...any)) {
 				fmtMicros(l.P999), fmtMicros(l.Max), vsKafka, vsRelay, r.Errors)
 		}
 	}
-	w("\nWhere the time goes (p50 / p99 of each stage; see `bench/breakdown.go`): **schedule** is the harness handing the record to the producer late (its own sleep overshoot, a full producer buffer), **transit** from the producer call to the consumer's poll returning it (batching, network, broker, long-poll wake), **delivery** from that poll to the record (iterating the answer).\n\n")
-	w("| run | system | schedule | transit | delivery |\n|---|---|---|---|---|\n")
+	w("\nWhere the time goes (p50 / p99 of each stage; see `bench/breakdown.go` and `bench/stages.go`). Per record, from the harness: **schedule** is the harness handing the record to the producer late (its own sleep overshoot, a full producer buffer), **transit** from the producer call to the consumer's poll returning it, **delivery** from that poll to the record (iterating the answer). Within transit, sluice's components time their own stages, per batch or request (so they do not add up to transit): the producer's **client queue** (a batch's first record to the request carrying it written: linger, a request slot) and **round trip** (a produce request written to its answer read: network both ways, broker queue and append); the broker's (sluice_request_stage_seconds) **broker queue** (a produce on its event loop before its handler), **append** (the produce handler), **wake** (an append that found long polls parked, to those polls answered: the hop to the partition's shard) and **send** (a fetch answer with records queued, to its last byte written).\n\n")
+	w("| run | system | schedule | client queue | round trip | broker queue | append | wake | send | transit | delivery |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, run := range e2eRuns {
 		for _, sys := range []string{"sluice", "kafka", "nats", "relay"} {
 			r := s.Results[sys][run.m]
@@ -52,7 +52,10 @@ func (s *Suite) latencyMarkdown(w func(string, ...any)) {
 				continue
 			}
 			b := r.Breakdown
-			w("| %s | %s | %s | %s | %s |\n", run.title, sys, stage(b.Schedule), stage(b.Transit), stage(b.Delivery))
+			w("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", run.title, sys, stage(b.Schedule),
+				stage(b.Stages[stageClientQueue]), stage(b.Stages[stageRoundTrip]), stage(b.Stages[stageBrokerQueue]),
+				stage(b.Stages[stageAppend]), stage(b.Stages[stageWake]), stage(b.Stages[stageSend]),
+				stage(b.Transit), stage(b.Delivery))
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 )
 
@@ -94,6 +95,11 @@ func Summary(r *Result) string {
 		}{{"schedule", b.Schedule}, {"transit", b.Transit}, {"delivery", b.Delivery}} {
 			if st.l != nil {
 				s += fmt.Sprintf("; %s p50 %s p99 %s", st.name, fmtMicros(st.l.P50), fmtMicros(st.l.P99))
+			}
+		}
+		for _, name := range []string{stageClientQueue, stageRoundTrip, stageBrokerQueue, stageAppend, stageWake, stageSend} {
+			if l := b.Stages[name]; l != nil {
+				s += fmt.Sprintf("; %s p50 %s p99 %s", strings.ReplaceAll(name, "_", " "), fmtMicros(l.P50), fmtMicros(l.P99))
 			}
 		}
 	}

@@ -365,6 +365,13 @@ func RunE2E(ctx context.Context, d Driver, c Config, progress io.Writer) (*Resul
 	res := &Result{Workload: "e2e", Config: c, Start: time.Now()}
 	var startNs atomic.Int64 // the measured part's start; moved by the warm-up
 	startNs.Store(res.Start.UnixNano())
+	// The broker's stages at the start of the measured part (stages.go); set by the
+	// warm-up's goroutine.
+	var brokerBefore atomic.Pointer[map[string]*stageBuckets]
+	if c.Warmup == 0 {
+		b := scrapeBefore(ctx, &c)
+		brokerBefore.Store(&b)
+	}
 	rctx, cancel := runContext(ctx, c.Duration+c.Warmup)
 	defer cancel()
 	stop := startProgress(progress, c.System, &got, rec)
@@ -374,6 +381,9 @@ func RunE2E(ctx context.Context, d Driver, c Config, progress io.Writer) (*Resul
 			case <-time.After(c.Warmup):
 				rec.Reset()
 				st.reset()
+				resetStages(prods)
+				b := scrapeBefore(ctx, &c)
+				brokerBefore.Store(&b)
 				// Throughput counts from here too: the measured part starts now.
 				startNs.Store(time.Now().UnixNano())
 				got.records.Store(0)
@@ -417,7 +427,60 @@ func RunE2E(ctx context.Context, d Driver, c Config, progress io.Writer) (*Resul
 	res.finish(end.Sub(res.Start))
 	res.Latency = rec.Summary(c.Rate > 0)
 	res.Breakdown = st.summary()
+	if res.Breakdown != nil {
+		var before map[string]*stageBuckets
+		if b := brokerBefore.Load(); b != nil {
+			before = *b
+		}
+		res.Breakdown.Stages = componentStages(ctx, &c, prods, before)
+	}
 	return res, nil
+}
+
+// resetStages forgets what the producers timed of their stages.
+func resetStages(prods []Producer) {
+	for _, p := range prods {
+		if sr, ok := p.(stageReporter); ok {
+			sr.ResetStages()
+		}
+	}
+}
+
+// scrapeBefore reads the broker's stages at the start of the measured part, nil when
+// the run has no metrics address or the scrape fails (the breakdown then counts from
+// the broker's start, see componentStages).
+func scrapeBefore(ctx context.Context, c *Config) map[string]*stageBuckets {
+	if c.MetricsAddr == "" {
+		return nil
+	}
+	b, _ := scrapeStages(ctx, c.MetricsAddr)
+	return b
+}
+
+// componentStages gathers the components' stages of a run: the first producer's (they
+// are alike), and the broker's since before when the run has a metrics address.
+func componentStages(ctx context.Context, c *Config, prods []Producer, before map[string]*stageBuckets) map[string]*Latency {
+	out := map[string]*Latency{}
+	if len(prods) > 0 {
+		if sr, ok := prods[0].(stageReporter); ok {
+			for name, l := range sr.Stages() {
+				if l != nil {
+					out[name] = l
+				}
+			}
+		}
+	}
+	if c.MetricsAddr != "" && (before != nil || c.Warmup == 0) {
+		if bs, err := brokerStagesSince(ctx, c.MetricsAddr, before); err == nil {
+			for name, l := range bs {
+				out[name] = l
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }
 
 func newConsumers(ctx context.Context, d Driver, c *Config) ([]Consumer, error) {

@@ -63,6 +63,15 @@ func (p *sluiceProducer) Send(ctx context.Context, v []byte, _ func(error)) erro
 
 func (p *sluiceProducer) Acks() bool { return false }
 
+// Stages returns the client's stages (stageReporter).
+func (p *sluiceProducer) Stages() map[string]*Latency {
+	s := p.p.Stages()
+	return map[string]*Latency{stageClientQueue: latencyOf(s.Queue.Count(), s.Queue.Quantile),
+		stageRoundTrip: latencyOf(s.RoundTrip.Count(), s.RoundTrip.Quantile)}
+}
+
+func (p *sluiceProducer) ResetStages() { p.p.ResetStages() }
+
 func (p *sluiceProducer) Flush(ctx context.Context) error { return p.p.Flush(ctx) }
 
 func (p *sluiceProducer) Close() error {

@@ -292,6 +292,7 @@ func runSystem(ctx context.Context, s *Suite, o *SuiteOptions, srv *Server, sz s
 	}{{ME2EHalf, suitePartitions, p1k.RecordsPerSec / 2}, {ME2EHalf1P, 1, p1k.RecordsPerSec / 2}, {ME2E10K, suitePartitions, e2eRate10K}} {
 		e := baseConfig(name, srv.Addr, fmt.Sprintf("be2e%d", e2e.parts), 1024)
 		e.Partitions, e.Rate, e.Duration, e.Warmup, e.Linger = e2e.parts, e2e.rate, sz.e2e, sz.warmup, e2eLinger
+		e.MetricsAddr = srv.MetricsAddr // sluice's: the broker's stages (stages.go)
 		if _, err := run(e2e.m, "e2e", e); err != nil {
 			return err
 		}

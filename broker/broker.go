@@ -65,6 +65,7 @@ type Broker struct {
 	parkedAck   atomic.Int64  // produces waiting for their checkpoint
 	skippedDirs atomic.Int64  // data directory entries that are not topics
 	remoteBytes atomic.Uint64 // batch bytes fetches read from HDFS
+	stages      *stages       // where requests wait (stages.go)
 }
 
 // Start opens the data directory (recovering every partition), starts the shards and
@@ -84,7 +85,7 @@ func Start(cfg Config) (*Broker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot start on %s: %w", cfg.DataDir, err)
 	}
-	b := &Broker{cfg: cfg, epoch: time.Now(), fdLimit: fdLimit(), lock: lock}
+	b := &Broker{cfg: cfg, epoch: time.Now(), fdLimit: fdLimit(), lock: lock, stages: newStages()}
 	b.mu.topics = map[string]*topic{}
 	if b.arena, err = memarena.New(cfg.Arena); err != nil {
 		lock.Release()

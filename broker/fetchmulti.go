@@ -2,6 +2,7 @@ package broker
 
 import (
 	"sync/atomic"
+	"time"
 
 	"sluice/engine"
 	"sluice/memarena"
@@ -48,6 +49,9 @@ type multiFetch struct {
 	phase mfPhase
 	pass  int
 	spent int
+	// answeredAt is when an answer with records was queued (Unix ns; 0: none): the
+	// start of its send stage, which release ends (stages.go).
+	answeredAt int64
 	// state says whether the request is parked and whether a waiter woke it; any
 	// goroutine.
 	state atomic.Int32
@@ -361,11 +365,19 @@ func (m *multiFetch) answer() {
 		}
 	}
 	resp.Done = m.release
+	if rest > n*wire.FetchPartHeaderSize {
+		m.answeredAt = time.Now().UnixNano()
+	}
 	m.c.Respond(m.slot, resp)
 }
 
-// release releases what the partitions' reads hold.
+// release releases what the partitions' reads hold: netio calls it once the answer is
+// written (or dropped with its connection), which ends the answer's send stage.
 func (m *multiFetch) release() {
+	if m.answeredAt > 0 {
+		since(m.b.stages.send, m.answeredAt, time.Now().UnixNano())
+		m.answeredAt = 0
+	}
 	for i := range m.items {
 		res := &m.items[i].res
 		res.Spans = memarena.ReleaseAll(res.Spans)

@@ -144,10 +144,12 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		descAuth, descAuthRefused, descAuthReloads, descAuthFailing, descAuthUsers} {
 		ch <- d
 	}
+	c.b.stages.describe(ch)
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ns, as := c.b.Stats()
+	c.b.stages.collect(ch)
 	counter := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
 	}

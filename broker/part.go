@@ -48,9 +48,12 @@ type part struct {
 
 	// Any goroutine.
 	appended atomic.Uint64 // batch bytes accepted since load (distributed mode only)
-	failed   atomic.Bool   // a write or sync failed the store for good
-	noSpace  atomic.Bool   // the disk is full (space says which source found it so)
-	space    spaceState
+	// arrivedAt is when the first append since parked long polls were last woken found
+	// them parked (Unix ns; 0: none since): the start of their wake stage (stages.go).
+	arrivedAt atomic.Int64
+	failed    atomic.Bool // a write or sync failed the store for good
+	noSpace   atomic.Bool // the disk is full (space says which source found it so)
+	space     spaceState
 	// Distributed mode: unloading refuses produce (the partition is being given up);
 	// epoch is the assignment epoch it was loaded for; lateShipped holds an HDFS
 	// acknowledgment that came while the broker's ZooKeeper lease was not confirmed, to
@@ -69,8 +72,11 @@ func (b *Broker) newPart(t *topic, id int) *part {
 	pt.onTimer = func(time.Time) { b.expire(pt) } // made once: arming allocates nothing
 	pt.dataArrived = func(*sched.Shard) {
 		defer b.recoverShard("data arrived", pt)
+		at := pt.arrivedAt.Swap(0)
 		pt.p.DataArrived()
-		b.settle(pt)
+		if b.settle(pt) > 0 {
+			since(b.stages.wake, at, time.Now().UnixNano())
+		}
 	}
 	return pt
 }
@@ -113,13 +119,15 @@ func (pt *part) refusal() error {
 
 // settle answers what the partition woke (fetches with their data, produces with the
 // checkpoint) and keeps the timer armed for the next deadline. The driver calls it after
-// every engine call that can wake requests. Shard only.
-func (b *Broker) settle(pt *part) {
+// every engine call that can wake requests. It returns how many long polls it served.
+// Shard only.
+func (b *Broker) settle(pt *part) (fetches int) {
 	pt.ready = pt.p.Ready(pt.ready[:0])
 	for _, w := range pt.ready {
 		switch t := w.(type) {
 		case *fetchTask:
 			b.parkedFetch.Add(-1)
+			fetches++
 			t.serve()
 		case *produceTask:
 			b.parkedAck.Add(-1)
@@ -130,6 +138,7 @@ func (b *Broker) settle(pt *part) {
 	}
 	clear(pt.ready)
 	b.arm(pt)
+	return fetches
 }
 
 // arm sets the partition's timer for its earliest parked deadline, unless it is armed

@@ -34,6 +34,7 @@ type produceTask struct {
 // work only, so the loop never waits for the disk. Acks=accepted is answered here; a
 // request that waits for durability goes to the partition's shard to park.
 func (b *Broker) handleProduce(c *netio.Conn, slot netio.Slot, hdr wire.ResponseHeader, r *wire.ProduceRequest) {
+	start := time.Now()
 	pt, err := b.lookup(r.Topic, r.Partition)
 	if err != nil {
 		b.respond(c, slot, hdr, err, nil)
@@ -49,7 +50,7 @@ func (b *Broker) handleProduce(c *netio.Conn, slot netio.Slot, hdr wire.Response
 	}
 	failpoint.Panic("produce", pt.topic.meta.Name)
 	t := &produceTask{b: b, pt: pt, c: c, slot: slot, hdr: hdr, wait: r.WaitDurableMs}
-	res, err := pt.p.Produce(r.Version, r.Session, r.Batches, time.Now())
+	res, err := pt.p.Produce(r.Version, r.Session, r.Batches, start)
 	t.res = res
 	if n := uint64(res.AppendedBytes); n > 0 {
 		b.produced.Add(n)
@@ -58,6 +59,8 @@ func (b *Broker) handleProduce(c *netio.Conn, slot netio.Slot, hdr wire.Response
 			pt.appended.Add(n) // for the HDFS lag in bytes
 		}
 		if pt.p.FetchesParked() {
+			// The first append since the polls were last woken starts their wake stage.
+			pt.arrivedAt.CompareAndSwap(0, time.Now().UnixNano())
 			_ = pt.shard.SubmitFunc(pt.dataArrived) // a full queue: the polls answer at their deadline
 		}
 		b.kickPersister(pt)
@@ -73,6 +76,9 @@ func (b *Broker) handleProduce(c *netio.Conn, slot netio.Slot, hdr wire.Response
 	default:
 		t.answer(wire.CodeNone, "")
 	}
+	now := time.Now().UnixNano()
+	since(b.stages.queue, c.ReadAt(), start.UnixNano())
+	since(b.stages.append, start.UnixNano(), now)
 }
 
 // Run parks a produce that waits for durability on its partition's shard, or answers at

@@ -29,6 +29,7 @@ type pending struct {
 	id   uint32
 	part int
 	req  sendReq // without its batches
+	at   int64   // when it was written (Producer.now): its round trip starts
 }
 
 func (c *pconn) dead() bool {
@@ -87,6 +88,7 @@ func (l *link) deliver(poll bool, pd *pending, resp *wire.Response) {
 	if poll {
 		act = w.onPoll(code, body, p.now(), int64(p.backoff(w.refusals+1)))
 	} else {
+		p.stages.answered(pd.at, p.now())
 		act = w.onAnswer(&pd.req, code, body, p.now(), int64(p.backoff(w.refusals)))
 	}
 	switch act {

@@ -37,6 +37,7 @@ type Producer struct {
 	admin  *Admin
 	pid    int64
 	t0     time.Time // monotonic origin of the windows' clock
+	stages *producerStages
 	// ctx ends when the producer stops; it cancels dials, waits and metadata refreshes.
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -80,7 +81,8 @@ func NewProducer(ctx context.Context, topic string, opts ...Opt) (*Producer, err
 		admin.Close()
 		return nil, fmt.Errorf("cannot start producer: %w", err)
 	}
-	p := &Producer{cfg: c, topic: topic, topicB: []byte(topic), admin: admin, pid: c.producerID, t0: time.Now()}
+	p := &Producer{cfg: c, topic: topic, topicB: []byte(topic), admin: admin, pid: c.producerID, t0: time.Now(),
+		stages: newProducerStages()}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	if p.pid <= 0 {
 		p.pid = newPID()

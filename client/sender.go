@@ -135,6 +135,7 @@ func (l *link) send(c *pconn, reqs []sendReq, parts []int, waitMs uint32) bool {
 		return true
 	}
 	l.hbuf, l.ends = l.hbuf[:0], l.ends[:0]
+	now := l.p.now()
 	c.mu.Lock()
 	if c.mu.dead {
 		c.mu.Unlock()
@@ -148,7 +149,7 @@ func (l *link) send(c *pconn, reqs []sendReq, parts []int, waitMs uint32) bool {
 		hdr := wire.RequestHeader{APIKey: wire.APIProduce, RequestID: c.mu.nextID}
 		l.hbuf = pr.AppendFrameHeader(l.hbuf, hdr, r.size)
 		l.ends = append(l.ends, len(l.hbuf))
-		c.mu.pending = append(c.mu.pending, pending{id: c.mu.nextID, part: parts[i], req: *r})
+		c.mu.pending = append(c.mu.pending, pending{id: c.mu.nextID, part: parts[i], req: *r, at: now})
 		c.mu.pending[len(c.mu.pending)-1].req.batches = nil
 	}
 	c.mu.Unlock()
@@ -167,6 +168,12 @@ func (l *link) send(c *pconn, reqs []sendReq, parts []int, waitMs uint32) bool {
 	if err != nil {
 		l.broken(c, err)
 		return false
+	}
+	if waitMs == 0 { // data requests: their batches' queue stage ends here
+		now := l.p.now()
+		for i := range reqs {
+			l.p.stages.written(reqs[i].batches, now)
+		}
 	}
 	return true
 }

@@ -77,6 +77,11 @@ type pbatch struct {
 	sync     bool
 	moved    *pbatch
 	movedWin *window
+	// opened is when its first record came (Producer.now); written is set once a request
+	// carrying it was written, under the producer's stages lock, not the producer's
+	// (stages.go).
+	opened  int64
+	written bool
 }
 
 // inflight is a data request the window handed out and has no answer for.
@@ -193,7 +198,7 @@ func (w *window) seal() bool {
 	}
 	before, n := w.bld.Len(), w.bld.Count()
 	buf := w.sh.comp.Finish(&w.bld, w.sh.codec)
-	b := &pbatch{buf: buf, count: n, pid: w.pid, ord: w.nextOrd, prog: w.openProg, base: -1, last: -1}
+	b := &pbatch{buf: buf, count: n, pid: w.pid, ord: w.nextOrd, prog: w.openProg, base: -1, last: -1, opened: w.openFirst}
 	for _, p := range b.prog {
 		if p > 0 && (b.minProg == 0 || p < b.minProg) {
 			b.minProg = p

@@ -100,6 +100,7 @@ type Conn struct {
 	timerArmed bool
 	armedReads uint64 // reads when the timer was armed
 	paused     bool   // the last read stopped at MaxInflight or the outbound share
+	readAt     int64  // when the loop took the readable event it is handling (Unix ns)
 
 	// Loop-only writer state.
 	iov       [][]byte // what remains of the head response's bytes
@@ -171,6 +172,11 @@ func (c *Conn) inflight() int {
 	defer c.mu.Unlock()
 	return len(c.mu.queue)
 }
+
+// ReadAt returns when the event loop began handling the readable event that brought the
+// request it is handling (Unix ns): a handler's start minus it is the time the request
+// waited on its loop behind the requests read with it. Loop only, from a handler.
+func (c *Conn) ReadAt() int64 { return c.readAt }
 
 // Respond fills a request's slot with its response and wakes the loop to write it. Safe
 // from any goroutine. A slot is answered once: a second answer (after the connection

@@ -33,6 +33,7 @@ func (s *Server) OnTraffic(gc gnet.Conn) gnet.Action {
 	}
 	if len(data) > 0 {
 		c.reads++
+		c.readAt = time.Now().UnixNano() // one clock read per readable event (ReadAt)
 	}
 	more := len(data) == gnetReadCap // gnet's read filled its buffer: the socket may hold more
 	if c.timerFired.Swap(false) {

@@ -1,0 +1,57 @@
+package client_test
+
+import (
+	"testing"
+	"time"
+
+	"sluice/client"
+)
+
+// TestProducerStages: a producer times its client stages per batch and per request. With
+// synchronous produces (one record a batch, one batch a request, sent without lingering)
+// each stage counts one per record and the queue stays under the linger; ResetStages
+// empties both; an asynchronous record alone in its batch waits its linger in the queue.
+func TestProducerStages(t *testing.T) {
+	b := startBroker(t)
+	createTopic(t, b.Addr, "stages", 1)
+	const linger = 2 * time.Millisecond
+	p := newProducer(t, b.Addr, "stages", client.Linger(linger))
+	defer closeProducer(t, p)
+	ctx := ctxFor(t, 30*time.Second)
+	if s := p.Stages(); s.Queue.Count() != 0 || s.RoundTrip.Count() != 0 || s.Queue.Quantile(50) != 0 {
+		t.Fatalf("stages before any record: %d, %d", s.Queue.Count(), s.RoundTrip.Count())
+	}
+	const n = 20
+	for i := range n {
+		if _, err := p.ProduceSync(ctx, &client.Record{Value: value(uint64(i), 8)}, client.AckAccepted); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := p.Stages()
+	if s.Queue.Count() != n || s.RoundTrip.Count() < n {
+		t.Fatalf("queue counted %d batches, round trip %d requests; want %d and at least %d", s.Queue.Count(),
+			s.RoundTrip.Count(), n, n)
+	}
+	if q := s.Queue.Quantile(50); q <= 0 || q >= linger {
+		t.Fatalf("queue p50 %v: a synchronous produce does not wait for the linger (%v)", q, linger)
+	}
+	if rt := s.RoundTrip.Quantile(50); rt <= 0 || rt > time.Second {
+		t.Fatalf("round trip p50 %v", rt)
+	}
+	p.ResetStages()
+	if s := p.Stages(); s.Queue.Count() != 0 || s.RoundTrip.Count() != 0 {
+		t.Fatalf("stages after ResetStages: %d, %d", s.Queue.Count(), s.RoundTrip.Count())
+	}
+	if err := p.Produce(ctx, &client.Record{Value: value(n, 8)}); err != nil {
+		t.Fatal(err)
+	}
+	for p.Stages().Queue.Count() == 0 {
+		if ctx.Err() != nil {
+			t.Fatal("the lone record's batch was never sent")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if q := p.Stages().Queue.Quantile(100); q < linger || q > time.Second {
+		t.Fatalf("queue %v: a lone record's batch waits its linger (%v)", q, linger)
+	}
+}
