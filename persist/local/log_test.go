@@ -472,3 +472,53 @@ func TestPlaceConcurrentWithPersist(t *testing.T) {
 		})
 	}
 }
+
+// TestRetentionByAgeTrustsNoProducerClock: records stamped two hours behind the log's
+// clock (a producer whose clock runs late, or jumped back) are not deleted by a one-hour
+// retention as soon as their segments seal: a segment is kept until both its newest
+// timestamp and its seal are older than the retention age. Before, the timestamps alone
+// decided, and every sealed segment went at the next retention pass. A segment found
+// sealed at open counts from its file's last write.
+func TestRetentionByAgeTrustsNoProducerClock(t *testing.T) {
+	clk := &fakeClock{now: time.UnixMilli(tsAt(0)).Add(2 * time.Hour)}
+	dir := t.TempDir()
+	opts := Options{SegmentBytes: 4 << 10, RetentionAge: time.Hour, Clock: clk.Now}
+	l := openLog(t, dir, opts)
+	appendN(t, l, 300)
+	sealed := stats(t, l).Segments - 1
+	if sealed < 2 {
+		t.Fatalf("%d sealed segments: the test needs several", sealed)
+	}
+	if n, err := l.ApplyRetention(l.Durable()); err != nil || n != 0 {
+		t.Fatalf("retention deleted %d segments sealed a moment ago (%v)", n, err)
+	}
+	clk.Advance(time.Hour + time.Second)
+	if n, err := l.ApplyRetention(l.Durable()); err != nil || n != sealed {
+		t.Fatalf("an hour after their seal: deleted %d of %d (%v)", n, sealed, err)
+	}
+
+	// Sealed before an open: the file's last write is the seal.
+	dir = t.TempDir()
+	clk.now = time.UnixMilli(tsAt(0)).Add(2 * time.Hour)
+	l = openLog(t, dir, opts)
+	appendN(t, l, 300)
+	sealed = stats(t, l).Segments - 1
+	l.Close()
+	l = openLog(t, dir, opts)
+	// The files were written now, by the real clock: far after the log's (2023) clock.
+	if n, err := l.ApplyRetention(l.Durable()); err != nil || n != 0 {
+		t.Fatalf("after reopening: deleted %d segments whose files were just written (%v)", n, err)
+	}
+	l.Close()
+	files, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+	old := clk.now.Add(-2 * time.Hour)
+	for _, f := range files {
+		if err := os.Chtimes(f, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l = openLog(t, dir, opts)
+	if n, err := l.ApplyRetention(l.Durable()); err != nil || n != sealed {
+		t.Fatalf("files last written two hours ago: deleted %d of %d (%v)", n, sealed, err)
+	}
+}

@@ -78,8 +78,9 @@ type Options struct {
 	// RetentionBytes deletes the oldest whole segments while the log would stay at least
 	// this large without them; 0 keeps everything.
 	RetentionBytes int64
-	// RetentionAge deletes whole segments whose newest timestamp is older than this;
-	// 0 keeps everything.
+	// RetentionAge deletes whole segments whose newest timestamp is older than this and
+	// that were sealed longer ago than this (so a producer's clock cannot have fresh data
+	// deleted: ApplyRetention); 0 keeps everything.
 	RetentionAge time.Duration
 	// Sync is the fsync policy of Persist.
 	Sync SyncMode

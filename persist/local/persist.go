@@ -313,6 +313,7 @@ func (l *Log) finishSegment(j persistJob) error {
 	w.close()
 	l.mu.Lock()
 	s.sealed = true
+	s.sealedAt = l.opts.Clock().UnixMilli()
 	s.needSync = l.opts.Sync == SyncNever
 	l.mu.Unlock()
 	return nil

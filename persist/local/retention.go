@@ -7,9 +7,28 @@ import (
 	"sluice/persist/vfs"
 )
 
+// sealedAtLocked returns when s was sealed (Unix ms, the log's clock): set by the seal in
+// this process, else read once from the segment file's last write (a segment found
+// sealed at open); when the file cannot be stat'ed, now (it is kept). Requires l.mu.
+func (l *Log) sealedAtLocked(s *segment) int64 {
+	if s.sealedAt == 0 {
+		if mt, err := s.fs.ModTime(s.path); err == nil {
+			s.sealedAt = mt.UnixMilli()
+		} else {
+			return l.opts.Clock().UnixMilli()
+		}
+	}
+	return s.sealedAt
+}
+
 // ApplyRetention deletes the oldest whole segments that the retention settings let go:
 // while the log would still hold at least RetentionBytes without the oldest segment, or
-// while the oldest segment's newest timestamp is older than RetentionAge. It never deletes
+// while the oldest segment's newest timestamp is older than RetentionAge and it was also
+// sealed longer ago than that (sealedAt). The timestamps are the producers': judged by
+// them alone, a producer whose clock runs behind (or jumped back) would have records it
+// just wrote deleted at once; the seal time, by the log's own clock, keeps every segment
+// at least RetentionAge after it was sealed. (A producer whose clock runs ahead makes its
+// segments stay longer; RetentionBytes still bounds them.) It never deletes
 // the active segment or one the persister has not sealed yet, nor a segment holding an
 // offset above limit (the caller passes the durable checkpoint, or in distributed mode
 // what the DFS has acknowledged). It returns the number of segments deleted. Readers
@@ -43,7 +62,7 @@ func (l *Log) ApplyRetention(limit int64) (int, error) {
 				l.mu.Unlock()
 				return 0, err
 			}
-			expired = s.idx.maxTs < cutoff
+			expired = s.idx.maxTs < cutoff && l.sealedAtLocked(s) < cutoff
 		}
 		if !expired {
 			break

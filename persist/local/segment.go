@@ -42,6 +42,10 @@ type segment struct {
 	// (unsealed segments only; sealed ones are wholly written).
 	placed, placedNext int64
 	created            time.Time // when the first batch was placed (rolling by age)
+	// sealedAt is when the segment was sealed, by the log's clock (Unix ms): by this
+	// process, or, for one found sealed at open, its file's last write (read on first
+	// need); 0 until known. Retention by age waits for it (retention.go).
+	sealedAt int64
 	// verified marks the index intervals whose batch headers have been checked since the
 	// segment was loaded from disk (see verify.go); nil when every header is known good
 	// (written or scanned by this process). Set before idx is published, then fixed.

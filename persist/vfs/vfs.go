@@ -19,6 +19,7 @@ import (
 	"os"
 	"sort"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -75,6 +76,8 @@ type FS interface {
 	List(dir string) ([]string, error)
 	// Stat returns the size of the named file.
 	Stat(name string) (int64, error)
+	// ModTime returns when the named file was last written.
+	ModTime(name string) (time.Time, error)
 	// SyncDir makes the directory's entries (created, renamed, removed files) durable.
 	SyncDir(dir string) error
 	// OpenDirect opens name for reading and writing with O_DIRECT, creating it (or
@@ -252,6 +255,14 @@ func (osFS) Stat(name string) (int64, error) {
 		return 0, err
 	}
 	return fi.Size(), nil
+}
+
+func (osFS) ModTime(name string) (time.Time, error) {
+	fi, err := os.Stat(name)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return fi.ModTime(), nil
 }
 
 func (osFS) SyncDir(dir string) error {

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"sluice/persist/vfs"
 )
@@ -213,6 +214,9 @@ func (fs *FS) List(dir string) ([]string, error) {
 
 // Stat implements vfs.FS.
 func (fs *FS) Stat(name string) (int64, error) { return fs.inner.Stat(name) }
+
+// ModTime implements vfs.FS.
+func (fs *FS) ModTime(name string) (time.Time, error) { return fs.inner.ModTime(name) }
 
 // SyncDir implements vfs.FS.
 func (fs *FS) SyncDir(dir string) error {
