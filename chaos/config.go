@@ -51,7 +51,7 @@ type Config struct {
 }
 
 // EmbeddedFaults are the faults of embedded mode (one broker, local disk only).
-var EmbeddedFaults = []string{"kill", "pause", "torn", "bitflip", "diskfull"}
+var EmbeddedFaults = []string{"kill", "pause", "torn", "bitflip", "diskfull", "clockjump"}
 
 // EnsureDefaults fills zero fields with defaults.
 func (c *Config) EnsureDefaults() {
@@ -138,4 +138,4 @@ func (c *Config) String() string {
 // DistributedFaults are the faults of distributed mode (ZooKeeper, HDFS, admins and
 // several brokers).
 var DistributedFaults = []string{"broker-kill", "broker-pause", "admin-kill", "zk-restart", "hdfs-restart", "hdfs-pause",
-	"nn-kill", "dn-kill", "nn-pause", "dn-pause"}
+	"nn-kill", "dn-kill", "nn-pause", "dn-pause", "clockjump"}

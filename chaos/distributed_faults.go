@@ -66,6 +66,7 @@ func (r *run) clusterFaults(c *cluster) map[string]func(context.Context) (string
 		"dn-pause": func(ctx context.Context) (string, error) {
 			return r.hdfsPause(ctx, "the DataNode", c.hdfs.PauseDataNode, c.hdfs.ResumeDataNode)
 		},
+		"clockjump": r.clockJump,
 	}
 }
 

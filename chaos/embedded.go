@@ -22,9 +22,11 @@ import (
 const tmpfsSize = 2 << 30
 
 // brokerArgs keep the broker small and make it roll segments often, so that damage
-// hits sealed segments too, and set the configured fsync policy.
+// hits sealed segments too, apply a one-hour retention by age every second (what the
+// clockjump fault's timestamps must not trick), and set the configured fsync policy.
 func (r *run) brokerArgs() []string {
-	args := []string{"-arena.size", "256MiB", "-log.segment_bytes", "1MiB"}
+	args := []string{"-arena.size", "256MiB", "-log.segment_bytes", "1MiB", "-log.retention", "1h",
+		"-broker.retention_check", "1s"}
 	if r.cfg.Fsync != "" {
 		args = append(args, "-log.fsync", r.cfg.Fsync)
 	}
@@ -104,8 +106,9 @@ func (r *run) embeddedFaults(b *broker, outside string, fs *smallFS) map[string]
 			sleep(ctx, d)
 			return fmt.Sprintf("SIGSTOP for %v", d.Round(time.Millisecond)), b.p.signal(syscall.SIGCONT)
 		},
-		"torn":    func(ctx context.Context) (string, error) { return r.damage(ctx, b, outside, torn) },
-		"bitflip": func(ctx context.Context) (string, error) { return r.damage(ctx, b, outside, bitflip) },
+		"torn":      func(ctx context.Context) (string, error) { return r.damage(ctx, b, outside, torn) },
+		"bitflip":   func(ctx context.Context) (string, error) { return r.damage(ctx, b, outside, bitflip) },
+		"clockjump": r.clockJump,
 	}
 	if fs != nil {
 		mix["diskfull"] = func(ctx context.Context) (string, error) {

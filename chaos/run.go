@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"sluice/chaos/check"
@@ -31,6 +32,9 @@ type run struct {
 	prog progress
 	res  *Result
 	t0   time.Time
+	// clock is how far the producers' clocks are off (ms; the clockjump fault): their
+	// records carry timestamps that far from the time they are produced.
+	clock atomic.Int64
 	// logMu serializes the lines of Config.Log: writers, the consumer and the fault
 	// loop all write progress lines.
 	logMu sync.Mutex
@@ -79,7 +83,7 @@ func (r *run) load(addrs func() []string) (stop func() int64) {
 	var ws []*writer
 	for i := range r.cfg.Writers {
 		w := &writer{index: i, kind: writerKinds[i%len(writerKinds)], rate: r.cfg.Rate, size: r.cfg.ValueSize,
-			topic: topic, addrs: addrs, hist: r.hist, prog: &r.prog, log: r.logf}
+			topic: topic, addrs: addrs, hist: r.hist, prog: &r.prog, log: r.logf, clock: &r.clock}
 		ws = append(ws, w)
 		wg.Add(1)
 		go func() { defer wg.Done(); w.run(ctx) }()
@@ -101,6 +105,27 @@ func (r *run) load(addrs func() []string) (stop func() int64) {
 		}
 		return n
 	}
+}
+
+// clockJump is the clock fault that needs no root: the producers' clocks jump two hours
+// to three days back or ahead for 2-5 s, then come back, so that the records of that
+// time carry timestamps far from when they are produced (a producer host's clock set by
+// hand, or an NTP step). The brokers run with a one-hour retention by age
+// (brokerArgs): judged by those timestamps alone, the records of a jump back would be
+// deleted as soon as their segment sealed. The brokers' own clocks are not moved:
+// that needs CAP_SYS_TIME, and Go programs read the clock through the vDSO, which
+// LD_PRELOAD tricks such as libfaketime do not reach.
+func (r *run) clockJump(ctx context.Context) (string, error) {
+	off := time.Duration(2+r.rng.Int64N(70)) * time.Hour
+	if r.rng.IntN(2) == 0 {
+		off = -off
+	}
+	d := 2*time.Second + time.Duration(r.rng.Int64N(int64(3*time.Second)))
+	r.clock.Store(off.Milliseconds())
+	sleep(ctx, d)
+	r.clock.Store(0)
+	return fmt.Sprintf("the producers' clocks %s by %v for %v", map[bool]string{true: "ahead", false: "back"}[off > 0],
+		off.Abs(), d.Round(time.Millisecond)), nil
 }
 
 // weights make the crash faults, which the long run must repeat most (issue 15's

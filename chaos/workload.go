@@ -46,6 +46,7 @@ type writer struct {
 	seq      uint64
 	restarts atomic.Int64 // incarnations after the first
 	log      func(format string, args ...any)
+	clock    *atomic.Int64 // how far the producers' clocks are off, ms (run.clock)
 }
 
 // run produces until ctx ends, replacing its producer whenever a call fails.
@@ -104,6 +105,9 @@ func (w *writer) chunk(ctx context.Context, p *client.Producer, pid uint64, n in
 		id := check.ID{Producer: pid, Seq: w.seq}
 		w.seq++
 		r := &client.Record{Value: check.AppendValue(nil, id, w.size)}
+		if off := w.clock.Load(); off != 0 { // a producer host whose clock jumped
+			r.Timestamp = time.Now().UnixMilli() + off
+		}
 		if w.kind.keyed {
 			r.Key = []byte(strconv.FormatUint(id.Seq%17, 10))
 		}
