@@ -162,6 +162,12 @@ allow bob describe orders
 		{carol, "carol create c", &wire.CreateTopicRequest{Name: "c", Partitions: 1}, wire.CodeNotAuthorized},
 		{carol, "carol produce orders", produce("orders"), wire.CodeNotAuthorized},
 		{carol, "carol fetch orders", fetch("orders"), wire.CodeNotAuthorized},
+		// Every other API key: topic_layouts needs describe, expand_topic admin (granted,
+		// an embedded broker refuses the expansion itself).
+		{bob, "bob topic_layouts orders", &wire.TopicLayoutsRequest{Name: "orders"}, wire.CodeNone},
+		{carol, "carol topic_layouts orders", &wire.TopicLayoutsRequest{Name: "orders"}, wire.CodeNotAuthorized},
+		{alice, "alice expand orders", &wire.ExpandTopicRequest{Name: "orders", Partitions: 4}, wire.CodeNotAuthorized},
+		{root, "root expand orders", &wire.ExpandTopicRequest{Name: "orders", Partitions: 4}, wire.CodeInvalidConfig},
 	}
 	for _, c := range cases {
 		r := c.who.call(c.body)

@@ -112,3 +112,12 @@ func TestReloadWhileStarting(t *testing.T) {
 		t.Fatalf("the broker's stop: %v\n%s", cmd.ProcessState, out.String())
 	}
 }
+
+// TestInsecureLogLine: a broker given -insecure on an address other than loopback
+// serves, and says at start, loudly, what is off.
+func TestInsecureLogLine(t *testing.T) {
+	b := testbroker.Start(t, t.TempDir(), "-listen", "0.0.0.0:0", "-insecure")
+	if log := b.Log(); !strings.Contains(log, "level=WARN msg=\"INSECURE: serving a non-loopback address with TLS and authentication off") {
+		t.Fatalf("no INSECURE line at start:\n%s", log)
+	}
+}
