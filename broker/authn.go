@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"bytes"
 	"errors"
 	"time"
 
@@ -21,6 +22,7 @@ type session struct {
 	snap   *auth.Snapshot // the users and ACLs grants was resolved from
 	grants *acl.Grants    // user's grants in snap; nil allows nothing
 	exch   *scram.Server  // an exchange between its two messages; nil otherwise
+	from   *auth.Snapshot // while exch is set: the snapshot its client-first was answered from
 }
 
 // sessionOf returns c's session, made when it opened (Opened).
@@ -98,7 +100,8 @@ var (
 // handleAuthenticate runs one step of a connection's exchange, on its loop. The first
 // message of an exchange (no exchange under way) is a client-first: the connection
 // loses any user it had, and is answered the server-first. The next is the
-// client-final: a passing proof logs the connection in and is answered the
+// client-final: a passing proof logs the connection in (if a reload since the
+// client-first left the user's credentials as they were) and is answered the
 // server-final; anything else leaves it unauthenticated and is answered auth_failed
 // after the failure delay (answers keep request order, so the connection's next answer
 // waits for it too).
@@ -120,9 +123,13 @@ func (b *Broker) handleAuthenticate(c *netio.Conn, slot netio.Slot, hdr wire.Res
 		b.clientFirst(c, slot, hdr, s, r.Payload)
 		return
 	}
-	exch := s.exch
-	s.exch = nil
+	exch, from := s.exch, s.from
+	s.exch, s.from = nil, nil
 	answer, _, err := exch.Step(r.Payload)
+	snap := a.snap.Load()
+	if err == nil && !sameCredentials(from, snap, exch.User()) {
+		err = scram.ErrAuth // removed, or given a new password, while the exchange was under way
+	}
 	if err != nil {
 		if errors.Is(err, scram.ErrAuth) {
 			a.failed.Add(1)
@@ -133,7 +140,7 @@ func (b *Broker) handleAuthenticate(c *netio.Conn, slot netio.Slot, hdr wire.Res
 		b.respondLater(a.cfg.FailureDelay, c, slot, hdr)
 		return
 	}
-	s.login(exch.User(), a.snap.Load())
+	s.login(exch.User(), snap)
 	a.ok.Add(1)
 	b.cfg.Logger.Debug("authenticated", "user", s.user, "remote", c.RemoteAddr())
 	b.respond(c, slot, hdr, nil, &wire.AuthenticateResponse{Payload: answer})
@@ -143,8 +150,8 @@ func (b *Broker) handleAuthenticate(c *netio.Conn, slot netio.Slot, hdr wire.Res
 // proof passes.
 func (b *Broker) clientFirst(c *netio.Conn, slot netio.Slot, hdr wire.ResponseHeader, s *session, msg string) {
 	s.logout()
-	users := b.auth.snap.Load().Users
-	exch := scram.NewServer(users.Lookup, users.Fake)
+	snap := b.auth.snap.Load()
+	exch := scram.NewServer(snap.Users.Lookup, snap.Users.Fake)
 	answer, done, err := exch.Step(msg)
 	if err == nil && done {
 		err = errors.New("the exchange ended at its first message")
@@ -154,8 +161,23 @@ func (b *Broker) clientFirst(c *netio.Conn, slot netio.Slot, hdr wire.ResponseHe
 		b.respond(c, slot, hdr, wire.NewError(wire.CodeAuthFailed, "malformed client-first message: "+err.Error()), nil)
 		return
 	}
-	s.exch = exch
+	s.exch, s.from = exch, snap
 	b.respond(c, slot, hdr, nil, &wire.AuthenticateResponse{Payload: answer})
+}
+
+// sameCredentials reports whether user has in snap the credentials it had in from, the
+// snapshot its exchange began with: a proof checked against from's credentials may log
+// in under snap only then. A user removed, or given a new password, by a reload between
+// the exchange's two messages fails it (a client may hold a client-first open as long as
+// it likes).
+func sameCredentials(from, snap *auth.Snapshot, user string) bool {
+	if from == snap {
+		return true
+	}
+	was, _ := from.Users.Lookup(user)
+	now, ok := snap.Users.Lookup(user)
+	return ok && bytes.Equal(was.StoredKey, now.StoredKey) && bytes.Equal(was.ServerKey, now.ServerKey) &&
+		bytes.Equal(was.Salt, now.Salt) && was.Iterations == now.Iterations
 }
 
 // respondLater answers auth_failed after delay, from a timer: the loop goes on.

@@ -118,3 +118,12 @@ func writeFile(t testing.TB, path, content string) {
 		t.Fatal(err)
 	}
 }
+
+// addUserReplacing gives an existing user a new password.
+func (f *authFiles) addUserReplacing(user, password string) {
+	f.t.Helper()
+	if err := auth.AddUser(f.users, user, password, scram.MinIterations, true); err != nil {
+		f.t.Fatal(err)
+	}
+	f.passwords[user] = password
+}

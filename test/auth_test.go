@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"sluice/auth/acl"
+	"sluice/auth/scram"
 	"sluice/client"
 	"sluice/persist/vfs"
 	"sluice/wire"
@@ -161,6 +162,12 @@ allow bob describe orders
 		{carol, "carol create c", &wire.CreateTopicRequest{Name: "c", Partitions: 1}, wire.CodeNotAuthorized},
 		{carol, "carol produce orders", produce("orders"), wire.CodeNotAuthorized},
 		{carol, "carol fetch orders", fetch("orders"), wire.CodeNotAuthorized},
+		// Every other API key: topic_layouts needs describe, expand_topic admin (granted,
+		// an embedded broker refuses the expansion itself).
+		{bob, "bob topic_layouts orders", &wire.TopicLayoutsRequest{Name: "orders"}, wire.CodeNone},
+		{carol, "carol topic_layouts orders", &wire.TopicLayoutsRequest{Name: "orders"}, wire.CodeNotAuthorized},
+		{alice, "alice expand orders", &wire.ExpandTopicRequest{Name: "orders", Partitions: 4}, wire.CodeNotAuthorized},
+		{root, "root expand orders", &wire.ExpandTopicRequest{Name: "orders", Partitions: 4}, wire.CodeInvalidConfig},
 	}
 	for _, c := range cases {
 		r := c.who.call(c.body)
@@ -263,4 +270,59 @@ func TestAuthFrameLimit(t *testing.T) {
 	w = dial(t, b.Addr()).login("alice", alicePW)
 	createTopic(t, w, "t", 1)
 	mustOK(t, w.call(big))
+}
+
+// TestAuthExchangeAcrossReload: an exchange's proof is checked against the users the
+// broker serves when the proof arrives, not those of its client-first. A user removed,
+// or whose password was replaced, between the two messages does not log in with the old
+// password (a client could hold a client-first open for as long as it likes and finish
+// it after it was revoked); an exchange across a reload that left its user as it was
+// passes.
+func TestAuthExchangeAcrossReload(t *testing.T) {
+	f := newAuthFiles(t, map[string]string{"alice": alicePW, "bob": bobPW, "carol": "carol-pw"},
+		"allow alice admin *\nallow bob admin *\nallow carol admin *\n")
+	b, logs := startAuthBroker(t, f, time.Millisecond)
+	type started struct {
+		w     *wireConn
+		c     *scram.Client
+		first string
+	}
+	start := func(user, pw string) started {
+		w := dial(t, b.Addr())
+		c, err := scram.NewClient(user, pw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := w.call(&wire.AuthenticateRequest{Mechanism: wire.MechanismSCRAMSHA256, Payload: c.First()})
+		mustOK(t, r)
+		return started{w, c, r.Body.(*wire.AuthenticateResponse).Payload}
+	}
+	finish := func(s started) *wire.Response {
+		final, err := s.c.Final(s.first)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.w.call(&wire.AuthenticateRequest{Mechanism: wire.MechanismSCRAMSHA256, Payload: final})
+	}
+	reloads := func() int { return strings.Count(logs.String(), "users and ACLs reloaded") }
+
+	alice, bob, carol := start("alice", alicePW), start("bob", bobPW), start("carol", "carol-pw")
+	n := reloads()
+	if err := removeUser(f.users, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	f.addUserReplacing("bob", "bob's new password")
+	pollFor(t, "the reload", func() bool {
+		return reloads() > n && dial(t, b.Addr()).authenticate("bob", "bob's new password").Header.Code == wire.CodeNone
+	})
+	for name, s := range map[string]started{"alice (removed)": alice, "bob (new password)": bob} {
+		if r := finish(s); r.Header.Code != wire.CodeAuthFailed {
+			t.Errorf("%s finishing an exchange begun before the reload: %v %q, want auth_failed", name, r.Header.Code, r.Text)
+		}
+		if r := s.w.call(&wire.MetadataRequest{}); r.Header.Code != wire.CodeAuthRequired {
+			t.Errorf("%s's next request: %v %q, want auth_required", name, r.Header.Code, r.Text)
+		}
+	}
+	mustOK(t, finish(carol)) // unchanged by the reload
+	mustOK(t, carol.w.call(&wire.MetadataRequest{}))
 }

@@ -5,9 +5,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"sluice/internal/testbroker"
+	"sluice/wire"
 )
 
 // TestSystemdUnit checks deploy/sluice.service with `systemd-analyze verify` (with the
@@ -51,5 +54,70 @@ func TestSystemdUnit(t *testing.T) {
 	}
 	if out, err := exec.Command(sa, "verify", path).CombinedOutput(); err != nil || len(strings.TrimSpace(string(out))) > 0 {
 		t.Fatalf("systemd-analyze verify: %v\n%s", err, out)
+	}
+}
+
+// TestReloadWhileStarting: a SIGHUP (systemctl reload, say from a certificate renewal)
+// that comes while the broker is still starting does not kill it; it is taken as a
+// reload once the broker serves. Go's default for SIGHUP is to exit, and systemd counts
+// an exit by SIGHUP as clean: Restart=on-failure would not start the broker again. The
+// config file is a FIFO, so the test knows the process is inside its start (reading its
+// config) when the signal is sent.
+func TestReloadWhileStarting(t *testing.T) {
+	dir := t.TempDir()
+	conf, ready := filepath.Join(dir, "sluice.conf"), filepath.Join(dir, "ready")
+	if err := syscall.Mkfifo(conf, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(testbroker.Binary(t), "broker", "-data", t.TempDir(), "-listen", "127.0.0.1:0",
+		"-config", conf, "-ready-file", ready)
+	out := &syncBuf{}
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	defer func() {
+		cmd.Process.Signal(syscall.SIGKILL)
+		<-done
+	}()
+	fifo, err := os.OpenFile(conf, os.O_WRONLY, 0) // returns once the broker opened its config
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	fifo.WriteString("# sluice.conf: every setting at its default\n")
+	fifo.Close()
+	for deadline := time.Now().Add(time.Minute); ; {
+		if raw, err := os.ReadFile(ready); err == nil && len(raw) > 0 {
+			mustOK(t, dial(t, strings.Fields(string(raw))[0]).call(&wire.MetadataRequest{})) // it serves
+			break
+		}
+		select {
+		case <-done:
+			t.Fatalf("a SIGHUP during the start ended the broker: %v\n%s", cmd.ProcessState, out.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the broker did not serve within a minute\n%s", out.String())
+		}
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	<-done
+	if !cmd.ProcessState.Success() {
+		t.Fatalf("the broker's stop: %v\n%s", cmd.ProcessState, out.String())
+	}
+}
+
+// TestInsecureLogLine: a broker given -insecure on an address other than loopback
+// serves, and says at start, loudly, what is off.
+func TestInsecureLogLine(t *testing.T) {
+	b := testbroker.Start(t, t.TempDir(), "-listen", "0.0.0.0:0", "-insecure")
+	if log := b.Log(); !strings.Contains(log, "level=WARN msg=\"INSECURE: serving a non-loopback address with TLS and authentication off") {
+		t.Fatalf("no INSECURE line at start:\n%s", log)
 	}
 }

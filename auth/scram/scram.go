@@ -156,9 +156,12 @@ func (s *Server) Step(msg string) (answer string, done bool, err error) {
 			return "", true, errors.New("scram: user names may not hold ',' or '='")
 		}
 		s.user, s.first = v[0], bare
+		// The pretend credentials are made for every user, known or not: the answer then
+		// costs the same work either way, and its timing does not tell who exists.
+		fake := s.dummy(s.user)
 		s.creds, s.known = s.lookup(s.user)
 		if !s.known {
-			s.creds = s.dummy(s.user)
+			s.creds = fake
 		}
 		sn, err := nonce()
 		if err != nil {

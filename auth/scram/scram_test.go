@@ -160,3 +160,25 @@ func FuzzServerFinal(f *testing.F) {
 		}
 	})
 }
+
+// TestServerFirstSameWork: the server makes the pretend credentials for every user,
+// known or not, so that its first answer takes the same work either way: answering a
+// known user without them was faster by their derivation, and told the user apart from
+// an unknown one by the time to the server-first message.
+func TestServerFirstSameWork(t *testing.T) {
+	creds, err := Derive("s3cret", MinIterations)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, user := range []string{"alice", "mallory"} {
+		dummies := 0
+		s := NewServer(func(u string) (Credentials, bool) { return creds, u == "alice" },
+			func(string) Credentials { dummies++; return creds })
+		if _, done, err := s.Step("n,,n=" + user + ",r=abc"); err != nil || done {
+			t.Fatalf("%s: client-first refused: %v", user, err)
+		}
+		if dummies != 1 {
+			t.Errorf("%s: pretend credentials made %d times, want once for every user", user, dummies)
+		}
+	}
+}

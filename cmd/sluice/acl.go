@@ -49,6 +49,9 @@ func (g grantFlags) parse(fs *flag.FlagSet, args []string, all *bool) (string, a
 	if err := acl.CheckUser(*g.user); err != nil {
 		return "", 0, acl.Pattern{}, usageError{err.Error()}
 	}
+	if set["prefix"] && *g.prefix == "" { // "*": every topic, which only --all may say
+		return "", 0, acl.Pattern{}, usageError{"--prefix is empty: give --all for every topic"}
+	}
 	pattern := *g.topic
 	if !set["topic"] {
 		pattern = *g.prefix + "*"

@@ -270,6 +270,12 @@ func cmp(v, def string) string {
 }
 
 func runBroker(args []string, _ io.Reader, stdout, stderr io.Writer) error {
+	// SIGHUP is systemctl reload. One that comes while the broker starts (reading its
+	// config, recovering partitions) must not end it, as Go's default would (and systemd
+	// counts an exit by SIGHUP as clean: no restart); it is kept and handled once serving.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGHUP)
+	defer signal.Stop(sig)
 	f := newBrokerFlags()
 	if err := parseFlags(f.fs, args); err != nil {
 		return err
@@ -315,8 +321,7 @@ func runBroker(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 			return fmt.Errorf("cannot write ready file: %w", err)
 		}
 	}
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	got := <-sig
 	for got == syscall.SIGHUP { // reload the TLS certificates, users and ACLs; keep serving
 		if err := b.ReloadTLS(); err != nil {

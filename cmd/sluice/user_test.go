@@ -57,6 +57,10 @@ func TestUserAndACLCommands(t *testing.T) {
 	exec(2, "", "acl", "add", "--file", acls, "--user", "bob", "--topic", "o", "--prefix", "p", "--ops", "produce") // two patterns
 	exec(2, "", "acl", "add", "--file", acls, "--user", "bob", "--topic", "o", "--ops", "write")
 	exec(2, "", "acl", "add", "--file", acls, "--topic", "o", "--ops", "produce")
+	// An empty --prefix (say, an unset shell variable) is refused, not a grant on every
+	// topic: --all says that.
+	exec(2, "", "acl", "add", "--file", acls, "--user", "bob", "--prefix", "", "--ops", "consume")
+	exec(2, "", "acl", "remove", "--file", acls, "--user", "*", "--prefix", "")
 	exec(0, "", "acl", "remove", "--file", acls, "--user", "alice", "--topic", "orders", "--ops", "consume")
 	exec(1, "", "acl", "remove", "--file", acls, "--user", "alice", "--prefix", "nope")
 	want := "allow alice produce orders\nallow alice consume ev.*\nallow * describe *\n"

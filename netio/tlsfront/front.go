@@ -14,18 +14,24 @@
 //
 // A plaintext client on the TLS port gets one sluice error frame (tls_required) naming
 // the problem, then the connection closes.
+//
+// On Linux the front's end of each unix socket connection is named after the client's
+// address (dialBackend), so the event loops log who a connection is.
 package tlsfront
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -73,6 +79,9 @@ type Front struct {
 	conns map[net.Conn]struct{} // open client connections, closed by Stop
 	done  bool
 
+	tag string        // random, in every backend socket name (dialBackend)
+	seq atomic.Uint64 // numbers the backend socket names
+
 	handshakes, failed, plaintext, refused atomic.Uint64
 	relayed                                atomic.Int64
 	refusedLog                             atomic.Int64 // unix ns of the last refusal logged
@@ -87,7 +96,11 @@ func Start(cfg Config, backend string) (*Front, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	f := &Front{cfg: cfg, backend: backend, conns: map[net.Conn]struct{}{}}
+	tag := make([]byte, 6)
+	if _, err := rand.Read(tag); err != nil {
+		return nil, fmt.Errorf("cannot make the TLS front's socket tag: %w", err)
+	}
+	f := &Front{cfg: cfg, backend: backend, conns: map[net.Conn]struct{}{}, tag: hex.EncodeToString(tag)}
 	if err := f.Reload(); err != nil {
 		return nil, err
 	}
@@ -239,15 +252,42 @@ func (f *Front) serve(c net.Conn) {
 	}
 	f.handshakes.Add(1)
 	c.SetDeadline(time.Time{})
-	back, err := net.DialTimeout("unix", f.backend, f.cfg.HandshakeTimeout)
+	back, err := f.dialBackend(c.RemoteAddr())
 	if err != nil {
 		f.cfg.Logger.Error("TLS front: cannot reach the event loops", "socket", f.backend, "err", err)
 		return
 	}
 	f.relayed.Add(1)
 	defer f.relayed.Add(-1)
-	relay(tc, back.(*net.UnixConn))
+	relay(tc, back)
 }
+
+// dialBackend connects to the event loops for client. On Linux its end of the unix
+// socket is bound to an abstract name that starts with the client's address: the event
+// loops see that name as the connection's remote address, so what the broker logs of
+// the connection (a failed authentication, a refused frame) names the client, not the
+// unnamed "@". The front's random tag and a sequence number keep the names unique, also
+// from another process's (a name already taken is a failed dial: that connection is
+// closed).
+func (f *Front) dialBackend(client net.Addr) (*net.UnixConn, error) {
+	d := net.Dialer{Timeout: f.cfg.HandshakeTimeout}
+	if runtime.GOOS == "linux" {
+		suffix := fmt.Sprintf("/tls-%s-%d", f.tag, f.seq.Add(1))
+		addr := client.String()
+		if room := maxSocketName - 1 - len(suffix); len(addr) > room {
+			addr = addr[:room]
+		}
+		d.LocalAddr = &net.UnixAddr{Name: "@" + addr + suffix, Net: "unix"}
+	}
+	back, err := d.Dial("unix", f.backend)
+	if err != nil {
+		return nil, err
+	}
+	return back.(*net.UnixConn), nil
+}
+
+// maxSocketName is the longest unix socket name, with an abstract name's leading '@'.
+const maxSocketName = 108
 
 // tlsHeadLen is how much of a connection's start tells TLS from a sluice frame: a TLS
 // handshake record (type 22, version 3.x, two length bytes) holding a ClientHello
