@@ -36,6 +36,12 @@ type AuthConfig struct {
 	// both again: auth.reload_interval. Default 2 s. SIGHUP reloads at once
 	// (Broker.ReloadAuth); znodes are also watched, so a change applies sooner.
 	ReloadInterval time.Duration
+	// Timeout is how long a connection may stay unauthenticated, from its start or from
+	// losing its user (a reload that removed it, a new exchange), before it is answered
+	// auth_required and closed: auth.timeout. Default 30 s. Without it a client that
+	// never authenticates holds its connection (and, behind TLS, one of the front's
+	// connection slots) for good.
+	Timeout time.Duration
 }
 
 // Enabled reports whether authentication is on.
@@ -51,12 +57,18 @@ func (c *AuthConfig) ensureDefaults() {
 	if c.ReloadInterval == 0 {
 		c.ReloadInterval = 2 * time.Second
 	}
+	if c.Timeout == 0 {
+		c.Timeout = 30 * time.Second
+	}
 }
 
 func (c *AuthConfig) validate() error {
 	if c.FailureDelay < 0 || c.ReloadInterval < 10*time.Millisecond {
 		return fmt.Errorf("auth.failure_delay %v must not be negative and auth.reload_interval %v must be at least 10ms",
 			c.FailureDelay, c.ReloadInterval)
+	}
+	if c.Timeout < 100*time.Millisecond {
+		return fmt.Errorf("auth.timeout %v must be at least 100ms", c.Timeout)
 	}
 	if c.FromZooKeeper && (c.UsersFile != "" || c.ACLFile != "") {
 		return errors.New("auth.source zk takes the users and ACLs from ZooKeeper: auth.users and auth.acls must not be set")
@@ -73,7 +85,7 @@ func (c *AuthConfig) String() string {
 	if c.FromZooKeeper {
 		src = "source=zk"
 	}
-	return fmt.Sprintf("%s failure_delay=%v reload_interval=%v", src, c.FailureDelay, c.ReloadInterval)
+	return fmt.Sprintf("%s failure_delay=%v reload_interval=%v timeout=%v", src, c.FailureDelay, c.ReloadInterval, c.Timeout)
 }
 
 // authState is the broker's side of authentication, nil when it is off: the current

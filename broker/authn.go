@@ -17,12 +17,13 @@ import (
 // exchange's proof passes, in one step with its grants: a connection is authenticated
 // or not, never half.
 type session struct {
-	c      *netio.Conn
-	user   string         // "" while unauthenticated
-	snap   *auth.Snapshot // the users and ACLs grants was resolved from
-	grants *acl.Grants    // user's grants in snap; nil allows nothing
-	exch   *scram.Server  // an exchange between its two messages; nil otherwise
-	from   *auth.Snapshot // while exch is set: the snapshot its client-first was answered from
+	c       *netio.Conn
+	timeout time.Duration  // AuthConfig.Timeout: how long it may stay unauthenticated
+	user    string         // "" while unauthenticated
+	snap    *auth.Snapshot // the users and ACLs grants was resolved from
+	grants  *acl.Grants    // user's grants in snap; nil allows nothing
+	exch    *scram.Server  // an exchange between its two messages; nil otherwise
+	from    *auth.Snapshot // while exch is set: the snapshot its client-first was answered from
 }
 
 // sessionOf returns c's session, made when it opened (Opened).
@@ -30,15 +31,17 @@ func sessionOf(c *netio.Conn) *session {
 	if s, ok := c.State().(*session); ok {
 		return s
 	}
-	return newSession(c) // a connection opened before authentication was on: never
+	return newSession(c, 0) // a connection opened before authentication was on: never
 }
 
 // newSession gives c a session, unauthenticated: its frames are held to the size of an
-// authenticate request until it logs in.
-func newSession(c *netio.Conn) *session {
-	s := &session{c: c}
+// authenticate request until it logs in, and it is closed if it has not within the
+// timeout (a zero timeout: never; only for a session made without Opened).
+func newSession(c *netio.Conn, timeout time.Duration) *session {
+	s := &session{c: c, timeout: timeout}
 	c.SetState(s)
 	s.logout()
+	c.Expire(timeout, errAuthTimeout)
 	return s
 }
 
@@ -47,6 +50,9 @@ func newSession(c *netio.Conn) *session {
 // auth_required and the connection closed, before the broker buffers it.
 const preAuthFrame = wire.RequestHeaderSize + 2*(2+wire.MaxString)
 
+var errAuthTimeout = wire.NewError(wire.CodeAuthRequired,
+	"no authentication within auth.timeout: the connection closes")
+
 var errPreAuthFrame = wire.NewError(wire.CodeAuthRequired,
 	"this broker requires authentication first (a frame this large is refused before it; the connection closes)")
 
@@ -54,7 +60,7 @@ var errPreAuthFrame = wire.NewError(wire.CodeAuthRequired,
 // on the connection's loop, before its first byte is read).
 func (b *Broker) Opened(c *netio.Conn) {
 	if b.auth != nil {
-		newSession(c)
+		newSession(c, b.auth.cfg.Timeout)
 	}
 }
 
@@ -80,10 +86,17 @@ func (s *session) current(snap *auth.Snapshot) (g *acl.Grants, ok bool) {
 func (s *session) login(user string, snap *auth.Snapshot) {
 	s.user, s.snap, s.grants = user, snap, snap.ACL.For(user)
 	s.c.LimitFrames(0, nil)
+	s.c.Expire(0, nil)
 }
 
-// logout makes the connection unauthenticated, its frames held to preAuthFrame.
+// logout makes the connection unauthenticated, its frames held to preAuthFrame. A
+// connection that had a user gets the timeout again from now; one that had none keeps
+// the time it had (a new exchange every so often does not keep an unauthenticated
+// connection open for good).
 func (s *session) logout() {
+	if s.user != "" {
+		s.c.Expire(s.timeout, errAuthTimeout)
+	}
 	s.user, s.snap, s.grants = "", nil, nil
 	s.c.LimitFrames(preAuthFrame, errPreAuthFrame)
 }

@@ -114,6 +114,8 @@ var (
 		"Connections answered with busy and closed because the inbound budget (reason budget) or their own cap, net.max_inbound (reason connection), would not take more of their requests.", []string{"reason"}, nil)
 	descTimedOut = prometheus.NewDesc("sluice_net_frames_timed_out_total",
 		"Connections closed because a partial request frame received nothing for net.frame_timeout.", nil, nil)
+	descExpired = prometheus.NewDesc("sluice_auth_timed_out_connections_total",
+		"With authentication on: connections closed because they did not authenticate within auth.timeout (from their start, or from losing their user).", nil, nil)
 	descPaused = prometheus.NewDesc("sluice_net_paused_total",
 		"Times a connection stopped taking requests, by reason: inflight (max requests in flight) or outbound (its unread answers hold its share of net.max_outbound_total).", []string{"reason"}, nil)
 	descHDFSLag = prometheus.NewDesc("sluice_partition_hdfs_lag_offsets",
@@ -139,7 +141,7 @@ var (
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descSent, descConns, descRequests, descProtoErr, descArena, descReclaimed,
 		descFull, descLag, descHits, descState, descDirect, descPanics, descReleased, descSkipped, descParked, descProduced, descCopied,
-		descInbound, descOutbound, descRefused, descTimedOut, descPaused, descClamped, descDirectRead,
+		descInbound, descOutbound, descRefused, descTimedOut, descExpired, descPaused, descClamped, descDirectRead,
 		descHDFSLag, descHDFSLagBytes, descHDFSLagSec, descHDFSFailing, descHDFSRounds, descHDFSBytes, descHDFSRead,
 		descAuth, descAuthRefused, descAuthReloads, descAuthFailing, descAuthUsers} {
 		ch <- d
@@ -183,6 +185,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descRefused, float64(ns.RefusedBudget), "budget")
 	counter(descRefused, float64(ns.RefusedConnLimit), "connection")
 	counter(descTimedOut, float64(ns.FramesTimedOut))
+	counter(descExpired, float64(ns.Expired))
 	counter(descDirectRead, float64(ns.BytesReceived))
 	if b := c.b.shipper; b != nil {
 		commits, failures, bytes, parts := b.Stats()

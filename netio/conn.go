@@ -101,6 +101,13 @@ type Conn struct {
 	armedReads uint64 // reads when the timer was armed
 	paused     bool   // the last read stopped at MaxInflight or the outbound share
 	readAt     int64  // when the loop took the readable event it is handling (Unix ns)
+	// The expiry (Expire): expiryGen numbers the arms (loop only); a timer that fires
+	// stores its arm's number in expiryFired, and the loop acts on it only if it is
+	// still the current arm's, so a cancelled timer that fired anyway does nothing.
+	expiry      *time.Timer
+	expiryGen   uint64
+	expiryErr   error
+	expiryFired atomic.Uint64
 
 	// Loop-only writer state.
 	iov       [][]byte // what remains of the head response's bytes
@@ -171,6 +178,32 @@ func (c *Conn) inflight() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.mu.queue)
+}
+
+// Expire arms (d > 0) or cancels (d <= 0) the connection's expiry: unless Expire is
+// called again first, d from now the connection is answered err (an error frame for
+// request 0) and closed, as a refused one is. The broker arms it for a connection that
+// must authenticate in time. Loop only (a handler, or the Opener).
+func (c *Conn) Expire(d time.Duration, err error) {
+	if c.expiry != nil {
+		c.expiry.Stop()
+		c.expiry = nil
+	}
+	c.expiryGen++
+	c.expiryErr = err
+	if d <= 0 || err == nil {
+		return
+	}
+	gen := c.expiryGen
+	c.expiry = time.AfterFunc(d, func() {
+		c.expiryFired.Store(gen)
+		c.wake()
+	})
+}
+
+// expired reports whether the current arm of the expiry fired. Loop only.
+func (c *Conn) expired() bool {
+	return c.expiry != nil && c.expiryFired.Load() == c.expiryGen
 }
 
 // ReadAt returns when the event loop began handling the readable event that brought the
@@ -332,6 +365,9 @@ func (c *Conn) shutdown() {
 	c.dropInbound()
 	if c.timer != nil {
 		c.timer.Stop()
+	}
+	if c.expiry != nil {
+		c.expiry.Stop()
 	}
 	for _, s := range queue {
 		if s.ready && s.resp.Done != nil {

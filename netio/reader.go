@@ -41,6 +41,12 @@ func (s *Server) OnTraffic(gc gnet.Conn) gnet.Action {
 			return action
 		}
 	}
+	if c.expired() && !c.closeNext {
+		err := c.expiryErr
+		c.Expire(0, nil)
+		c.srv.stats.expired.Add(1)
+		return c.refuse(wire.RequestHeader{}, err)
+	}
 	if err := c.flush(); err != nil {
 		if !errors.Is(err, errClosing) && !isConnReset(err) {
 			s.cfg.Logger.Debug("write failed", "remote", gc.RemoteAddr(), "err", err)

@@ -157,6 +157,7 @@ type Stats struct {
 	RefusedBudget    uint64 // connections refused because the inbound budget was spent
 	RefusedConnLimit uint64 // connections refused for holding more than MaxInbound
 	FramesTimedOut   uint64 // connections closed because a partial frame made no progress
+	Expired          uint64 // connections closed by their expiry (Conn.Expire)
 	PausedInflight   uint64 // times a connection stopped taking requests at MaxInflight
 	PausedOutbound   uint64 // times a connection stopped taking fetches for its unread answers
 	FetchesClamped   uint64 // fetches whose MaxBytes was lowered to the outbound room left
@@ -169,7 +170,7 @@ type counters struct {
 	protocolErrs, writeWaits   atomic.Uint64
 	panics, released           atomic.Uint64
 	bytesHeld, bytesReceived   atomic.Uint64
-	timedOut                   atomic.Uint64
+	timedOut, expired          atomic.Uint64
 	pausedInflight             atomic.Uint64
 	pausedOutbound             atomic.Uint64
 }
@@ -244,7 +245,7 @@ func (s *Server) Stats() Stats {
 		Released:      s.stats.released.Load(), InboundBuffered: s.inBudget.held(), InboundIdle: s.bufs.idle(),
 		OutboundQueued: s.outBudget.queued.Load(), OutboundReserved: s.outBudget.reserved.Load(),
 		RefusedBudget: s.inBudget.refusedBudget.Load(), RefusedConnLimit: s.inBudget.refusedConn.Load(),
-		FramesTimedOut: s.stats.timedOut.Load(), PausedInflight: s.stats.pausedInflight.Load(),
+		FramesTimedOut: s.stats.timedOut.Load(), Expired: s.stats.expired.Load(), PausedInflight: s.stats.pausedInflight.Load(),
 		PausedOutbound: s.stats.pausedOutbound.Load(), FetchesClamped: s.outBudget.clamped.Load()}
 }
 

@@ -3,6 +3,7 @@ package test
 import (
 	"context"
 	"errors"
+	"io"
 	"slices"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"sluice/auth/acl"
 	"sluice/auth/scram"
+	"sluice/broker"
 	"sluice/client"
 	"sluice/persist/vfs"
 	"sluice/wire"
@@ -325,4 +327,58 @@ func TestAuthExchangeAcrossReload(t *testing.T) {
 	}
 	mustOK(t, finish(carol)) // unchanged by the reload
 	mustOK(t, carol.w.call(&wire.MetadataRequest{}))
+}
+
+// TestAuthTimeout: a connection that has not authenticated within auth.timeout of its
+// start is answered auth_required (request id 0) and closed, however many exchanges it
+// tried meanwhile; an authenticated one stays open past it; one that loses its user (a
+// reload that removed it) gets the timeout again from then. Before, a client that never
+// authenticated held its connection for good.
+func TestAuthTimeout(t *testing.T) {
+	f := newAuthFiles(t, map[string]string{"alice": alicePW, "bob": bobPW}, "allow alice admin *\nallow bob describe *\n")
+	const timeout = 700 * time.Millisecond
+	b, _ := startInProcessAt(t, t.TempDir(), vfs.Default(), 1<<20, func(c *broker.Config) {
+		c.Auth = broker.AuthConfig{UsersFile: f.users, ACLFile: f.acls, FailureDelay: time.Millisecond,
+			ReloadInterval: 50 * time.Millisecond, Timeout: timeout}
+	})
+	closedAfterTimeout := func(w *wireConn, who string) {
+		t.Helper()
+		r := w.recv()
+		if r.Header.Code != wire.CodeAuthRequired || r.Header.RequestID != 0 || !strings.Contains(r.Text, "auth.timeout") {
+			t.Fatalf("%s: answered %v %q (id %d), want auth_required for the timeout", who, r.Header.Code, r.Text, r.Header.RequestID)
+		}
+		if _, err := w.readFrame(); !errors.Is(err, io.EOF) {
+			t.Fatalf("%s: the connection is still open after the timeout (%v)", who, err)
+		}
+	}
+
+	start := time.Now()
+	idle := dial(t, b.Addr())
+	trying := dial(t, b.Addr())
+	alice := dial(t, b.Addr()).login("alice", alicePW)
+	bob := dial(t, b.Addr()).login("bob", bobPW)
+	for time.Since(start) < timeout/2 { // exchanges that fail do not restart its time
+		wantCode(t, trying.authenticate("alice", "wrong"), wire.CodeAuthFailed)
+		time.Sleep(50 * time.Millisecond)
+	}
+	closedAfterTimeout(idle, "a connection that sent nothing")
+	closedAfterTimeout(trying, "a connection that kept failing")
+	if took := time.Since(start); took < timeout {
+		t.Fatalf("closed after %v, before the timeout %v", took, timeout)
+	}
+	time.Sleep(timeout)
+	mustOK(t, alice.call(&wire.MetadataRequest{})) // authenticated: open past the timeout
+
+	if err := removeUser(f.users, "bob"); err != nil {
+		t.Fatal(err)
+	}
+	pollFor(t, "bob's connection to be unauthenticated", func() bool {
+		return bob.call(&wire.MetadataRequest{}).Header.Code == wire.CodeAuthRequired
+	})
+	lost := time.Now()
+	closedAfterTimeout(bob, "a connection whose user was removed")
+	if took := time.Since(lost); took > 3*timeout {
+		t.Fatalf("closed %v after losing its user, timeout %v", took, timeout)
+	}
+	mustOK(t, alice.call(&wire.MetadataRequest{}))
 }

@@ -76,6 +76,7 @@ var brokerKeys = [][2]string{
 	{"auth.source", "where the users and ACLs come from: file (auth.users and auth.acls; the default) or zk (the cluster's znodes ROOT/security/users and ROOT/security/acls, followed by every broker; needs zk; sluice user/acl --zk edit them)"},
 	{"auth.failure_delay", "how long after a failed authentication its answer is sent (default 1s)"},
 	{"auth.reload_interval", "how often the users and ACL files are checked for a change (default 2s)"},
+	{"auth.timeout", "how long a connection may stay unauthenticated, from its start or from losing its user, before it is closed (default 30s)"},
 	{"zk", "ZooKeeper address(es), comma-separated: join a cluster and serve the partitions its admin assigns (needs hdfs.addr; default off)"},
 	{"zk.root", "root of the cluster's znodes (default /sluice)"},
 	{"zk.session_timeout", "ZooKeeper session timeout: a broker cut off this long loses its partitions (default 6s)"},
@@ -241,6 +242,7 @@ func (f *brokerFlags) brokerConfig(logger *slog.Logger) (broker.Config, error) {
 	}
 	dur("auth.failure_delay", &cfg.Auth.FailureDelay)
 	dur("auth.reload_interval", &cfg.Auth.ReloadInterval)
+	dur("auth.timeout", &cfg.Auth.Timeout)
 	if v := s("zk"); v != "" {
 		for _, a := range strings.Split(v, ",") {
 			cfg.Cluster.ZK = append(cfg.Cluster.ZK, strings.TrimSpace(a))
