@@ -58,12 +58,25 @@ func Empty() (*Snapshot, error) {
 	return &Snapshot{Users: u, ACL: acl.NewSet(nil)}, nil
 }
 
-// LoadRules reads an ACL file; a missing one is no rules.
+// LoadRules reads an ACL file; a missing one is no rules. A file that group or others
+// may write is refused: whoever can write it grants themselves anything.
 func LoadRules(path string) ([]acl.Rule, error) {
-	raw, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
+	if err != nil {
+		return nil, fmt.Errorf("cannot read the ACL file: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("cannot read the ACL file: %w", err)
+	}
+	if st.Mode().Perm()&0o022 != 0 {
+		return nil, fmt.Errorf("the ACL file %s has mode %v: whoever may write it grants anything, make it writable by its owner only (chmod 600 or 644)", path, st.Mode().Perm())
+	}
+	raw, err := io.ReadAll(f)
 	if err != nil {
 		return nil, fmt.Errorf("cannot read the ACL file: %w", err)
 	}

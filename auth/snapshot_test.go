@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"sluice/auth/acl"
@@ -48,6 +49,17 @@ func TestLoadAndGrants(t *testing.T) {
 	if !acl.Allows(g, acl.Produce, "orders") || acl.Allows(g, acl.Consume, "orders") || !acl.Allows(g, acl.Consume, "orders.eu") {
 		t.Fatalf("rules %+v", snap.Rules)
 	}
+	// Readable by all is fine; writable by group or others is refused, whatever it says.
+	for _, mode := range []os.FileMode{0o644, 0o664, 0o646} {
+		if err := os.Chmod(acls, mode); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Load(users, acls)
+		if writable := mode&0o022 != 0; (err != nil) != writable || writable && !strings.Contains(err.Error(), "chmod") {
+			t.Fatalf("an ACL file of mode %v: %v", mode, err)
+		}
+	}
+	os.Chmod(acls, 0o600)
 	os.WriteFile(acls, []byte("allow alice fly orders\n"), 0o600)
 	if _, err := Load(users, acls); err == nil {
 		t.Fatal("a bad ACL file loaded")
