@@ -112,3 +112,54 @@ func TestProducerExpandFlushAfterMove(t *testing.T) {
 		t.Fatalf("Flush with every record persisted: %v", err)
 	}
 }
+
+// TestProducerExpandSyncTwice: a record whose batch is routed again by two expansions in
+// a row (its new partition refused it too: it had switched again meanwhile) is followed
+// by ProduceSync to where it went the second time.
+func TestProducerExpandSyncTwice(t *testing.T) {
+	p := testProducer(t, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	type result struct {
+		res Result
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		// Logical 20000: partition 0 of 2, 1 of 4, 2 of 8.
+		res, err := p.ProduceSync(ctx, &Record{UseLogical: true, Logical: 20000, Value: []byte("x")}, AckPersisted)
+		done <- result{res, err}
+	}()
+	for {
+		p.mu.Lock()
+		n := len(p.mu.wins[0].q)
+		p.mu.Unlock()
+		if n > 0 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	refused := func(v uint32) *wire.ProduceResponse {
+		return &wire.ProduceResponse{Version: v, Session: 5, Checkpoint: -1, BaseOffset: -1, LastOffset: -1}
+	}
+	if !p.answerNext(t, 0, wire.CodeVersionMismatch, refused(8)) {
+		t.Fatal("nothing sent")
+	}
+	p.refreshTo(8, 4)
+	if !p.answerNext(t, 1, wire.CodeVersionMismatch, refused(9)) {
+		t.Fatal("the moved batch was not sent")
+	}
+	p.refreshTo(9, 8)
+	if !p.answerNext(t, 2, wire.CodeNone, &wire.ProduceResponse{Version: 9, Session: 6, Checkpoint: 0,
+		BaseOffset: 0, LastOffset: 0}) {
+		t.Fatal("the batch moved twice was not sent")
+	}
+	select {
+	case r := <-done:
+		if r.err != nil || r.res.Partition != 2 || r.res.Offset != 0 {
+			t.Fatalf("ProduceSync: %+v, %v; want partition 2 offset 0", r.res, r.err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("ProduceSync still waits for a record persisted after its second move")
+	}
+}
