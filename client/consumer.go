@@ -102,14 +102,9 @@ func (c *Consumer) resolve(ctx context.Context) error {
 	if err := c.loadLayouts(ctx); err != nil {
 		return err
 	}
-	d, err := c.admin.DescribeTopic(ctx, c.topic)
+	d, err := c.describe(ctx)
 	if err != nil {
 		return err
-	}
-	if int(c.lv.last().Partitions) < len(d.Partitions) { // expanded between the two reads
-		if err := c.loadLayouts(ctx); err != nil {
-			return err
-		}
 	}
 	defer func() { c.indexParts(); c.started = true }()
 	for _, ps := range d.Partitions {
@@ -131,6 +126,35 @@ func (c *Consumer) resolve(ctx context.Context) error {
 		return c.retry(ctx, func(ctx context.Context) error { return c.startAtTime(ctx, c.cfg.start.millis) })
 	}
 	return nil
+}
+
+// describe describes the topic once the description lists every partition of the
+// layouts: a broker that has not read the last expansion yet (it reads the layouts from
+// ZooKeeper, but describes the partitions it listed) is asked again, or a partition
+// missing from the description would never be read (the layouts, being read already,
+// would not bring it later). A description with more partitions (expanded between the
+// two reads) has the layouts read again.
+func (c *Consumer) describe(ctx context.Context) (*wire.DescribeTopicResponse, error) {
+	for delay := c.cfg.backoffMin; ; delay = min(2*delay, c.cfg.backoffMax) {
+		d, err := c.admin.DescribeTopic(ctx, c.topic)
+		if err != nil {
+			return nil, err
+		}
+		n := int(c.lv.last().Partitions)
+		if n < len(d.Partitions) {
+			if err := c.loadLayouts(ctx); err != nil {
+				return nil, err
+			}
+			n = int(c.lv.last().Partitions)
+		}
+		if n <= len(d.Partitions) {
+			return d, nil
+		}
+		if err := sleepCtx(ctx, jitter(delay)); err != nil {
+			return nil, fmt.Errorf("cannot describe topic %s: its %d partitions (the layouts have %d): %w",
+				c.topic, len(d.Partitions), n, err)
+		}
+	}
 }
 
 // Poll takes the next fetch answer (the records of one or more partitions from one
