@@ -1,0 +1,232 @@
+package test
+
+import (
+	"encoding/binary"
+	"io"
+	"net"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"sluice/internal/peer/hdfstest"
+	"sluice/internal/peer/zktest"
+	"sluice/internal/testbroker"
+	"sluice/wire"
+)
+
+// zkProxy stands between a broker and ZooKeeper, forwarding both ways. Armed, it breaks
+// the connection that carries the first create of a switch znode
+// (ROOT/topics/T/switch/V/P) right after ZooKeeper has taken it, before the answer
+// reaches the broker: the create happened, and the broker learns only that the
+// connection closed (go-zookeeper answers ErrConnectionClosed). Its session goes on over
+// the next connection.
+type zkProxy struct {
+	ln       net.Listener
+	upstream string
+	armed    atomic.Bool
+	fired    chan struct{}
+	once     sync.Once
+	wg       sync.WaitGroup
+}
+
+var switchZnode = regexp.MustCompile(`/switch/[0-9]+/[0-9]+$`)
+
+func startZKProxy(t *testing.T, upstream string) *zkProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	px := &zkProxy{ln: ln, upstream: upstream, fired: make(chan struct{})}
+	var conns sync.Map
+	px.wg.Add(1)
+	go func() {
+		defer px.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns.Store(c, true)
+			px.wg.Add(1)
+			go func() { defer px.wg.Done(); px.serve(c) }()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		conns.Range(func(c, _ any) bool { c.(net.Conn).Close(); return true })
+		px.wg.Wait()
+	})
+	return px
+}
+
+func (px *zkProxy) Addr() string { return px.ln.Addr().String() }
+
+// serve forwards one connection: the server's answers as they come, the client's
+// requests frame by frame (a 4-byte big-endian length, then xid, opcode and, for a
+// create, the path), the first frame being the session's connect request.
+func (px *zkProxy) serve(c net.Conn) {
+	defer c.Close()
+	up, err := net.Dial("tcp", px.upstream)
+	if err != nil {
+		return
+	}
+	defer up.Close()
+	var dropping atomic.Bool // the server's answers are dropped from the trigger on
+	go func() {
+		defer c.Close()
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := up.Read(buf)
+			if n > 0 && !dropping.Load() {
+				if _, err := c.Write(buf[:n]); err != nil {
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	for first := true; ; first = false {
+		var n [4]byte
+		if _, err := io.ReadFull(c, n[:]); err != nil {
+			return
+		}
+		body := make([]byte, binary.BigEndian.Uint32(n[:]))
+		if _, err := io.ReadFull(c, body); err != nil {
+			return
+		}
+		if !first && px.armed.Load() && len(body) >= 12 && binary.BigEndian.Uint32(body[4:8]) == 1 { // create
+			plen := int(binary.BigEndian.Uint32(body[8:12]))
+			if 12+plen <= len(body) && switchZnode.Match(body[12:12+plen]) && px.armed.CompareAndSwap(true, false) {
+				dropping.Store(true)
+				if _, err := up.Write(append(n[:], body...)); err != nil {
+					return
+				}
+				time.Sleep(20 * time.Millisecond) // ZooKeeper applies it and answers; the answer is dropped
+				px.once.Do(func() { close(px.fired) })
+				return
+			}
+		}
+		if _, err := up.Write(append(n[:], body...)); err != nil {
+			return
+		}
+	}
+}
+
+// switchLog returns the lines of a broker's log about switches.
+func switchLog(log string) string {
+	var out []string
+	for _, l := range strings.Split(log, "\n") {
+		if strings.Contains(l, "switch") {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// TestClusterExpandSwitchAnswerLost: a broker's create of a partition's switch znode
+// reaches ZooKeeper, but the connection breaks before the answer comes back. The
+// switch is recorded at the offset where the partition froze, so the partition must not
+// append anything more of the old layout there: it completes its switch at that offset
+// (the next attempt finds its own record) and then takes the new version's writes,
+// whose first record lands at the recorded switch offset.
+func TestClusterExpandSwitchAnswerLost(t *testing.T) {
+	zs := zktest.Start(t)
+	c := &cluster{zk: zs, hdfs: hdfstest.Start(t)}
+	c.addAdmin(t)
+	px := startZKProxy(t, zs.Addr)
+	b := testbroker.Start(t, t.TempDir(), "-metrics", "127.0.0.1:0", "-hdfs.addr", c.hdfs.Addr, "-hdfs.timeout", "5s",
+		"-hdfs.commit_interval", "20ms", "-zk", px.Addr(), "-zk.session_timeout", clusterSession.String())
+	c.brokers = append(c.brokers, b)
+	c.createTopic(t, "e", 2)
+
+	// Writers of the old layout on both partitions, until a partition says version 2.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for part := range uint32(2) {
+		w := dial(t, b.Addr)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				r := w.call(&wire.ProduceRequest{Topic: []byte("e"), Partition: part, Version: 1, Batches: records(0, -1, "old", 2)})
+				if r.Header.Code == wire.CodeVersionMismatch {
+					return
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
+		}()
+	}
+	defer func() { close(stop); wg.Wait() }()
+	dw := dial(t, b.Addr)
+	waitFor(t, "both partitions to take writes", func() bool {
+		for part := range uint32(2) {
+			resp := dw.call(&wire.DescribeTopicRequest{Name: "e"})
+			mustOK(t, resp)
+			if resp.Body.(*wire.DescribeTopicResponse).Partitions[part].NextOffset < 10 {
+				return false
+			}
+		}
+		return true
+	})
+	// The switches' directory exists already, so that the first create of a switch znode
+	// is the one that records it.
+	zs.Create(t, "/sluice/topics/e/switch", "")
+	zs.Create(t, "/sluice/topics/e/switch/2", "")
+	px.armed.Store(true)
+	a, ctx := clusterAdmin(t, c)
+	if _, err := a.ExpandTopic(ctx, "e", 4); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-px.fired:
+	case <-time.After(time.Minute):
+		t.Fatal("no switch znode was created")
+	}
+	w := dial(t, b.Addr)
+	waitFor(t, "the broker to learn that its create failed", func() bool {
+		return strings.Contains(b.Log(), "cannot record a partition's switch")
+	})
+	var switches []int64
+	waitFor(t, "every old partition to record its switch", func() bool {
+		resp := w.call(&wire.TopicLayoutsRequest{Name: "e"})
+		if resp.Header.Code != wire.CodeNone { // (ZooKeeper reconnecting)
+			return false
+		}
+		ls := resp.Body.(*wire.TopicLayoutsResponse).Layouts
+		if len(ls) < 2 || ls[1].Switches[0] < 0 || ls[1].Switches[1] < 0 {
+			return false
+		}
+		switches = ls[1].Switches
+		return true
+	})
+	for part := range uint32(2) {
+		var r *wire.Response
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			r = w.call(&wire.ProduceRequest{Topic: []byte("e"), Partition: part, Version: 2, Batches: records(0, -1, "new", 1)})
+			if r.Header.Code == wire.CodeNone || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if r.Header.Code != wire.CodeNone {
+			t.Fatalf("partition %d (switch recorded at %d) takes no writes of version 2: %v %s\nbroker log:\n%s", part,
+				switches[part], r.Header.Code, r.Text, switchLog(b.Log()))
+		}
+		if base := r.Body.(*wire.ProduceResponse).BaseOffset; base != switches[part] {
+			t.Fatalf("partition %d: its switch is recorded at %d, its first record of version 2 is at %d", part,
+				switches[part], base)
+		}
+	}
+}
