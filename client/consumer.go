@@ -122,8 +122,11 @@ func (c *Consumer) resolve(ctx context.Context) error {
 		}
 		c.parts = append(c.parts, p)
 	}
-	if c.cfg.start.kind == startTime {
+	switch c.cfg.start.kind {
+	case startTime:
 		return c.retry(ctx, func(ctx context.Context) error { return c.startAtTime(ctx, c.cfg.start.millis) })
+	case startNewest, startOffset: // a broker in a cluster describes only what it serves
+		return c.retry(ctx, c.startAtEnds)
 	}
 	return nil
 }

@@ -18,8 +18,41 @@ func (c *Consumer) startAtTime(ctx context.Context, millis int64) error {
 	if ts < 0 {
 		ts = wire.TimestampEarliest // before 1970: every record is at or after it
 	}
-	var order []*rpcConn
+	return c.listOffsets(ctx, ts, c.parts, func(p *cpart, body *wire.ListOffsetsResponse) {
+		p.cur = cursor{next: body.Offset}
+		if body.Offset < body.HighWatermark {
+			p.cur.skipOlder, p.cur.skipping = millis, true
+		}
+	})
+}
+
+// startAtEnds sets the start of every partition served by a broker from that broker's
+// log start and high watermark (a list_offsets for the latest offset answers both): the
+// newest record, or the offset asked for within those bounds. A broker in a cluster
+// describes only the partitions it serves (the others' offsets are 0 in its answer). A
+// partition no broker serves (moving, or new and not placed yet) keeps what the
+// description said, so that it holds up no other (it is fetched once it has a broker).
+func (c *Consumer) startAtEnds(ctx context.Context) error {
+	var routed []*cpart
 	for _, p := range c.parts {
+		if p.addr != "" {
+			routed = append(routed, p)
+		}
+	}
+	s := c.cfg.start
+	return c.listOffsets(ctx, wire.TimestampLatest, routed, func(p *cpart, body *wire.ListOffsetsResponse) {
+		p.cur = cursor{next: body.HighWatermark}
+		if s.kind == startOffset {
+			p.cur.next = min(max(s.offset, body.LogStartOffset), body.HighWatermark)
+		}
+	})
+}
+
+// listOffsets asks each partition of parts for the offset at ts, pipelined on each
+// broker's connection, and hands every answer to set.
+func (c *Consumer) listOffsets(ctx context.Context, ts int64, parts []*cpart, set func(*cpart, *wire.ListOffsetsResponse)) error {
+	var order []*rpcConn
+	for _, p := range parts {
 		rc, err := c.conn(ctx, p.addr)
 		if err != nil {
 			return c.startFailed(p, err)
@@ -27,12 +60,12 @@ func (c *Consumer) startAtTime(ctx context.Context, millis int64) error {
 		rc.queue(&wire.ListOffsetsRequest{Topic: c.topicB, Partition: uint32(p.id), Timestamp: ts})
 		order = append(order, rc)
 	}
-	for i, p := range c.parts {
+	for i, p := range parts {
 		if err := c.flushOnce(ctx, order[i]); err != nil {
 			return c.startFailed(p, err)
 		}
 	}
-	for i, p := range c.parts {
+	for i, p := range parts {
 		resp, err := order[i].read(ctx)
 		if err == nil {
 			err = resp.Err()
@@ -40,11 +73,7 @@ func (c *Consumer) startAtTime(ctx context.Context, millis int64) error {
 		if err != nil {
 			return c.startFailed(p, err)
 		}
-		body := resp.Body.(*wire.ListOffsetsResponse)
-		p.cur = cursor{next: body.Offset}
-		if body.Offset < body.HighWatermark {
-			p.cur.skipOlder, p.cur.skipping = millis, true
-		}
+		set(p, resp.Body.(*wire.ListOffsetsResponse))
 	}
 	return nil
 }
@@ -62,5 +91,5 @@ func (c *Consumer) flushOnce(ctx context.Context, rc *rpcConn) error {
 // err.
 func (c *Consumer) startFailed(p *cpart, err error) error {
 	c.dropConns()
-	return fmt.Errorf("cannot find the offset for a time in %s/%d: %w", c.topic, p.id, err)
+	return fmt.Errorf("cannot find the start offset in %s/%d: %w", c.topic, p.id, err)
 }
