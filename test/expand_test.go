@@ -93,6 +93,7 @@ func (c *checked) consume(addrs []string, l expandLoad) {
 	}
 	defer cs.Close()
 	last := map[string]int{}
+	where := map[string][2]int64{} // the partition and offset of each key's last record read
 	seen := map[[2]int]bool{}
 	for {
 		c.mu.Lock()
@@ -121,7 +122,8 @@ func (c *checked) consume(addrs []string, l expandLoad) {
 				return
 			}
 			if prev, ok := last[string(r.Key)]; ok && id <= prev {
-				fail(fmt.Errorf("key %s: record %d after %d (partition %d)", r.Key, id, prev, cs.Partition()))
+				fail(fmt.Errorf("key %s: record %d (partition %d offset %d) after %d (partition %d offset %d)", r.Key, id,
+					cs.Partition(), r.Offset, prev, where[string(r.Key)][0], where[string(r.Key)][1]))
 				return
 			}
 			if seen[[2]int{p, id}] {
@@ -130,6 +132,7 @@ func (c *checked) consume(addrs []string, l expandLoad) {
 			}
 			seen[[2]int{p, id}] = true
 			last[string(r.Key)] = id
+			where[string(r.Key)] = [2]int64{int64(cs.Partition()), r.Offset}
 			c.mu.Lock()
 			c.got[p]++
 			c.mu.Unlock()

@@ -1,7 +1,9 @@
 package test
 
 import (
+	"context"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"net"
 	"regexp"
@@ -11,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"sluice/client"
 	"sluice/internal/peer/hdfstest"
 	"sluice/internal/peer/zktest"
 	"sluice/internal/testbroker"
@@ -228,5 +231,95 @@ func TestClusterExpandSwitchAnswerLost(t *testing.T) {
 			t.Fatalf("partition %d: its switch is recorded at %d, its first record of version 2 is at %d", part,
 				switches[part], base)
 		}
+	}
+}
+
+// TestClusterExpandBrokerKilledWhileSwitching: keyed producers run while HDFS is paused,
+// so that no old partition can switch (C cannot cover its freeze offset); the topic is
+// expanded, and the broker holding partition 0 is killed (kill -9) while its partitions
+// wait frozen. HDFS resumes: the survivor loads partition 0 and records its load point
+// as the switch (nothing recorded it), and the producers' records the killed broker had
+// accepted but not persisted are drained, refused and routed again. Afterwards every
+// record is read once, each key's records in order. (The consumers read once everything
+// is persisted: one reading through the kill would have read records above C that the
+// kill lost, whose offsets then hold others.)
+func TestClusterExpandBrokerKilledWhileSwitching(t *testing.T) {
+	c := startCluster(t, 2)
+	c.createTopic(t, "e", 2)
+	parts := owners(t, c.brokers[0].Addr, "e")
+	victim, survivor := c.brokers[0], c.brokers[1]
+	if parts[0] != victim.Addr {
+		victim, survivor = survivor, victim
+	}
+	addrs := []string{c.brokers[0].Addr, c.brokers[1].Addr}
+	load := expandLoad{producers: 2, keys: 13}
+	stop := make(chan struct{})
+	counts := make([]int, load.producers)
+	perrs := make([]error, load.producers)
+	var pwg sync.WaitGroup
+	for p := range load.producers {
+		pwg.Add(1)
+		go func() { defer pwg.Done(); counts[p], perrs[p] = load.produce(addrs, p, 2000, stop) }()
+	}
+	time.Sleep(2 * time.Second)
+	c.hdfs.Pause()
+	resumed := false
+	defer func() {
+		if !resumed {
+			c.hdfs.Resume()
+		}
+	}()
+	time.Sleep(300 * time.Millisecond) // records accepted that HDFS does not have
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	a2, err := client.NewAdmin(client.Brokers(survivor.Addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a2.Close()
+	if _, err := a2.ExpandTopic(ctx, "e", 4); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // both old partitions frozen, waiting for C
+	ls, err := a2.TopicLayouts(ctx, "e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ls) != 2 || ls[1].Switches[0] >= 0 {
+		t.Fatalf("partition 0 switched with HDFS paused: %+v", ls)
+	}
+	victim.Kill()
+	time.Sleep(500 * time.Millisecond)
+	c.hdfs.Resume()
+	resumed = true
+	waitFor(t, "every old partition to record its switch", func() bool {
+		ls, err := a2.TopicLayouts(ctx, "e")
+		return err == nil && len(ls) == 2 && ls[1].Switches[0] >= 0 && ls[1].Switches[1] >= 0
+	})
+	// The survivor's load of partition 0 recorded its switch, at the load point.
+	ls, err = a2.TopicLayouts(ctx, "e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`msg=loaded topic=e partition=0 .* next=([0-9]+)`).FindStringSubmatch(survivor.Log())
+	if m == nil || m[1] != fmt.Sprint(ls[1].Switches[0]) {
+		t.Fatalf("partition 0 switched at %d; the survivor's load: %v", ls[1].Switches[0], m)
+	}
+	time.Sleep(2 * time.Second) // the load goes on in the new layout
+	close(stop)
+	pwg.Wait()
+	for p, err := range perrs {
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("producer %d wrote %d records", p, counts[p])
+	}
+	after, awg := runChecked([]string{survivor.Addr}, load, 1)
+	after[0].mu.Lock()
+	copy(after[0].want, counts)
+	after[0].mu.Unlock()
+	awg.Wait()
+	if after[0].err != nil {
+		t.Fatalf("consumer: %v (read %v of %v)", after[0].err, after[0].got, counts)
 	}
 }
