@@ -76,6 +76,9 @@ type cpart struct {
 	// unrouted: left out of the running fetchers because the metadata named no broker
 	// for it (startFetchers); followAddresses looks again.
 	unrouted bool
+	// timeStart: its start at the consumer's time is not known yet (it had no broker when
+	// the consumer started); it is unrouted until followAddresses asked for it.
+	timeStart bool
 }
 
 // NewConsumer connects to the topic and finds the start offset of every partition it
@@ -231,7 +234,10 @@ func (c *Consumer) followAddresses(ctx context.Context) {
 	c.addrChecked = time.Now()
 	c.refresh(ctx)
 	for _, p := range c.parts {
-		if p.unrouted && p.addr != "" {
+		if p.unrouted && p.addr != "" && p.timeStart {
+			c.startLate(ctx, p)
+		}
+		if p.unrouted && p.addr != "" && !p.timeStart {
 			c.regate = true
 		}
 	}

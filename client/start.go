@@ -13,16 +13,45 @@ import (
 // batch whose max timestamp is at least millis (from its time index), or the high
 // watermark when no batch is that recent; the consumer fetches from that offset and
 // passes the records at the head of that batch stamped before millis (cursor.skipOlder).
+// A partition no broker serves yet (moving, or new and not placed) is asked once it has
+// one (p.timeStart, followAddresses): until then it is not fetched, and holds up no
+// other.
 func (c *Consumer) startAtTime(ctx context.Context, millis int64) error {
-	ts := millis
-	if ts < 0 {
-		ts = wire.TimestampEarliest // before 1970: every record is at or after it
-	}
-	return c.listOffsets(ctx, ts, c.parts, func(p *cpart, body *wire.ListOffsetsResponse) {
-		p.cur = cursor{next: body.Offset}
-		if body.Offset < body.HighWatermark {
-			p.cur.skipOlder, p.cur.skipping = millis, true
+	var routed []*cpart
+	for _, p := range c.parts {
+		if p.timeStart = p.addr == ""; !p.timeStart {
+			routed = append(routed, p)
 		}
+	}
+	return c.listOffsets(ctx, timeOffset(millis), routed, func(p *cpart, body *wire.ListOffsetsResponse) {
+		p.startAt(millis, body)
+	})
+}
+
+// timeOffset is the list_offsets timestamp that asks for millis.
+func timeOffset(millis int64) int64 {
+	if millis < 0 {
+		return wire.TimestampEarliest // before 1970: every record is at or after it
+	}
+	return millis
+}
+
+// startAt sets p's start from the answer to a list_offsets for the time millis.
+func (p *cpart) startAt(millis int64, body *wire.ListOffsetsResponse) {
+	p.cur = cursor{next: body.Offset}
+	if body.Offset < body.HighWatermark {
+		p.cur.skipOlder, p.cur.skipping = millis, true
+	}
+	p.timeStart = false
+}
+
+// startLate asks for the start at the consumer's time of a partition that had no broker
+// when the consumer started (startAtTime), now that it has one. A failure is not
+// reported: it is asked again at the next look.
+func (c *Consumer) startLate(ctx context.Context, p *cpart) {
+	millis := c.cfg.start.millis
+	_ = c.listOffsets(ctx, timeOffset(millis), []*cpart{p}, func(p *cpart, body *wire.ListOffsetsResponse) {
+		p.startAt(millis, body)
 	})
 }
 

@@ -53,3 +53,68 @@ func TestClusterConsumerStartPositions(t *testing.T) {
 		cs.Close()
 	}
 }
+
+// TestClusterConsumerStartsAroundUnplacedPartitions: while the new partitions of an
+// expansion have no broker (no admin places them), a consumer that starts at a time
+// reads the partitions that have one, as one starting from the oldest record does.
+func TestClusterConsumerStartsAroundUnplacedPartitions(t *testing.T) {
+	c := startCluster(t, 1)
+	c.createTopic(t, "u", 2)
+	b := c.brokers[0]
+	w := dial(t, b.Addr)
+	for part := range uint32(2) {
+		waitFor(t, "the partition to take writes", func() bool {
+			r := w.call(&wire.ProduceRequest{Topic: []byte("u"), Partition: part, Version: 1, Batches: records(0, -1, "r", 4)})
+			return r.Header.Code == wire.CodeNone
+		})
+	}
+	c.admins[0].Process.Kill() // nobody places the new partitions
+	a, ctx := clusterAdmin(t, c)
+	if _, err := a.ExpandTopic(ctx, "u", 4); err != nil {
+		t.Fatal(err)
+	}
+	waitExpandedWireTopic(t, w, "u", 2)
+	for _, tc := range []struct {
+		name  string
+		start client.StartAt
+	}{{"oldest", client.Oldest()}, {"at a time", client.AtTime(time.Now().Add(-time.Hour))}} {
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		cs, err := client.NewConsumer(sctx, "u", client.Brokers(b.Addr), client.Start(tc.start),
+			client.FetchMaxWait(50*time.Millisecond))
+		if err != nil {
+			cancel()
+			t.Fatalf("start %s: %v", tc.name, err)
+		}
+		n := 0
+		for n < 8 {
+			if err := cs.Poll(sctx); err != nil {
+				t.Fatalf("start %s: read %d of 8: %v", tc.name, n, err)
+			}
+			for cs.Next() {
+				n++
+			}
+		}
+		cs.Close()
+		cancel()
+	}
+}
+
+// waitExpandedWireTopic is waitExpandedWire for any topic.
+func waitExpandedWireTopic(t *testing.T, w *wireConn, topic string, v uint32) {
+	t.Helper()
+	waitFor(t, "every old partition to switch", func() bool {
+		resp := w.call(&wire.TopicLayoutsRequest{Name: topic})
+		mustOK(t, resp)
+		for _, l := range resp.Body.(*wire.TopicLayoutsResponse).Layouts {
+			if l.Version == v {
+				for _, s := range l.Switches {
+					if s < 0 {
+						return false
+					}
+				}
+				return true
+			}
+		}
+		return false
+	})
+}
