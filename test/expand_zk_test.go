@@ -323,3 +323,84 @@ func TestClusterExpandBrokerKilledWhileSwitching(t *testing.T) {
 		t.Fatalf("consumer: %v (read %v of %v)", after[0].err, after[0].got, counts)
 	}
 }
+
+// TestClusterExpandTwiceQuickly: under keyed load with two consumers reading, the topic
+// is expanded from 2 to 3 partitions and, as soon as the old partitions switched, again
+// to 5, then to 8. Every record is read once by every consumer, each key's records in
+// order. With unplaced, no admin runs during the first two expansions: partition 2, new
+// in the second layout, is placed only after the third was written, so its segment of
+// the second layout is empty and its switch to the third is recorded at its load; the
+// producers' records for it wait and are routed again.
+func TestClusterExpandTwiceQuickly(t *testing.T) {
+	for _, unplaced := range []bool{false, true} {
+		t.Run(fmt.Sprintf("unplaced=%v", unplaced), func(t *testing.T) { expandTwiceQuickly(t, unplaced) })
+	}
+}
+
+func expandTwiceQuickly(t *testing.T, unplaced bool) {
+	c := startCluster(t, 2)
+	c.createTopic(t, "e", 2)
+	addrs := []string{c.brokers[0].Addr, c.brokers[1].Addr}
+	load := expandLoad{producers: 2, keys: 19}
+	consumers, cwg := runChecked(addrs, load, 2)
+	stop := make(chan struct{})
+	counts := make([]int, load.producers)
+	perrs := make([]error, load.producers)
+	var pwg sync.WaitGroup
+	for p := range load.producers {
+		pwg.Add(1)
+		go func() { defer pwg.Done(); counts[p], perrs[p] = load.produce(addrs, p, 2000, stop) }()
+	}
+	time.Sleep(2 * time.Second)
+	if unplaced {
+		c.admins[0].Process.Kill()
+	}
+	a, ctx := clusterAdmin(t, c)
+	for k, n := range []int{3, 5, 8} {
+		if unplaced && n == 8 {
+			c.addAdmin(t) // places partitions 2, 3 and 4; the third expansion waits for 2's switch
+		}
+		for {
+			_, err := a.ExpandTopic(ctx, "e", n)
+			if err == nil {
+				break
+			}
+			if !client.IsCode(err, wire.CodeTopicChanged) || ctx.Err() != nil {
+				t.Fatalf("expand to %d: %v", n, err)
+			}
+			time.Sleep(5 * time.Millisecond) // the last expansion's switches are not all recorded yet
+		}
+		t.Logf("expanded to %d (version %d)", n, k+2)
+	}
+	time.Sleep(3 * time.Second) // the load goes on in the last layout
+	close(stop)
+	pwg.Wait()
+	for p, err := range perrs {
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("producer %d wrote %d records", p, counts[p])
+	}
+	for _, cc := range consumers {
+		cc.mu.Lock()
+		copy(cc.want, counts)
+		cc.mu.Unlock()
+	}
+	cwg.Wait()
+	for i, cc := range consumers {
+		if cc.err != nil {
+			t.Fatalf("consumer %d: %v (read %v of %v)", i, cc.err, cc.got, counts)
+		}
+	}
+	after, awg := runChecked(addrs, load, 1)
+	after[0].mu.Lock()
+	copy(after[0].want, counts)
+	after[0].mu.Unlock()
+	awg.Wait()
+	if after[0].err != nil {
+		t.Fatalf("consumer started after the expansions: %v", after[0].err)
+	}
+	resp := dial(t, addrs[0]).call(&wire.TopicLayoutsRequest{Name: "e"})
+	mustOK(t, resp)
+	t.Logf("layouts %+v", resp.Body.(*wire.TopicLayoutsResponse).Layouts)
+}
