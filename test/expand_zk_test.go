@@ -404,3 +404,67 @@ func expandTwiceQuickly(t *testing.T, unplaced bool) {
 	mustOK(t, resp)
 	t.Logf("layouts %+v", resp.Body.(*wire.TopicLayoutsResponse).Layouts)
 }
+
+// TestClusterExpandConsumersStartMidway: consumers that start while an expansion is
+// under way (HDFS paused: the old partitions are frozen, their switches unknown, the
+// producers draining) from the oldest record, at a time before every record, from the
+// newest record and at an offset read on through it: each reads every record after its
+// start once, each key's records in order.
+func TestClusterExpandConsumersStartMidway(t *testing.T) {
+	c := startCluster(t, 2)
+	c.createTopic(t, "e", 2)
+	addrs := []string{c.brokers[0].Addr, c.brokers[1].Addr}
+	load := expandLoad{producers: 2, keys: 23}
+	stop := make(chan struct{})
+	counts := make([]int, load.producers)
+	perrs := make([]error, load.producers)
+	var pwg sync.WaitGroup
+	begin := time.Now().Add(-time.Second)
+	for p := range load.producers {
+		pwg.Add(1)
+		go func() { defer pwg.Done(); counts[p], perrs[p] = load.produce(addrs, p, 2000, stop) }()
+	}
+	time.Sleep(2 * time.Second)
+	c.hdfs.Pause()
+	resumed := false
+	defer func() {
+		if !resumed {
+			c.hdfs.Resume()
+		}
+	}()
+	a, ctx := clusterAdmin(t, c)
+	if _, err := a.ExpandTopic(ctx, "e", 5); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond) // frozen, the producers draining
+	var cwg sync.WaitGroup
+	cs := []*checked{
+		runCheckedFrom(addrs, load, client.Oldest(), false, &cwg),
+		runCheckedFrom(addrs, load, client.AtTime(begin), false, &cwg),
+		runCheckedFrom(addrs, load, client.Newest(), true, &cwg),
+		runCheckedFrom(addrs, load, client.AtOffset(1000), true, &cwg),
+	}
+	time.Sleep(time.Second)
+	c.hdfs.Resume()
+	resumed = true
+	time.Sleep(3 * time.Second) // the load goes on in the new layout
+	close(stop)
+	pwg.Wait()
+	for p, err := range perrs {
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("producer %d wrote %d records", p, counts[p])
+	}
+	for _, cc := range cs {
+		cc.mu.Lock()
+		copy(cc.want, counts)
+		cc.mu.Unlock()
+	}
+	cwg.Wait()
+	for i, cc := range cs {
+		if cc.err != nil {
+			t.Fatalf("consumer %d: %v (read %v of %v)", i, cc.err, cc.got, counts)
+		}
+	}
+}
