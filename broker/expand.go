@@ -113,10 +113,18 @@ func (b *Broker) switchDue(pt *part) bool {
 // stop at the switch offset; once C covers everything before it (and the lease holds) the
 // offset is recorded in ZooKeeper for each version the partition changes layout at; then
 // the partition serves the new version. If the partition is given up meanwhile, appends
-// go on as they were (nothing was recorded); the next pass tries again.
+// go on as they were (nothing was recorded); the next pass tries again. Once a record
+// was asked for, the partition stays frozen whatever happens (ZooKeeper may have
+// created the znode and lost its answer): the next pass finds the offset its own, or the
+// partition is given up frozen, its last offset the recorded one.
 func (b *Broker) switchPart(pid admin.PartitionID, pt *part) {
 	defer b.done(pid)
 	cl := b.cl
+	thaw := func() {
+		if !pt.switchAsked.Load() {
+			pt.p.Thaw()
+		}
+	}
 	o := cl.ownerOf(pid)
 	version, layouts := b.layoutOf(pt.topic)
 	var due []uint32
@@ -128,7 +136,7 @@ func (b *Broker) switchPart(pid admin.PartitionID, pt *part) {
 	at := pt.p.Freeze()
 	for logged := time.Now(); pt.p.Window().Checkpoint < at-1; {
 		if cl.stopping() || !cl.assigned(pid, o.Owner) || pt.unloading.Load() {
-			pt.p.Thaw()
+			thaw()
 			return
 		}
 		if time.Since(logged) > 10*time.Second {
@@ -139,16 +147,16 @@ func (b *Broker) switchPart(pid admin.PartitionID, pt *part) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	if !cl.leased(b.now()) || !cl.assigned(pid, o.Owner) {
-		pt.p.Thaw()
+		thaw()
 		time.Sleep(followRetry) // the next pass tries again
 		return
 	}
+	pt.switchAsked.Store(true)
 	for _, v := range due {
 		got, err := cl.c.RecordSwitch(pid.Topic, v, pid.ID, at)
 		if err != nil {
-			b.cfg.Logger.Warn("cannot record a partition's switch: trying again", "topic", pid.Topic, "partition", pid.ID,
-				"version", v, "err", err)
-			pt.p.Thaw()
+			b.cfg.Logger.Warn("cannot record a partition's switch: trying again, appends stay stopped", "topic", pid.Topic,
+				"partition", pid.ID, "version", v, "switch", at, "err", err)
 			time.Sleep(followRetry)
 			return
 		}
@@ -161,6 +169,7 @@ func (b *Broker) switchPart(pid admin.PartitionID, pt *part) {
 		}
 	}
 	pt.p.Switch(version)
+	pt.switchAsked.Store(false) // recorded: a later expansion's freeze may be undone again
 	b.cfg.Logger.Info("switched to a new topic version", "topic", pid.Topic, "partition", pid.ID, "version", version,
 		"switch_offset", at, "recorded", len(due))
 }

@@ -65,6 +65,10 @@ type part struct {
 	appendLog, persistLog   everyLog
 	retentionLog, answerLog everyLog
 	gapLog                  everyLog // sequence gaps: a producer and the partition disagree
+	// switchAsked is set once switchPart asked ZooKeeper to record the partition's
+	// switch: the znode may exist although no answer said so, so the freeze is never
+	// undone from then on.
+	switchAsked atomic.Bool
 }
 
 func (b *Broker) newPart(t *topic, id int) *part {

@@ -76,6 +76,9 @@ type cpart struct {
 	// unrouted: left out of the running fetchers because the metadata named no broker
 	// for it (startFetchers); followAddresses looks again.
 	unrouted bool
+	// timeStart: its start at the consumer's time is not known yet (it had no broker when
+	// the consumer started); it is unrouted until followAddresses asked for it.
+	timeStart bool
 }
 
 // NewConsumer connects to the topic and finds the start offset of every partition it
@@ -102,14 +105,9 @@ func (c *Consumer) resolve(ctx context.Context) error {
 	if err := c.loadLayouts(ctx); err != nil {
 		return err
 	}
-	d, err := c.admin.DescribeTopic(ctx, c.topic)
+	d, err := c.describe(ctx)
 	if err != nil {
 		return err
-	}
-	if int(c.lv.last().Partitions) < len(d.Partitions) { // expanded between the two reads
-		if err := c.loadLayouts(ctx); err != nil {
-			return err
-		}
 	}
 	defer func() { c.indexParts(); c.started = true }()
 	for _, ps := range d.Partitions {
@@ -127,10 +125,42 @@ func (c *Consumer) resolve(ctx context.Context) error {
 		}
 		c.parts = append(c.parts, p)
 	}
-	if c.cfg.start.kind == startTime {
+	switch c.cfg.start.kind {
+	case startTime:
 		return c.retry(ctx, func(ctx context.Context) error { return c.startAtTime(ctx, c.cfg.start.millis) })
+	case startNewest, startOffset: // a broker in a cluster describes only what it serves
+		return c.retry(ctx, c.startAtEnds)
 	}
 	return nil
+}
+
+// describe describes the topic once the description lists every partition of the
+// layouts: a broker that has not read the last expansion yet (it reads the layouts from
+// ZooKeeper, but describes the partitions it listed) is asked again, or a partition
+// missing from the description would never be read (the layouts, being read already,
+// would not bring it later). A description with more partitions (expanded between the
+// two reads) has the layouts read again.
+func (c *Consumer) describe(ctx context.Context) (*wire.DescribeTopicResponse, error) {
+	for delay := c.cfg.backoffMin; ; delay = min(2*delay, c.cfg.backoffMax) {
+		d, err := c.admin.DescribeTopic(ctx, c.topic)
+		if err != nil {
+			return nil, err
+		}
+		n := int(c.lv.last().Partitions)
+		if n < len(d.Partitions) {
+			if err := c.loadLayouts(ctx); err != nil {
+				return nil, err
+			}
+			n = int(c.lv.last().Partitions)
+		}
+		if n <= len(d.Partitions) {
+			return d, nil
+		}
+		if err := sleepCtx(ctx, jitter(delay)); err != nil {
+			return nil, fmt.Errorf("cannot describe topic %s: its %d partitions (the layouts have %d): %w",
+				c.topic, len(d.Partitions), n, err)
+		}
+	}
 }
 
 // Poll takes the next fetch answer (the records of one or more partitions from one
@@ -204,7 +234,10 @@ func (c *Consumer) followAddresses(ctx context.Context) {
 	c.addrChecked = time.Now()
 	c.refresh(ctx)
 	for _, p := range c.parts {
-		if p.unrouted && p.addr != "" {
+		if p.unrouted && p.addr != "" && p.timeStart {
+			c.startLate(ctx, p)
+		}
+		if p.unrouted && p.addr != "" && !p.timeStart {
 			c.regate = true
 		}
 	}

@@ -24,15 +24,23 @@ type metaProxy struct {
 	addr     func(n, part int) string
 	answers  atomic.Int64
 	wg       sync.WaitGroup
+	// edit, when set, may change any answer's body first (in place).
+	edit func(body wire.Body)
 }
 
 func startMetaProxy(t *testing.T, upstream string, addr func(n, part int) string) *metaProxy {
+	t.Helper()
+	return startEditProxy(t, upstream, addr, nil)
+}
+
+// startEditProxy is startMetaProxy with an edit of every answer (metaProxy.edit).
+func startEditProxy(t *testing.T, upstream string, addr func(n, part int) string, edit func(wire.Body)) *metaProxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := &metaProxy{ln: ln, upstream: upstream, addr: addr}
+	m := &metaProxy{ln: ln, upstream: upstream, addr: addr, edit: edit}
 	var conns sync.Map
 	m.wg.Add(1)
 	go func() {
@@ -90,6 +98,9 @@ func (m *metaProxy) rewrite(frame []byte) []byte {
 	if _, err := resp.Decode(frame, wire.DefaultMaxFrame); err != nil {
 		return frame
 	}
+	if m.edit != nil {
+		m.edit(resp.Body)
+	}
 	switch body := resp.Body.(type) {
 	case *wire.MetadataResponse:
 		n := int(m.answers.Add(1) - 1)
@@ -104,7 +115,9 @@ func (m *metaProxy) rewrite(frame []byte) []byte {
 			body.Partitions[i].Addr = m.addr(n, i)
 		}
 	default:
-		return frame
+		if m.edit == nil {
+			return frame
+		}
 	}
 	return resp.AppendTo(nil)
 }

@@ -75,7 +75,7 @@ const fetchLanes = 2
 // fetchLanes per broker, each reading every fetchLanes-th of its partitions. A partition
 // the metadata names no broker for (moving, or new and not placed yet) is left out
 // (p.unrouted) until a refresh gives it one (followAddresses), so that it never holds up
-// the others; with no partition to fetch at all the answer is errNoAddress (retried
+// the others, and so is one whose start at a time is not known yet (p.timeStart); with no partition to fetch at all the answer is errNoAddress (retried
 // after a refresh). c.fetchers is set only once every fetcher runs: a Poll never waits
 // on fetchers that were not started.
 func (c *Consumer) startFetchers(ctx context.Context) error {
@@ -87,7 +87,7 @@ func (c *Consumer) startFetchers(ctx context.Context) error {
 	byLane := map[lane]*fetcher{}
 	seen := map[string]int{} // partitions so far per broker
 	for _, p := range c.parts {
-		p.unrouted = !p.held && p.addr == ""
+		p.unrouted = !p.held && (p.addr == "" || p.timeStart)
 		if p.held || p.unrouted {
 			continue // waits for its gate (consumer_layout.go), or for an address
 		}

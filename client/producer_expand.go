@@ -106,6 +106,7 @@ func (p *Producer) rerouteLocked(b *pbatch) error {
 	if b.sync && last != nil {
 		last.seal()
 		b.moved, b.movedWin = last.q[len(last.q)-1], last
+		b.moved.sync = true // the ProduceSync follows it through a later expansion too
 	}
 	return nil
 }

@@ -13,13 +13,75 @@ import (
 // batch whose max timestamp is at least millis (from its time index), or the high
 // watermark when no batch is that recent; the consumer fetches from that offset and
 // passes the records at the head of that batch stamped before millis (cursor.skipOlder).
+// A partition no broker serves yet (moving, or new and not placed) is asked once it has
+// one (p.timeStart, followAddresses): until then it is not fetched, and holds up no
+// other.
 func (c *Consumer) startAtTime(ctx context.Context, millis int64) error {
-	ts := millis
-	if ts < 0 {
-		ts = wire.TimestampEarliest // before 1970: every record is at or after it
-	}
-	var order []*rpcConn
+	var routed []*cpart
 	for _, p := range c.parts {
+		if p.timeStart = p.addr == ""; !p.timeStart {
+			routed = append(routed, p)
+		}
+	}
+	return c.listOffsets(ctx, timeOffset(millis), routed, func(p *cpart, body *wire.ListOffsetsResponse) {
+		p.startAt(millis, body)
+	})
+}
+
+// timeOffset is the list_offsets timestamp that asks for millis.
+func timeOffset(millis int64) int64 {
+	if millis < 0 {
+		return wire.TimestampEarliest // before 1970: every record is at or after it
+	}
+	return millis
+}
+
+// startAt sets p's start from the answer to a list_offsets for the time millis.
+func (p *cpart) startAt(millis int64, body *wire.ListOffsetsResponse) {
+	p.cur = cursor{next: body.Offset}
+	if body.Offset < body.HighWatermark {
+		p.cur.skipOlder, p.cur.skipping = millis, true
+	}
+	p.timeStart = false
+}
+
+// startLate asks for the start at the consumer's time of a partition that had no broker
+// when the consumer started (startAtTime), now that it has one. A failure is not
+// reported: it is asked again at the next look.
+func (c *Consumer) startLate(ctx context.Context, p *cpart) {
+	millis := c.cfg.start.millis
+	_ = c.listOffsets(ctx, timeOffset(millis), []*cpart{p}, func(p *cpart, body *wire.ListOffsetsResponse) {
+		p.startAt(millis, body)
+	})
+}
+
+// startAtEnds sets the start of every partition served by a broker from that broker's
+// log start and high watermark (a list_offsets for the latest offset answers both): the
+// newest record, or the offset asked for within those bounds. A broker in a cluster
+// describes only the partitions it serves (the others' offsets are 0 in its answer). A
+// partition no broker serves (moving, or new and not placed yet) keeps what the
+// description said, so that it holds up no other (it is fetched once it has a broker).
+func (c *Consumer) startAtEnds(ctx context.Context) error {
+	var routed []*cpart
+	for _, p := range c.parts {
+		if p.addr != "" {
+			routed = append(routed, p)
+		}
+	}
+	s := c.cfg.start
+	return c.listOffsets(ctx, wire.TimestampLatest, routed, func(p *cpart, body *wire.ListOffsetsResponse) {
+		p.cur = cursor{next: body.HighWatermark}
+		if s.kind == startOffset {
+			p.cur.next = min(max(s.offset, body.LogStartOffset), body.HighWatermark)
+		}
+	})
+}
+
+// listOffsets asks each partition of parts for the offset at ts, pipelined on each
+// broker's connection, and hands every answer to set.
+func (c *Consumer) listOffsets(ctx context.Context, ts int64, parts []*cpart, set func(*cpart, *wire.ListOffsetsResponse)) error {
+	var order []*rpcConn
+	for _, p := range parts {
 		rc, err := c.conn(ctx, p.addr)
 		if err != nil {
 			return c.startFailed(p, err)
@@ -27,12 +89,12 @@ func (c *Consumer) startAtTime(ctx context.Context, millis int64) error {
 		rc.queue(&wire.ListOffsetsRequest{Topic: c.topicB, Partition: uint32(p.id), Timestamp: ts})
 		order = append(order, rc)
 	}
-	for i, p := range c.parts {
+	for i, p := range parts {
 		if err := c.flushOnce(ctx, order[i]); err != nil {
 			return c.startFailed(p, err)
 		}
 	}
-	for i, p := range c.parts {
+	for i, p := range parts {
 		resp, err := order[i].read(ctx)
 		if err == nil {
 			err = resp.Err()
@@ -40,11 +102,7 @@ func (c *Consumer) startAtTime(ctx context.Context, millis int64) error {
 		if err != nil {
 			return c.startFailed(p, err)
 		}
-		body := resp.Body.(*wire.ListOffsetsResponse)
-		p.cur = cursor{next: body.Offset}
-		if body.Offset < body.HighWatermark {
-			p.cur.skipOlder, p.cur.skipping = millis, true
-		}
+		set(p, resp.Body.(*wire.ListOffsetsResponse))
 	}
 	return nil
 }
@@ -62,5 +120,5 @@ func (c *Consumer) flushOnce(ctx context.Context, rc *rpcConn) error {
 // err.
 func (c *Consumer) startFailed(p *cpart, err error) error {
 	c.dropConns()
-	return fmt.Errorf("cannot find the offset for a time in %s/%d: %w", c.topic, p.id, err)
+	return fmt.Errorf("cannot find the start offset in %s/%d: %w", c.topic, p.id, err)
 }

@@ -65,6 +65,10 @@ func (w *window) takeUnheld(v uint32) []*pbatch {
 		if seq, ok := firstSeq(out[0].buf); ok {
 			w.pid, w.seq = out[0].pid, seq
 		}
+		// Their records are the windows' they are routed to now, where Flush and
+		// WaitPersisted look for them: none is this window's to wait for any more.
+		last := out[len(out)-1].ord
+		w.acceptedOrd, w.durableOrd = max(w.acceptedOrd, last), max(w.durableOrd, last)
 	}
 	w.q, w.acked, w.sent = nil, 0, 0
 	w.version, w.newer, w.refusedFrom = v, 0, false

@@ -75,6 +75,11 @@ type checked struct {
 	want []int // ids per producer to read before stopping; -1 while unknown
 	got  []int
 	err  error
+	// start is where the consumer starts (the zero value: the oldest record); with tail
+	// it stops once it read the last id of every producer (want[p]-1), not want[p] ids.
+	start client.StartAt
+	tail  bool
+	max   []int
 }
 
 func (c *checked) consume(addrs []string, l expandLoad) {
@@ -85,7 +90,7 @@ func (c *checked) consume(addrs []string, l expandLoad) {
 		c.err = err
 		c.mu.Unlock()
 	}
-	cs, err := client.NewConsumer(ctx, "e", client.Brokers(addrs...), client.Start(client.Oldest()),
+	cs, err := client.NewConsumer(ctx, "e", client.Brokers(addrs...), client.Start(c.start),
 		client.FetchMaxWait(100*time.Millisecond))
 	if err != nil {
 		fail(err)
@@ -93,12 +98,17 @@ func (c *checked) consume(addrs []string, l expandLoad) {
 	}
 	defer cs.Close()
 	last := map[string]int{}
+	where := map[string][2]int64{} // the partition and offset of each key's last record read
 	seen := map[[2]int]bool{}
 	for {
 		c.mu.Lock()
 		done := true
 		for p := range l.producers {
-			done = done && c.want[p] >= 0 && c.got[p] >= c.want[p]
+			if c.tail {
+				done = done && c.want[p] >= 0 && c.max[p] >= c.want[p]-1
+			} else {
+				done = done && c.want[p] >= 0 && c.got[p] >= c.want[p]
+			}
 		}
 		c.mu.Unlock()
 		if done {
@@ -121,7 +131,8 @@ func (c *checked) consume(addrs []string, l expandLoad) {
 				return
 			}
 			if prev, ok := last[string(r.Key)]; ok && id <= prev {
-				fail(fmt.Errorf("key %s: record %d after %d (partition %d)", r.Key, id, prev, cs.Partition()))
+				fail(fmt.Errorf("key %s: record %d (partition %d offset %d) after %d (partition %d offset %d)", r.Key, id,
+					cs.Partition(), r.Offset, prev, where[string(r.Key)][0], where[string(r.Key)][1]))
 				return
 			}
 			if seen[[2]int{p, id}] {
@@ -130,8 +141,10 @@ func (c *checked) consume(addrs []string, l expandLoad) {
 			}
 			seen[[2]int{p, id}] = true
 			last[string(r.Key)] = id
+			where[string(r.Key)] = [2]int64{int64(cs.Partition()), r.Offset}
 			c.mu.Lock()
 			c.got[p]++
+			c.max[p] = max(c.max[p], id)
 			c.mu.Unlock()
 		}
 		if err := cs.Err(); err != nil {
@@ -146,15 +159,21 @@ func runChecked(addrs []string, l expandLoad, n int) ([]*checked, *sync.WaitGrou
 	var wg sync.WaitGroup
 	var cs []*checked
 	for range n {
-		c := &checked{want: make([]int, l.producers), got: make([]int, l.producers)}
-		for p := range c.want {
-			c.want[p] = -1
-		}
-		cs = append(cs, c)
-		wg.Add(1)
-		go func() { defer wg.Done(); c.consume(addrs, l) }()
+		cs = append(cs, runCheckedFrom(addrs, l, client.Oldest(), false, &wg))
 	}
 	return cs, &wg
+}
+
+// runCheckedFrom starts one checking consumer that starts at start (see checked.tail).
+func runCheckedFrom(addrs []string, l expandLoad, start client.StartAt, tail bool, wg *sync.WaitGroup) *checked {
+	c := &checked{want: make([]int, l.producers), got: make([]int, l.producers), max: make([]int, l.producers),
+		start: start, tail: tail}
+	for p := range c.want {
+		c.want[p], c.max[p] = -1, -1
+	}
+	wg.Add(1)
+	go func() { defer wg.Done(); c.consume(addrs, l) }()
+	return c
 }
 
 // TestClusterExpandUnderLoad: keyed, idempotent producers write continuously while two
