@@ -89,6 +89,13 @@ func (p *pki) valid(name string, serial int64, client bool) (string, string) {
 	return p.issue(name, serial, client, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
 }
 
+// selfSigned returns a certificate signed by its own key (a CA of nobody's trust) as a
+// client certificate.
+func selfSigned(t testing.TB, name string) tls.Certificate {
+	p := newPKI(t, name)
+	return tls.Certificate{Certificate: [][]byte{p.cert.Raw}, PrivateKey: p.key, Leaf: p.cert}
+}
+
 // tlsCall makes one metadata call over TLS with conf and returns the server's
 // certificate serial, or the error.
 func tlsCall(addr string, conf *tls.Config) (int64, error) {
@@ -179,6 +186,15 @@ func TestTLSListener(t *testing.T) {
 		t.Fatalf("a client trusting another CA: %v", err)
 	}
 
+	// TLS 1.1 and older are refused (TLS 1.2 is the oldest the broker speaks).
+	if _, err := tlsCall(b.Addr, &tls.Config{RootCAs: ca.pool, MaxVersion: tls.VersionTLS11}); err == nil ||
+		!strings.Contains(err.Error(), "version") {
+		t.Fatalf("a TLS 1.1 client: %v", err)
+	}
+	if _, err := tlsCall(b.Addr, &tls.Config{RootCAs: ca.pool, MinVersion: tls.VersionTLS12, MaxVersion: tls.VersionTLS12}); err != nil {
+		t.Fatalf("a TLS 1.2 client: %v", err)
+	}
+
 	// SIGHUP with a new certificate: new connections get it, an open one goes on.
 	open, err := tls.Dial("tcp", b.Addr, good)
 	if err != nil {
@@ -240,6 +256,18 @@ func TestTLSClientCertificates(t *testing.T) {
 	}
 	if _, err := tlsCall(b.Addr, &tls.Config{RootCAs: ca.pool, Certificates: []tls.Certificate{pair}}); err == nil {
 		t.Fatal("a client with another CA's certificate was served")
+	}
+	// A certificate from the CA but expired, and one signed by nobody (self-signed).
+	ec, ek := ca.issue("expired-app", 4, true, time.Now().Add(-2*time.Hour), time.Now().Add(-time.Hour))
+	if pair, err = tls.LoadX509KeyPair(ec, ek); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tlsCall(b.Addr, &tls.Config{RootCAs: ca.pool, Certificates: []tls.Certificate{pair}}); err == nil {
+		t.Fatal("a client with an expired certificate was served")
+	}
+	self := selfSigned(t, "self")
+	if _, err := tlsCall(b.Addr, &tls.Config{RootCAs: ca.pool, Certificates: []tls.Certificate{self}}); err == nil {
+		t.Fatal("a client with a self-signed certificate was served")
 	}
 	cc, ck := ca.valid("app", 3, true)
 	if pair, err = tls.LoadX509KeyPair(cc, ck); err != nil {
