@@ -154,6 +154,33 @@ func (c *checked) consume(addrs []string, l expandLoad) {
 	}
 }
 
+// stopLoad ends an expansion test's load: stop is closed, the producers' counts (every
+// producer must have succeeded) become what the checked consumers wait for, and each of
+// them must have read all of it in order.
+func stopLoad(t *testing.T, stop chan struct{}, pwg *sync.WaitGroup, counts []int, perrs []error,
+	consumers []*checked, cwg *sync.WaitGroup) {
+	t.Helper()
+	close(stop)
+	pwg.Wait()
+	for p, err := range perrs {
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("producer %d wrote %d records", p, counts[p])
+	}
+	for _, cc := range consumers {
+		cc.mu.Lock()
+		copy(cc.want, counts)
+		cc.mu.Unlock()
+	}
+	cwg.Wait()
+	for i, cc := range consumers {
+		if cc.err != nil {
+			t.Fatalf("consumer %d: %v (read %v of %v)", i, cc.err, cc.got, counts)
+		}
+	}
+}
+
 // runChecked starts consumers that check order per key while they read.
 func runChecked(addrs []string, l expandLoad, n int) ([]*checked, *sync.WaitGroup) {
 	var wg sync.WaitGroup
@@ -231,25 +258,7 @@ func TestClusterExpandUnderLoad(t *testing.T) {
 	}
 	t.Logf("expansion to %d won; CLI: %s (other: %v)", won, strings.TrimSpace(string(out)), other)
 	time.Sleep(3 * time.Second) // the load goes on in the new layout
-	close(stop)
-	pwg.Wait()
-	for p, err := range perrs {
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("producer %d wrote %d records", p, counts[p])
-	}
-	for _, cc := range consumers {
-		cc.mu.Lock()
-		copy(cc.want, counts)
-		cc.mu.Unlock()
-	}
-	cwg.Wait()
-	for i, cc := range consumers {
-		if cc.err != nil {
-			t.Fatalf("consumer %d: %v (read %v of %v)", i, cc.err, cc.got, counts)
-		}
-	}
+	stopLoad(t, stop, &pwg, counts, perrs, consumers, cwg)
 	after, awg := runChecked(addrs, load, 1) // a consumer that starts after the expansion
 	after[0].mu.Lock()
 	copy(after[0].want, counts)

@@ -373,25 +373,7 @@ func expandTwiceQuickly(t *testing.T, unplaced bool) {
 		t.Logf("expanded to %d (version %d)", n, k+2)
 	}
 	time.Sleep(3 * time.Second) // the load goes on in the last layout
-	close(stop)
-	pwg.Wait()
-	for p, err := range perrs {
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("producer %d wrote %d records", p, counts[p])
-	}
-	for _, cc := range consumers {
-		cc.mu.Lock()
-		copy(cc.want, counts)
-		cc.mu.Unlock()
-	}
-	cwg.Wait()
-	for i, cc := range consumers {
-		if cc.err != nil {
-			t.Fatalf("consumer %d: %v (read %v of %v)", i, cc.err, cc.got, counts)
-		}
-	}
+	stopLoad(t, stop, &pwg, counts, perrs, consumers, cwg)
 	after, awg := runChecked(addrs, load, 1)
 	after[0].mu.Lock()
 	copy(after[0].want, counts)
@@ -448,23 +430,5 @@ func TestClusterExpandConsumersStartMidway(t *testing.T) {
 	c.hdfs.Resume()
 	resumed = true
 	time.Sleep(3 * time.Second) // the load goes on in the new layout
-	close(stop)
-	pwg.Wait()
-	for p, err := range perrs {
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("producer %d wrote %d records", p, counts[p])
-	}
-	for _, cc := range cs {
-		cc.mu.Lock()
-		copy(cc.want, counts)
-		cc.mu.Unlock()
-	}
-	cwg.Wait()
-	for i, cc := range cs {
-		if cc.err != nil {
-			t.Fatalf("consumer %d: %v (read %v of %v)", i, cc.err, cc.got, counts)
-		}
-	}
+	stopLoad(t, stop, &pwg, counts, perrs, cs, &cwg)
 }
