@@ -46,6 +46,10 @@ type Config struct {
 	// again (its start takes seconds more), and how long hdfs-pause keeps it stopped; the
 	// same for the NameNode or the DataNode alone (nn-kill, dn-kill, nn-pause, dn-pause).
 	HDFSOutage time.Duration
+	// DataNodes is how many HDFS DataNodes run, each in its own JVM, every block on all
+	// of them (1 to 3; default 3): with one, a DataNode's crash is an outage of the only
+	// copy of every block.
+	DataNodes int
 	// Log receives one line per fault and per notable event; nil discards them.
 	Log io.Writer
 }
@@ -75,6 +79,9 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.HDFSOutage == 0 {
 		c.HDFSOutage = 5 * time.Second
+	}
+	if c.DataNodes == 0 {
+		c.DataNodes = 3
 	}
 	if c.ValueSize == 0 {
 		c.ValueSize = 100
@@ -107,6 +114,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("chaos: partitions %d, writers %d and rate %d must be at least 1", c.Partitions, c.Writers, c.Rate)
 	case c.Fsync != "" && c.Fsync != "group" && c.Fsync != "batch" && c.Fsync != "never":
 		return fmt.Errorf("chaos: fsync policy %q is not group, batch or never", c.Fsync)
+	case c.DataNodes < 1 || c.DataNodes > 3:
+		return fmt.Errorf("chaos: %d DataNodes: 1 to 3", c.DataNodes)
 	case c.ValueSize < 24:
 		return fmt.Errorf("chaos: value size %d is below the 24 bytes of a record's identity", c.ValueSize)
 	}
@@ -130,7 +139,7 @@ func (c *Config) String() string {
 		s += " fsync=" + c.Fsync
 	}
 	if c.Distributed {
-		s += fmt.Sprintf(" session=%v hdfs-outage=%v", c.Session, c.HDFSOutage)
+		s += fmt.Sprintf(" session=%v hdfs-outage=%v datanodes=%d", c.Session, c.HDFSOutage, c.DataNodes)
 	}
 	return s
 }

@@ -27,7 +27,7 @@ const (
 // cluster is the distributed mode's processes.
 type cluster struct {
 	zk      *zktest.Server
-	hdfs    *hdfstest.Separate // NameNode and DataNode in two JVMs: each can fail alone
+	hdfs    *hdfstest.Separate // NameNode and DataNodes in JVMs of their own: each can fail alone
 	admins  []*admin
 	brokers []*broker
 }
@@ -83,10 +83,10 @@ func (r *run) startCluster(ctx context.Context, c *cluster) error {
 	}
 	r.logf("ZooKeeper serves on %s", c.zk.Addr)
 	probe := func(addr string) error { return hdfs.Probe(addr, 5*time.Second) }
-	if c.hdfs, err = hdfstest.RunSeparate(r.mkdir("hdfs"), probe); err != nil {
+	if c.hdfs, err = hdfstest.RunSeparateN(r.mkdir("hdfs"), r.cfg.DataNodes, probe); err != nil {
 		return fmt.Errorf("cannot start HDFS: %w", err)
 	}
-	r.logf("HDFS serves on %s", c.hdfs.Addr)
+	r.logf("HDFS serves on %s (%d DataNodes)", c.hdfs.Addr, c.hdfs.DataNodes())
 	for i := range clusterAdmins {
 		a := &admin{name: fmt.Sprintf("admin-%d", i+1), ps: r.ps, argv: []string{r.cfg.Binary, "admin", "-zk", c.zk.Addr,
 			"-zk-session-timeout", r.cfg.Session.String(), "-interval", "100ms"}}

@@ -47,24 +47,28 @@ func (r *run) clusterFaults(c *cluster) map[string]func(context.Context) (string
 			return fmt.Sprintf("ZooKeeper killed, started again after %v", d.Round(time.Millisecond)), nil
 		},
 		"hdfs-restart": func(ctx context.Context) (string, error) {
-			return r.hdfsKill(ctx, c, "HDFS (NameNode and DataNode)", c.hdfs.Kill)
+			return r.hdfsKill(ctx, c, "HDFS (NameNode and DataNodes)", c.hdfs.Kill)
 		},
 		// A hung HDFS, not a dead one: its sockets stay open and every call waits (the
 		// brokers' HDFS timeout ends it), unlike a kill, whose calls fail at once.
 		"hdfs-pause": func(ctx context.Context) (string, error) {
-			return r.hdfsPause(ctx, "HDFS (NameNode and DataNode)", c.hdfs.Pause, c.hdfs.Resume)
+			return r.hdfsPause(ctx, "HDFS (NameNode and DataNodes)", c.hdfs.Pause, c.hdfs.Resume)
 		},
 		"nn-kill": func(ctx context.Context) (string, error) {
 			return r.hdfsKill(ctx, c, "the NameNode", c.hdfs.KillNameNode)
 		},
 		"dn-kill": func(ctx context.Context) (string, error) {
-			return r.hdfsKill(ctx, c, "the DataNode", c.hdfs.KillDataNode)
+			i := r.rng.IntN(c.hdfs.DataNodes())
+			return r.hdfsKill(ctx, c, fmt.Sprintf("DataNode %d of %d", i+1, c.hdfs.DataNodes()),
+				func() { c.hdfs.KillDataNodeAt(i) })
 		},
 		"nn-pause": func(ctx context.Context) (string, error) {
 			return r.hdfsPause(ctx, "the NameNode", c.hdfs.PauseNameNode, c.hdfs.ResumeNameNode)
 		},
 		"dn-pause": func(ctx context.Context) (string, error) {
-			return r.hdfsPause(ctx, "the DataNode", c.hdfs.PauseDataNode, c.hdfs.ResumeDataNode)
+			i := r.rng.IntN(c.hdfs.DataNodes())
+			return r.hdfsPause(ctx, fmt.Sprintf("DataNode %d of %d", i+1, c.hdfs.DataNodes()),
+				func() { c.hdfs.PauseDataNodeAt(i) }, func() { c.hdfs.ResumeDataNodeAt(i) })
 		},
 		"clockjump": r.clockJump,
 	}

@@ -30,6 +30,7 @@ func chaosCmd(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	fs.BoolVar(&cfg.Distributed, "distributed", false, "run ZooKeeper, HDFS, two admins and several brokers")
 	fs.StringVar(&cfg.Fsync, "fsync", "", "the brokers' fsync policy: group, batch or never (default: the broker's, group)")
 	fs.DurationVar(&cfg.Session, "session", 2*time.Second, "with --distributed: the ZooKeeper session timeout of brokers and admins")
+	fs.IntVar(&cfg.DataNodes, "datanodes", 3, "with --distributed: HDFS DataNodes, each in its own JVM, every block on all of them (1 to 3; with 1 a DataNode fault is an outage of the only copy)")
 	fs.DurationVar(&cfg.HDFSOutage, "hdfs-outage", 5*time.Second, "with --distributed: how long hdfs-restart, nn-kill and dn-kill keep HDFS (or the one process) down, and hdfs-pause, nn-pause and dn-pause keep it stopped")
 	fs.StringVar(&cfg.Dir, "dir", "", "directory for the run's data and process logs (default: a new temporary one)")
 	fs.BoolVar(&keep, "keep", false, "keep the run directory even when the run is OK")

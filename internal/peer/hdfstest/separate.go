@@ -12,16 +12,17 @@ import (
 	"sluice/internal/peer"
 )
 
-// Separate is a NameNode and a DataNode in two JVMs (the peers README's recipe), so
-// that either can be killed and started again alone. The NameNode keeps its port across
-// restarts.
+// Separate is a NameNode and one or more DataNodes, each in a JVM of its own (the peers
+// README's recipe), so that any of them can be killed and started again alone. The
+// NameNode keeps its port across restarts; with n DataNodes, blocks are replicated n
+// times (at most 3).
 type Separate struct {
 	Addr  string // the NameNode's RPC address
 	dir   string
 	home  string
 	ready func(addr string) error
 	nn    *peer.Proc
-	dn    *peer.Proc
+	dns   []*peer.Proc // nil while that DataNode is down
 }
 
 // StartSeparate formats and starts a NameNode and a DataNode for t and stops both when
@@ -41,6 +42,16 @@ func StartSeparate(t testing.TB, ready func(addr string) error) *Separate {
 // the cluster's data and logs live in dir; the caller stops it (Stop), and it dies with
 // the calling process.
 func RunSeparate(dir string, ready func(addr string) error) (*Separate, error) {
+	return RunSeparateN(dir, 1, ready)
+}
+
+// RunSeparateN is RunSeparate with n DataNodes (1 to 3), each in its own JVM, and every
+// block replicated on all of them: a DataNode's crash is then a pipeline's loss, not an
+// outage of the only copy.
+func RunSeparateN(dir string, n int, ready func(addr string) error) (*Separate, error) {
+	if n < 1 || n > 3 {
+		return nil, fmt.Errorf("hdfstest: %d DataNodes: 1 to 3", n)
+	}
 	h, err := home()
 	if err != nil {
 		return nil, err
@@ -49,7 +60,7 @@ func RunSeparate(dir string, ready func(addr string) error) (*Separate, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Separate{Addr: fmt.Sprintf("127.0.0.1:%d", port), dir: dir, home: h, ready: ready}
+	s := &Separate{Addr: fmt.Sprintf("127.0.0.1:%d", port), dir: dir, home: h, ready: ready, dns: make([]*peer.Proc, n)}
 	if err := s.writeConf(); err != nil {
 		return nil, err
 	}
@@ -70,36 +81,51 @@ func RunSeparate(dir string, ready func(addr string) error) (*Separate, error) {
 	return s, nil
 }
 
-// Stop kills both (their data stays in the directory).
+// Stop kills every process (their data stays in the directory).
 func (s *Separate) Stop() {
 	s.KillDataNode()
 	s.KillNameNode()
 }
 
-// Kill kills both at once, as a crash of the host would.
+// Kill kills every process at once, as a crash of the host would.
 func (s *Separate) Kill() { s.Stop() }
 
-// StartAgain starts whichever of the two is not running, NameNode first, and waits
-// until the cluster takes writes.
+// DataNodes returns how many DataNodes the cluster has.
+func (s *Separate) DataNodes() int { return len(s.dns) }
+
+// StartAgain starts whichever process is not running, NameNode first, and waits until
+// the cluster takes writes.
 func (s *Separate) StartAgain() error {
 	if s.nn == nil {
 		if err := s.startNameNode(); err != nil {
 			return err
 		}
 	}
-	if s.dn == nil {
-		if err := s.startDataNode(); err != nil {
-			return err
+	for i := range s.dns {
+		if s.dns[i] == nil {
+			if err := s.startDataNode(i); err != nil {
+				return err
+			}
 		}
 	}
 	return s.waitReady()
 }
 
-// Pause stops both with SIGSTOP: calls to either hang until Resume.
-func (s *Separate) Pause() { signal(s.nn, syscall.SIGSTOP); signal(s.dn, syscall.SIGSTOP) }
+// Pause stops every process with SIGSTOP: calls hang until Resume.
+func (s *Separate) Pause() {
+	signal(s.nn, syscall.SIGSTOP)
+	for _, p := range s.dns {
+		signal(p, syscall.SIGSTOP)
+	}
+}
 
-// Resume continues both (SIGCONT).
-func (s *Separate) Resume() { signal(s.dn, syscall.SIGCONT); signal(s.nn, syscall.SIGCONT) }
+// Resume continues every process (SIGCONT).
+func (s *Separate) Resume() {
+	for _, p := range s.dns {
+		signal(p, syscall.SIGCONT)
+	}
+	signal(s.nn, syscall.SIGCONT)
+}
 
 // PauseNameNode stops the NameNode alone with SIGSTOP (ResumeNameNode continues it).
 func (s *Separate) PauseNameNode() { signal(s.nn, syscall.SIGSTOP) }
@@ -107,11 +133,26 @@ func (s *Separate) PauseNameNode() { signal(s.nn, syscall.SIGSTOP) }
 // ResumeNameNode continues a paused NameNode.
 func (s *Separate) ResumeNameNode() { signal(s.nn, syscall.SIGCONT) }
 
-// PauseDataNode stops the DataNode alone with SIGSTOP (ResumeDataNode continues it).
-func (s *Separate) PauseDataNode() { signal(s.dn, syscall.SIGSTOP) }
+// PauseDataNode stops every DataNode with SIGSTOP, the NameNode running
+// (ResumeDataNode continues them).
+func (s *Separate) PauseDataNode() {
+	for i := range s.dns {
+		s.PauseDataNodeAt(i)
+	}
+}
 
-// ResumeDataNode continues a paused DataNode.
-func (s *Separate) ResumeDataNode() { signal(s.dn, syscall.SIGCONT) }
+// ResumeDataNode continues the paused DataNodes.
+func (s *Separate) ResumeDataNode() {
+	for i := range s.dns {
+		s.ResumeDataNodeAt(i)
+	}
+}
+
+// PauseDataNodeAt stops DataNode i alone with SIGSTOP.
+func (s *Separate) PauseDataNodeAt(i int) { signal(s.dns[i], syscall.SIGSTOP) }
+
+// ResumeDataNodeAt continues DataNode i.
+func (s *Separate) ResumeDataNodeAt(i int) { signal(s.dns[i], syscall.SIGCONT) }
 
 func signal(p *peer.Proc, sig syscall.Signal) {
 	if p != nil {
@@ -138,7 +179,7 @@ func (s *Separate) writeConf() error {
 		prop("dfs.datanode.address", "127.0.0.1:0") +
 		prop("dfs.datanode.http.address", "127.0.0.1:0") +
 		prop("dfs.datanode.ipc.address", "127.0.0.1:0") +
-		prop("dfs.replication", "1") +
+		prop("dfs.replication", fmt.Sprint(len(s.dns))) +
 		prop("dfs.permissions.enabled", "false") +
 		prop("dfs.namenode.safemode.extension", "0") +
 		prop("dfs.heartbeat.interval", "1") +
@@ -179,18 +220,23 @@ func (s *Separate) StartNameNode(t testing.TB) {
 	if err := s.startNameNode(); err != nil {
 		t.Fatal(err)
 	}
-	if s.dn != nil {
+	if s.dns[0] != nil {
 		if err := s.waitReady(); err != nil {
 			t.Fatal(err)
 		}
 	}
 }
 
-// StartDataNode starts the DataNode (again) and waits until the cluster takes writes.
+// StartDataNode starts the DataNodes that are down (again) and waits until the cluster
+// takes writes.
 func (s *Separate) StartDataNode(t testing.TB) {
 	t.Helper()
-	if err := s.startDataNode(); err != nil {
-		t.Fatal(err)
+	for i := range s.dns {
+		if s.dns[i] == nil {
+			if err := s.startDataNode(i); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	if err := s.waitReady(); err != nil {
 		t.Fatal(err)
@@ -206,12 +252,19 @@ func (s *Separate) startNameNode() error {
 	return nil
 }
 
-func (s *Separate) startDataNode() error {
-	p, err := s.java("dn.log", "org.apache.hadoop.hdfs.server.datanode.DataNode")
+// startDataNode starts DataNode i: the first logs to dn.log and keeps its blocks in
+// data (as with one DataNode), the others in dn-I.log and data-I.
+func (s *Separate) startDataNode(i int) error {
+	logName, data := "dn.log", "data"
+	if i > 0 {
+		logName, data = fmt.Sprintf("dn-%d.log", i), fmt.Sprintf("data-%d", i)
+	}
+	p, err := s.java(logName, "org.apache.hadoop.hdfs.server.datanode.DataNode",
+		"-D", "dfs.datanode.data.dir=file://"+filepath.Join(s.dir, data))
 	if err != nil {
 		return err
 	}
-	s.dn = p
+	s.dns[i] = p
 	return nil
 }
 
@@ -224,7 +277,7 @@ func (s *Separate) waitReady() error {
 		if err == nil {
 			return nil
 		}
-		for _, p := range []*peer.Proc{s.nn, s.dn} {
+		for _, p := range append([]*peer.Proc{s.nn}, s.dns...) {
 			if p == nil {
 				continue
 			}
@@ -244,8 +297,15 @@ func (s *Separate) waitReady() error {
 // KillNameNode kills the NameNode (SIGKILL) and waits for it to exit.
 func (s *Separate) KillNameNode() { s.nn = kill(s.nn) }
 
-// KillDataNode kills the DataNode (SIGKILL) and waits for it to exit.
-func (s *Separate) KillDataNode() { s.dn = kill(s.dn) }
+// KillDataNode kills every DataNode (SIGKILL) and waits for them to exit.
+func (s *Separate) KillDataNode() {
+	for i := range s.dns {
+		s.KillDataNodeAt(i)
+	}
+}
+
+// KillDataNodeAt kills DataNode i (SIGKILL) and waits for it to exit.
+func (s *Separate) KillDataNodeAt(i int) { s.dns[i] = kill(s.dns[i]) }
 
 func kill(p *peer.Proc) *peer.Proc {
 	if p != nil {
