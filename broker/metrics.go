@@ -128,6 +128,8 @@ var (
 		"Distributed mode: 1 when the partition's last commit round to HDFS failed (retried with backoff).", []string{"topic", "partition"}, nil)
 	descHDFSRounds = prometheus.NewDesc("sluice_hdfs_commit_rounds_total",
 		"Distributed mode: commit rounds to HDFS, by result: ok or failed.", []string{"result"}, nil)
+	descHDFSSwitches = prometheus.NewDesc("sluice_hdfs_pipeline_switches_total",
+		"Distributed mode: commit rounds written into a new HDFS file because an append to the current one would not have gone through exactly its replicas (fewer live DataNodes than the replication, or a DataNode's report late): appending without a replica could lose acknowledged data (persist/hdfs/pipeline.go). Steady growth: HDFS is short of DataNodes, and every round starts a file.", nil, nil)
 	descHDFSBytes = prometheus.NewDesc("sluice_hdfs_shipped_bytes_total",
 		"Distributed mode: batch bytes HDFS acknowledged.", nil, nil)
 	descHDFSRead = prometheus.NewDesc("sluice_hdfs_fetched_bytes_total",
@@ -142,7 +144,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descSent, descConns, descRequests, descProtoErr, descArena, descReclaimed,
 		descFull, descLag, descHits, descState, descDirect, descPanics, descReleased, descSkipped, descParked, descProduced, descCopied,
 		descInbound, descOutbound, descRefused, descTimedOut, descExpired, descPaused, descClamped, descDirectRead,
-		descHDFSLag, descHDFSLagBytes, descHDFSLagSec, descHDFSFailing, descHDFSRounds, descHDFSBytes, descHDFSRead,
+		descHDFSLag, descHDFSLagBytes, descHDFSLagSec, descHDFSFailing, descHDFSRounds, descHDFSSwitches, descHDFSBytes, descHDFSRead,
 		descAuth, descAuthRefused, descAuthReloads, descAuthFailing, descAuthUsers} {
 		ch <- d
 	}
@@ -192,6 +194,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(descHDFSRounds, float64(commits), "ok")
 		counter(descHDFSRounds, float64(failures), "failed")
 		counter(descHDFSBytes, float64(bytes))
+		counter(descHDFSSwitches, float64(b.PipelineSwitches()))
 		counter(descHDFSRead, float64(c.b.remoteBytes.Load()))
 		for _, ps := range parts {
 			topic, id := ps.Topic, strconv.Itoa(ps.Partition)

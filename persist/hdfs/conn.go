@@ -47,8 +47,9 @@ func (o *Options) ensureDefaults() error {
 // Safe for concurrent use, but calls on one Conn are serialized by the client itself:
 // the shipper gives each of its goroutines a Conn of its own.
 type Conn struct {
-	opts Options
-	mu   struct {
+	opts  Options
+	guard pipelineGuard // what the next append pipeline must reach (pipeline.go)
+	mu    struct {
 		sync.Mutex
 		client *hdfs.Client
 		gen    *generation // client's sockets
@@ -115,8 +116,16 @@ func (c *Conn) client() (*hdfs.Client, error) {
 		}
 		return s, gen.add(s)
 	}
+	// DataNode connections check the pipeline an append sets up (pipeline.go).
+	dialDataNode := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		s, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &guardConn{Conn: s, g: &c.guard}, nil
+	}
 	cl, err := hdfs.NewClient(hdfs.ClientOptions{Addresses: c.opts.Addresses, User: c.opts.User,
-		NamenodeDialFunc: dial, DatanodeDialFunc: dial})
+		NamenodeDialFunc: dial, DatanodeDialFunc: dialDataNode})
 	if err != nil {
 		gen.drop()
 		return nil, fmt.Errorf("cannot connect to the NameNode: %w", err)

@@ -23,7 +23,11 @@
 // Any error, including a timeout, abandons the file: a failed writer is never reused, the
 // connection that held its lease is closed, and the next round starts a new file at the
 // first offset not acknowledged. The abandoned file may hold some of the round's bytes
-// (after lease recovery), so the same offsets can be in two files.
+// (after lease recovery), so the same offsets can be in two files. An append goes
+// through only when its pipeline reaches exactly the file's replicas; otherwise the
+// round goes into a new file (pipeline.go says why: colinmarc/hdfs appends without a new
+// generation stamp, and a replica an acknowledged append left out could later have
+// the file cut back to it).
 //
 // What a reader trusts (view.go). Files are taken in order of base offset, then epoch: a
 // file ends where the next trusted file begins, so bytes shipped twice (the abandoned

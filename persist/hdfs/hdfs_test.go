@@ -441,6 +441,7 @@ func commitUntil(t *testing.T, w *Writer, conn *Conn, data []byte) {
 		if err == nil {
 			return
 		}
+		t.Logf("commit: %v", err)
 		if time.Now().After(deadline) {
 			t.Fatalf("commit: %v", err)
 		}

@@ -83,6 +83,7 @@ type Shipper struct {
 		closed bool
 	}
 	commits, failures, shippedBytes atomic.Uint64
+	switches                        atomic.Uint64 // rounds moved to a new file (Writer.PipelineSwitches)
 }
 
 // maxBackoff bounds the wait before a failed partition is shipped again: short, since a
@@ -103,9 +104,10 @@ type shipPart struct {
 	removed  atomic.Bool
 
 	// Worker-owned (one worker at a time: queued).
-	w        *Writer
-	failures int
-	retryAt  time.Time
+	w          *Writer
+	failures   int
+	retryAt    time.Time
+	switchedAt time.Time // when a pipeline switch was last logged
 
 	acked   atomic.Int64  // Writer.Next after the last acknowledged round; -1 before the first
 	arrived arrivals      // when offsets appeared, for the lag in seconds
@@ -331,12 +333,16 @@ func (s *Shipper) ship(ctx context.Context, conn *Conn, sp *shipPart) error {
 		release()
 		return nil
 	}
+	switches := sp.w.PipelineSwitches
 	err = sp.w.Commit(ctx, conn, pieces)
 	release()
 	if err != nil {
 		return err
 	}
 	s.commits.Add(1)
+	if sp.w.PipelineSwitches != switches {
+		s.switched(sp)
+	}
 	var n uint64
 	for _, p := range pieces {
 		n += uint64(len(p))
@@ -347,6 +353,24 @@ func (s *Shipper) ship(ctx context.Context, conn *Conn, sp *shipPart) error {
 	sp.src.Shipped(sp.w.Next())
 	return nil
 }
+
+// switched counts a round that went into a new file because an append would not have
+// reached every replica of the current one, and logs it at most once a minute per
+// partition (while HDFS has fewer live DataNodes than the replication, every round
+// does).
+func (s *Shipper) switched(sp *shipPart) {
+	s.switches.Add(1)
+	if time.Since(sp.switchedAt) < time.Minute {
+		return
+	}
+	sp.switchedAt = time.Now()
+	s.opts.Logger.Info("HDFS listed another set of DataNodes than the file's replicas: the round went into a new file",
+		"partition", sp.key, "next", sp.w.Next(), "switches", sp.w.PipelineSwitches)
+}
+
+// PipelineSwitches returns how many rounds went into a new file because an append would
+// not have reached exactly the replicas of the current one (pipeline.go).
+func (s *Shipper) PipelineSwitches() uint64 { return s.switches.Load() }
 
 // resume finds where shipping starts for a partition just added: where HDFS's data ends,
 // within what the partition holds. HDFS ahead of the partition (this broker lost the end

@@ -9,7 +9,7 @@ import (
 // walkBatches reads the batch headers in pieces, which hold whole batches back to back
 // but may cut them anywhere (arena chunks): it checks that the first batch starts at
 // offset next, each following one where the last ended, and that the last one ends with
-// the pieces; it calls visit with each batch's position in the pieces and base offset,
+// the pieces; it calls visit (if not nil) with each batch's position in the pieces and base offset,
 // and returns the offset after the last batch and the pieces' size. It copies only
 // headers (one per batch), never records.
 func walkBatches(pieces [][]byte, next int64, visit func(pos, base int64)) (int64, int64, error) {
@@ -43,7 +43,9 @@ func walkBatches(pieces [][]byte, next int64, visit func(pos, base int64)) (int6
 		if pos+int64(h.Size()) > total {
 			return 0, 0, fmt.Errorf("batch at position %d (%d bytes) is cut by the end of the data", pos, h.Size())
 		}
-		visit(pos, next)
+		if visit != nil {
+			visit(pos, next)
+		}
 		next = h.LastOffset() + 1
 		// Skip to the next batch.
 		for skip := int64(h.Size()); skip > 0; {

@@ -44,15 +44,19 @@ type Writer struct {
 	// unindexed is a sealed file whose index could not be written yet: each commit
 	// tries again first (readers do without an index meanwhile, by scanning).
 	unindexed *dataFile
+	// PipelineSwitches counts the rounds written into a new file because an append to
+	// the current one would not have reached exactly its replicas (pipeline.go).
+	PipelineSwitches int
 }
 
 // dataFile is what the writer knows of the file it appends to: what was acknowledged.
 type dataFile struct {
-	name    string
-	base    int64
-	size    int64
-	next    int64
-	entries []indexEntry
+	name        string
+	base        int64
+	size        int64
+	next        int64
+	entries     []indexEntry
+	replication int // of its blocks, once read (the first append); 0 before
 }
 
 // NewWriter returns a writer of the partition whose files are in dir (PartitionDir),
@@ -80,57 +84,78 @@ func (w *Writer) Commit(ctx context.Context, conn *Conn, pieces [][]byte) error 
 			w.unindexed = nil
 		}
 	}
-	f := w.file
-	if f == nil {
-		f = &dataFile{name: fileName(w.next, w.epoch), base: w.next}
-	}
-	var entries []indexEntry
-	last := int64(-1)
-	if n := len(f.entries); n > 0 {
-		last = f.entries[n-1].pos
-	}
-	next, n, err := walkBatches(pieces, w.next, func(pos, base int64) {
-		pos += f.size
-		if last < 0 || pos-last >= w.opts.IndexInterval {
-			entries = append(entries, indexEntry{base, pos})
-			last = pos
-		}
-	})
+	next, n, err := walkBatches(pieces, w.next, nil)
 	if err != nil {
 		return fmt.Errorf("hdfs: refusing to ship to %s: %w", w.dir, err)
 	}
 	if n == 0 {
 		return nil
 	}
-	create, mkdir := w.file == nil, !w.made
-	p := path.Join(w.dir, f.name)
+	f := w.file
+	if f == nil {
+		f = &dataFile{name: fileName(w.next, w.epoch), base: w.next}
+	}
+	// What the round needs of the writer is copied first: after a timeout the call goes
+	// on alone (Conn.do) while the writer takes its next round.
+	create, mkdir, dir := w.file == nil, !w.made, w.dir
+	moved := &dataFile{name: fileName(w.next, w.epoch), base: w.next}
+	replication, switched := f.replication, false
+	p := path.Join(dir, f.name)
 	deadline := time.Now().Add(conn.opts.Timeout)
 	err = conn.do(ctx, "commit to "+p, func(cl *hdfs.Client) error {
 		if mkdir {
-			if err := cl.MkdirAll(w.dir, 0o755); err != nil {
+			if err := cl.MkdirAll(dir, 0o755); err != nil {
 				return err
 			}
 		}
-		fw, err := open(cl, p, create)
-		if err != nil {
+		if create {
+			return writeRound(cl, p, pieces, deadline)
+		}
+		if replication == 0 {
+			r, err := fileReplication(cl, p)
+			if err != nil {
+				return err
+			}
+			replication = r
+		}
+		err := appendRound(cl, conn, p, replication, pieces, deadline)
+		if !errors.Is(err, errPipelineMismatch) {
 			return err
 		}
-		fw.SetDeadline(deadline) // DataNode I/O; the NameNode calls are bounded by do
-		for _, piece := range pieces {
-			if _, err := fw.Write(piece); err != nil {
-				return err
-			}
-		}
-		return closeFile(fw)
+		switched = true
+		return writeRound(cl, path.Join(dir, moved.name), pieces, deadline)
 	})
 	if err != nil {
 		w.file = nil // a failed writer is never reused: the next round starts a new file
 		conn.Reset() // and the lease this client held on it goes
 		return err
 	}
+	if switched {
+		w.PipelineSwitches++
+		f = moved
+	} else {
+		f.replication = replication
+	}
+	w.acknowledge(ctx, conn, f, pieces, next, n)
+	return nil
+}
+
+// acknowledge records a round of n bytes, up to offset next, acknowledged in file f:
+// its index entries, the writer's next offset, and the roll once f is full.
+func (w *Writer) acknowledge(ctx context.Context, conn *Conn, f *dataFile, pieces [][]byte, next, n int64) {
+	last := int64(-1)
+	if k := len(f.entries); k > 0 {
+		last = f.entries[k-1].pos
+	}
+	walkBatches(pieces, w.next, func(pos, base int64) { // whole batches: checked before the round
+		pos += f.size
+		if last < 0 || pos-last >= w.opts.IndexInterval {
+			f.entries = append(f.entries, indexEntry{base, pos})
+			last = pos
+		}
+	})
 	f.size += n
 	f.next = next
-	f.entries = append(f.entries, entries...)
 	w.next, w.file, w.made = next, f, true
 	if f.size >= w.opts.RollBytes {
 		w.file = nil
@@ -138,7 +163,78 @@ func (w *Writer) Commit(ctx context.Context, conn *Conn, pieces [][]byte) error 
 			w.unindexed = f
 		}
 	}
-	return nil
+}
+
+// writeRound writes pieces as the new file p (replacing one of that name, which an
+// earlier round of this epoch created at this same base and never got acknowledged).
+func writeRound(cl *hdfs.Client, p string, pieces [][]byte, deadline time.Time) error {
+	fw, err := open(cl, p, true)
+	if err != nil {
+		return err
+	}
+	return writePieces(fw, pieces, deadline)
+}
+
+// appendRound appends pieces to the file p, whose blocks have replication replicas,
+// through a pipeline of exactly those (pipeline.go). Another pipeline is most often a
+// DataNode whose report of the last round has not reached the NameNode yet: the
+// append is given up unchanged and tried again, twice, before the round fails with
+// errPipelineMismatch (the caller then writes it into a new file).
+func appendRound(cl *hdfs.Client, conn *Conn, p string, replication int, pieces [][]byte, deadline time.Time) error {
+	conn.guard.want.Store(int32(replication))
+	defer conn.guard.want.Store(0)
+	for try := 0; ; try++ {
+		fw, err := appendTo(cl, p)
+		if err != nil {
+			return err
+		}
+		fw.SetDeadline(deadline) // DataNode I/O; the NameNode calls are bounded by do
+		// The first write that is not empty sets up the pipeline (and is refused, with
+		// nothing sent, if it does not reach exactly the replicas).
+		first := 0
+		for first < len(pieces)-1 && len(pieces[first]) == 0 {
+			first++
+		}
+		_, err = fw.Write(pieces[first])
+		if !errors.Is(err, errPipelineMismatch) {
+			if err != nil {
+				return err
+			}
+			return writePieces(fw, pieces[first+1:], deadline)
+		}
+		// Nothing was sent: close the file as it was (the pipeline never formed).
+		if cerr := closeFile(fw); cerr != nil {
+			return cerr
+		}
+		if try == 2 {
+			return err
+		}
+		time.Sleep(time.Duration(50<<try) * time.Millisecond)
+	}
+}
+
+// writePieces writes pieces to fw and closes it: the round's acknowledgment.
+func writePieces(fw *hdfs.FileWriter, pieces [][]byte, deadline time.Time) error {
+	fw.SetDeadline(deadline)
+	for _, piece := range pieces {
+		if _, err := fw.Write(piece); err != nil {
+			return err
+		}
+	}
+	return closeFile(fw)
+}
+
+// fileReplication returns how many replicas the blocks of the file at p have.
+func fileReplication(cl *hdfs.Client, p string) (int, error) {
+	fi, err := cl.Stat(p)
+	if err != nil {
+		return 0, err
+	}
+	st, ok := fi.Sys().(interface{ GetBlockReplication() uint32 })
+	if !ok || st.GetBlockReplication() == 0 {
+		return 0, fmt.Errorf("cannot read the replication of %s", p)
+	}
+	return int(st.GetBlockReplication()), nil
 }
 
 // open opens the file at p for writing: Create for a new file (replacing one of the

@@ -2,8 +2,10 @@ package hdfstest
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -23,6 +25,7 @@ type Separate struct {
 	ready func(addr string) error
 	nn    *peer.Proc
 	dns   []*peer.Proc // nil while that DataNode is down
+	props map[string]string
 }
 
 // StartSeparate formats and starts a NameNode and a DataNode for t and stops both when
@@ -49,6 +52,23 @@ func RunSeparate(dir string, ready func(addr string) error) (*Separate, error) {
 // block replicated on all of them: a DataNode's crash is then a pipeline's loss, not an
 // outage of the only copy.
 func RunSeparateN(dir string, n int, ready func(addr string) error) (*Separate, error) {
+	return runSeparate(dir, n, ready, nil)
+}
+
+// StartSeparateN is StartSeparate with n DataNodes and props set in hdfs-site.xml over
+// the harness's own settings (say a short dfs.namenode.heartbeat.recheck-interval, so
+// that a stopped DataNode is declared dead within seconds).
+func StartSeparateN(t testing.TB, n int, ready func(addr string) error, props map[string]string) *Separate {
+	t.Helper()
+	s, err := runSeparate(t.TempDir(), n, ready, props)
+	if err != nil {
+		fail(t, err)
+	}
+	t.Cleanup(s.Stop)
+	return s
+}
+
+func runSeparate(dir string, n int, ready func(addr string) error, props map[string]string) (*Separate, error) {
 	if n < 1 || n > 3 {
 		return nil, fmt.Errorf("hdfstest: %d DataNodes: 1 to 3", n)
 	}
@@ -60,7 +80,7 @@ func RunSeparateN(dir string, n int, ready func(addr string) error) (*Separate, 
 	if err != nil {
 		return nil, err
 	}
-	s := &Separate{Addr: fmt.Sprintf("127.0.0.1:%d", port), dir: dir, home: h, ready: ready, dns: make([]*peer.Proc, n)}
+	s := &Separate{Addr: fmt.Sprintf("127.0.0.1:%d", port), dir: dir, home: h, ready: ready, dns: make([]*peer.Proc, n), props: props}
 	if err := s.writeConf(); err != nil {
 		return nil, err
 	}
@@ -171,20 +191,26 @@ func (s *Separate) writeConf() error {
 		return "<property><name>" + k + "</name><value>" + v + "</value></property>\n"
 	}
 	core := "<configuration>\n" + prop("fs.defaultFS", "hdfs://"+s.Addr) + prop("hadoop.tmp.dir", filepath.Join(s.dir, "tmp")) + "</configuration>\n"
-	site := "<configuration>\n" +
-		prop("dfs.namenode.name.dir", "file://"+filepath.Join(s.dir, "name")) +
-		prop("dfs.datanode.data.dir", "file://"+filepath.Join(s.dir, "data")) +
-		prop("dfs.namenode.rpc-address", s.Addr) +
-		prop("dfs.namenode.http-address", "127.0.0.1:0") +
-		prop("dfs.datanode.address", "127.0.0.1:0") +
-		prop("dfs.datanode.http.address", "127.0.0.1:0") +
-		prop("dfs.datanode.ipc.address", "127.0.0.1:0") +
-		prop("dfs.replication", fmt.Sprint(len(s.dns))) +
-		prop("dfs.permissions.enabled", "false") +
-		prop("dfs.namenode.safemode.extension", "0") +
-		prop("dfs.heartbeat.interval", "1") +
-		prop("dfs.namenode.lease-hard-limit-sec", "5") +
-		"</configuration>\n"
+	props := map[string]string{
+		"dfs.namenode.name.dir":             "file://" + filepath.Join(s.dir, "name"),
+		"dfs.datanode.data.dir":             "file://" + filepath.Join(s.dir, "data"),
+		"dfs.namenode.rpc-address":          s.Addr,
+		"dfs.namenode.http-address":         "127.0.0.1:0",
+		"dfs.datanode.address":              "127.0.0.1:0",
+		"dfs.datanode.http.address":         "127.0.0.1:0",
+		"dfs.datanode.ipc.address":          "127.0.0.1:0",
+		"dfs.replication":                   fmt.Sprint(len(s.dns)),
+		"dfs.permissions.enabled":           "false",
+		"dfs.namenode.safemode.extension":   "0",
+		"dfs.heartbeat.interval":            "1",
+		"dfs.namenode.lease-hard-limit-sec": "5",
+	}
+	maps.Copy(props, s.props)
+	site := "<configuration>\n"
+	for _, k := range slices.Sorted(maps.Keys(props)) {
+		site += prop(k, props[k])
+	}
+	site += "</configuration>\n"
 	if err := os.WriteFile(filepath.Join(conf, "core-site.xml"), []byte(core), 0o644); err != nil {
 		return err
 	}
