@@ -38,6 +38,7 @@ type Cluster struct {
 	asked   time.Duration
 	granted *atomic.Int32
 	stats   leaderStats
+	regs    lastGood[BrokerInfo] // the brokers' registrations, by id
 }
 
 // BrokerInfo is a broker's registration; the broker refreshes its load figures in it
@@ -53,6 +54,10 @@ type BrokerInfo struct {
 	// Brokers): a registration newer than an assignment means the broker lost its session
 	// after that assignment was written, and gave up everything it held then.
 	Since int64 `json:"-"`
+	// Unreadable is set for a registration whose znode exists (the broker's session
+	// lives) but holds junk (edited by hand), when this Cluster never read it good: only
+	// ID and Since are known. One it read good before is returned as it last read it.
+	Unreadable bool `json:"-"`
 }
 
 // PartLoad is one partition's figures as its broker reports them.
@@ -296,8 +301,9 @@ func (c *Cluster) BrokersW() ([]BrokerInfo, <-chan zk.Event, error) {
 	return out, ch, nil
 }
 
-// Brokers returns the live brokers, sorted by id, without a watch. A registration that
-// cannot be read is left out and logged.
+// Brokers returns the live brokers, sorted by id, without a watch. A registration whose
+// content cannot be read (edited by hand) is still a live broker: it comes as this
+// Cluster last read it, or marked Unreadable, and the junk is logged once.
 func (c *Cluster) Brokers() ([]BrokerInfo, error) {
 	ids, _, err := c.conn.Children(path.Join(c.root, "brokers"))
 	if err != nil {
@@ -319,15 +325,49 @@ func (c *Cluster) readBrokers(ids []string) ([]BrokerInfo, error) {
 		if err != nil {
 			return nil, fmt.Errorf("cannot read broker %s: %w", id, err)
 		}
-		b := BrokerInfo{ID: id}
-		if err := json.Unmarshal(data, &b); err != nil {
-			c.log.Error("unreadable broker registration: left out", "broker", id, "err", err)
-			continue
+		b, err := parseRegistration(id, data)
+		if err != nil {
+			b = c.junkRegistration(path.Join(dir, id), id, st.Mzxid, err)
+		} else {
+			c.regs.keep(id, b)
 		}
 		b.Since = st.Czxid
 		out = append(out, b)
 	}
+	c.regs.prune(ids)
 	return out, nil
+}
+
+// parseRegistration decodes a broker's registration.
+func parseRegistration(id string, data []byte) (BrokerInfo, error) {
+	b := BrokerInfo{ID: id}
+	if err := json.Unmarshal(data, &b); err != nil {
+		return b, err
+	}
+	if b.Addr == "" || b.Capacity < 0 {
+		return b, fmt.Errorf("address %q, capacity %g", b.Addr, b.Capacity)
+	}
+	return b, nil
+}
+
+// junkRegistration is what readBrokers returns for broker id whose registration at znode
+// holds junk: the broker lives (its session holds the ephemeral znode), so it is never
+// left out. It stays as last read; one never read good is Unreadable (the leader keeps
+// its partitions where they are and gives it none).
+func (c *Cluster) junkRegistration(znode, id string, mzxid int64, err error) BrokerInfo {
+	last, ok, fresh := c.regs.junk(id, mzxid)
+	switch {
+	case ok && fresh:
+		c.log.Error("unreadable broker registration (edited by hand?): the broker stays live as last read",
+			"znode", znode, "err", err)
+	case fresh:
+		c.log.Error("unreadable broker registration (edited by hand?), never read good: the broker stays live, "+
+			"keeps its partitions and is given none", "znode", znode, "err", err)
+	}
+	if !ok {
+		return BrokerInfo{ID: id, Unreadable: true}
+	}
+	return last
 }
 
 // Campaign enters the admin election as id and blocks until this admin leads (it

@@ -32,8 +32,8 @@ func dial(t *testing.T, s *zktest.Server) *Cluster {
 }
 
 // TestRegisterAndDeath: a broker's registration is seen by others, and goes when its
-// session ends (the watch fires); an unreadable registration (edited by hand) is left
-// out, not an error for the rest.
+// session ends (the watch fires); an unreadable registration (edited by hand) is not an
+// error for the rest, and its broker, whose session lives, is listed as Unreadable.
 func TestRegisterAndDeath(t *testing.T) {
 	s := zktest.Start(t)
 	b := dial(t, s)
@@ -45,8 +45,12 @@ func TestRegisterAndDeath(t *testing.T) {
 		t.Fatal(err)
 	}
 	brokers, changed, err := admin.BrokersW()
-	if err != nil || len(brokers) != 1 || brokers[0].ID != "b1" || brokers[0].Addr != "127.0.0.1:9440" {
+	if err != nil || len(brokers) != 2 || brokers[0].ID != "b1" || brokers[0].Addr != "127.0.0.1:9440" ||
+		brokers[1].ID != "junk" || !brokers[1].Unreadable || brokers[1].Since == 0 {
 		t.Fatalf("brokers %+v, %v", brokers, err)
+	}
+	if err := admin.conn.Delete("/sluice/brokers/junk", -1); err != nil {
+		t.Fatal(err)
 	}
 	b.Close()
 	select {
@@ -510,26 +514,16 @@ func TestHolderAfterFromCameBack(t *testing.T) {
 // not move away from a broker still serving it (without waiting for its release).
 func TestNewLeaderRepairsJunkFromReports(t *testing.T) {
 	s := zktest.Start(t)
-	first, b1, b2 := dial(t, s), dial(t, s), dial(t, s)
-	for i, b := range []*Cluster{b1, b2} {
-		if err := b.Register(BrokerInfo{ID: fmt.Sprintf("b%d", i+1), Addr: fmt.Sprintf("127.0.0.1:%d", i+1), Capacity: 1}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	first, bs := dial(t, s), registered(t, s, 2)
+	b1, b2 := bs[0], bs[1]
 	if err := first.CreateTopic("j", TopicInfo{Partitions: 2, Version: 1}); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := first.Campaign(ctx, "first"); err != nil {
-		t.Fatal(err)
-	}
-	led := make(chan error, 1)
-	go func() { led <- first.Lead(ctx, Limits{MaxMoves: 2, Slack: 0.1}, 50*time.Millisecond) }()
+	stop := lead(t, first, "first", 50*time.Millisecond)
 	placed := waitOwners(t, first, "j", 2, "one partition per broker", func(o []Owner) bool {
 		return perBroker(o)["b1"] == 1 && perBroker(o)["b2"] == 1
 	})
-	cancel()
-	<-led
+	stop()
 	first.Close()
 
 	// As if it had moved a few times: an epoch a fresh placement would not give.
@@ -547,15 +541,113 @@ func TestNewLeaderRepairsJunkFromReports(t *testing.T) {
 	if _, err := second.conn.Set("/sluice/assignments/j/0", []byte("not json"), -1); err != nil {
 		t.Fatal(err)
 	}
-	ctx2, cancel2 := context.WithCancel(context.Background())
-	defer cancel2()
-	if err := second.Campaign(ctx2, "second"); err != nil {
-		t.Fatal(err)
-	}
-	go second.Lead(ctx2, Limits{MaxMoves: 2, Slack: 0.1}, 50*time.Millisecond)
+	lead(t, second, "second", 50*time.Millisecond)
 	got := waitOwners(t, second, "j", 2, "the damaged assignment written again", func(o []Owner) bool { return o[0].Broker != "" })
 	if got[0] != placed[0] {
 		t.Fatalf("the damaged assignment was written as %+v, want it as it was, %+v", got[0], placed[0])
+	}
+}
+
+// TestJunkRegistrationStaysLive: a live broker's registration edited by hand into junk
+// does not make the leader take it for dead. The leader that read it good keeps it as it
+// was: its partitions stay (same broker, same epoch). A new leader, which never read it
+// good, also leaves its partitions where they are and gives it no new ones. The broker
+// is still the holder of its partitions for a move (the new owner waits for its
+// release): before, it was left out, its partitions moved at once and the new owners
+// loaded them without waiting, while it still held them under a valid lease.
+func TestJunkRegistrationStaysLive(t *testing.T) {
+	s := zktest.Start(t)
+	first, b1 := dial(t, s), registered(t, s, 2)[0]
+	if err := first.CreateTopic("t", TopicInfo{Partitions: 4, Version: 1}); err != nil {
+		t.Fatal(err)
+	}
+	stop := lead(t, first, "first", 20*time.Millisecond)
+	placed := waitOwners(t, first, "t", 4, "two partitions per broker", func(o []Owner) bool {
+		return perBroker(o)["b1"] == 2 && perBroker(o)["b2"] == 2
+	})
+	if _, err := b1.conn.Set("/sluice/brokers/b2", []byte("{junk"), -1); err != nil {
+		t.Fatal(err)
+	}
+	waitPasses(t, first, 5)
+	if got := owners(t, first, "t", 4); fmt.Sprint(got) != fmt.Sprint(placed) {
+		t.Fatalf("the leader moved a live broker's partitions for a junk registration: %+v, then %+v", placed, got)
+	}
+	if n := first.Stats().UnreadableBrokers; n != 1 {
+		t.Fatalf("%d unreadable registrations in the leader's figures, want 1", n)
+	}
+	stop()
+	first.Close()
+
+	second := dial(t, s)
+	lead(t, second, "second", 20*time.Millisecond)
+	if err := second.CreateTopic("n", TopicInfo{Partitions: 4, Version: 1}); err != nil {
+		t.Fatal(err)
+	}
+	waitOwners(t, second, "n", 4, "the new topic placed on b1 only", func(o []Owner) bool { return perBroker(o)["b1"] == 4 })
+	waitPasses(t, second, 5)
+	if got := owners(t, second, "t", 4); fmt.Sprint(got) != fmt.Sprint(placed) {
+		t.Fatalf("a new leader moved the partitions of a broker it cannot read: %+v, then %+v", placed, got)
+	}
+	brokers, err := second.Brokers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	since := map[string]int64{}
+	for _, b := range brokers {
+		since[b.ID] = b.Since
+	}
+	for i, o := range placed {
+		pid := PartitionID{"t", i}
+		got, err := second.Owner(pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h, err := second.holder(pid, got, since); err != nil || h != o.Broker {
+			t.Fatalf("holder of %v is %q (%v), want %s, which serves it", pid, h, err, o.Broker)
+		}
+	}
+}
+
+// registered returns n brokers' sessions, registered as b1, b2, ... (capacity 1).
+func registered(t *testing.T, s *zktest.Server, n int) []*Cluster {
+	t.Helper()
+	out := make([]*Cluster, n)
+	for i := range out {
+		out[i] = dial(t, s)
+		if err := out[i].Register(BrokerInfo{ID: fmt.Sprintf("b%d", i+1), Addr: fmt.Sprintf("127.0.0.1:%d", i+1), Capacity: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// lead makes c the leader and runs its placement (MaxMoves 2, slack 0.1) until stop is
+// called or the test ends; stop returns once Lead did.
+func lead(t *testing.T, c *Cluster, id string, interval time.Duration) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := c.Campaign(ctx, id); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	led := make(chan error, 1)
+	go func() { led <- c.Lead(ctx, Limits{MaxMoves: 2, Slack: 0.1}, interval) }()
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-led }) }
+	t.Cleanup(stop)
+	return stop
+}
+
+// waitPasses waits until the leader c has run n more placement passes.
+func waitPasses(t *testing.T, c *Cluster, n uint64) {
+	t.Helper()
+	from := c.Stats().Passes
+	deadline := time.Now().Add(30 * time.Second)
+	for c.Stats().Passes < from+n {
+		if time.Now().After(deadline) {
+			t.Fatalf("the leader ran %d passes in 30 s, want %d", c.Stats().Passes-from, n)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 

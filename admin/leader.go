@@ -272,7 +272,9 @@ func reportedOwner(brokers []BrokerInfo, pid PartitionID) (Owner, bool) {
 func (c *Cluster) placeOnce(brokers []BrokerInfo, topics map[string]TopicInfo, owners map[PartitionID]Owned, junk map[PartitionID]bool, lim Limits) error {
 	live := make([]Broker, 0, len(brokers))
 	for _, b := range brokers {
-		live = append(live, Broker{ID: b.ID, Capacity: b.Capacity})
+		// A broker whose registration this leader never read good lives: it keeps what
+		// it holds (a move would not wait for its release) and is given nothing.
+		live = append(live, Broker{ID: b.ID, Capacity: b.Capacity, HoldOnly: b.Unreadable})
 	}
 	reported := map[string]PartLoad{}
 	for _, b := range brokers {
@@ -299,7 +301,7 @@ func (c *Cluster) placeOnce(brokers []BrokerInfo, topics map[string]TopicInfo, o
 		}
 	}
 	next := Place(live, parts, prev, lim)
-	c.stats.pass(len(brokers), len(parts), len(next))
+	c.stats.pass(len(brokers), len(parts), len(next), c.regs.unreadable())
 	since := map[string]int64{} // the live brokers, and when each registered
 	for _, b := range brokers {
 		since[b.ID] = b.Since

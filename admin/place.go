@@ -15,7 +15,8 @@ import (
 // topic's spread limit on a broker (a broker that joins lowers every limit), then from
 // the relatively most loaded brokers to the least while that narrows the gap. Without a
 // cause (a death, a new partition, a limit exceeded, a broker above its fair share plus
-// the slack) nothing moves. Pure: no ZooKeeper here, so a model test can drive it
+// the slack) nothing moves. A HoldOnly broker (one the leader cannot read) keeps what it
+// holds and is given nothing. Pure: no ZooKeeper here, so a model test can drive it
 // through joins, deaths and load changes.
 
 // PartitionID names a physical partition.
@@ -31,6 +32,11 @@ type Broker struct {
 	// capacity 2 is given twice the load of one of capacity 1, and twice the partitions
 	// of a topic.
 	Capacity float64
+	// HoldOnly marks a live broker the leader knows nothing more of (its registration
+	// cannot be read): it keeps the partitions it holds, which never move off it while it
+	// lives (it may still serve them), and is given none. Its partitions and capacity
+	// count in no other broker's limits or share.
+	HoldOnly bool
 }
 
 // Partition is a partition to place, with its load (measured bytes/s or a static weight;
@@ -57,9 +63,10 @@ type Assignment map[PartitionID]string
 // Place returns where every partition goes: prev kept where its broker is live, the
 // rest (new partitions, a dead broker's) placed by load within the topics' spread
 // limits, then at most MaxMoves moves for the limits and for balance. A topic's spread
-// limit on a broker is its capacity's share of the topic's partitions, rounded up. With
-// no live broker it returns an empty assignment. It never places a partition twice and
-// never on a broker not in brokers.
+// limit on a broker is its capacity's share of the topic's partitions, rounded up (of the
+// partitions and capacity not HoldOnly). A partition it has no broker for (none live, or
+// only HoldOnly ones) is left out. It never places a partition twice and never on a
+// broker not in brokers.
 func Place(brokers []Broker, parts []Partition, prev Assignment, lim Limits) Assignment {
 	out := make(Assignment, len(parts))
 	if len(brokers) == 0 {
@@ -68,11 +75,18 @@ func Place(brokers []Broker, parts []Partition, prev Assignment, lim Limits) Ass
 	st := newState(brokers, parts)
 	var homeless []Partition
 	for _, p := range parts {
-		if b, ok := prev[p.PartitionID]; ok && st.live(b) {
+		b, ok := prev[p.PartitionID]
+		if ok && st.live(b) {
 			st.put(p, b, out)
+			if st.brokers[st.index[b]].HoldOnly {
+				st.count[p.Topic]-- // spread over the others: what they hold
+			}
 			continue
 		}
 		homeless = append(homeless, p)
+	}
+	if st.capacity == 0 {
+		return out // only HoldOnly brokers: nowhere to place the homeless
 	}
 	// Heaviest first, in a fixed order so that the result does not depend on the
 	// caller's: large items first pack best.
@@ -83,7 +97,9 @@ func Place(brokers []Broker, parts []Partition, prev Assignment, lim Limits) Ass
 		return comparePID(a.PartitionID, b.PartitionID)
 	})
 	for _, p := range homeless {
-		st.put(p, st.target(p, ""), out)
+		if b := st.target(p, ""); b != "" {
+			st.put(p, b, out)
+		}
 	}
 	moves := st.spread(out, lim.MaxMoves)
 	st.rebalance(out, lim.MaxMoves-moves, lim.Slack)
@@ -107,8 +123,8 @@ type state struct {
 	index    map[string]int
 	load     []float64        // per broker
 	topics   []map[string]int // per broker: partitions of each topic
-	count    map[string]int   // per topic: its partitions
-	capacity float64          // of every broker
+	count    map[string]int   // per topic: its partitions, but those on HoldOnly brokers
+	capacity float64          // of every broker but the HoldOnly ones
 	parts    map[PartitionID]Partition
 }
 
@@ -121,7 +137,9 @@ func newState(brokers []Broker, parts []Partition) *state {
 			st.brokers[i].Capacity = 1
 		}
 		st.index[st.brokers[i].ID] = i
-		st.capacity += st.brokers[i].Capacity
+		if !st.brokers[i].HoldOnly {
+			st.capacity += st.brokers[i].Capacity
+		}
 	}
 	st.load = make([]float64, len(st.brokers))
 	st.topics = make([]map[string]int, len(st.brokers))
@@ -137,14 +155,17 @@ func newState(brokers []Broker, parts []Partition) *state {
 
 func (st *state) live(b string) bool { _, ok := st.index[b]; return ok }
 
-// limit is the spread limit of topic on broker i: at most its capacity's share of the
-// topic's partitions, rounded up. The limits of all brokers add up to at least the
-// topic's partitions, so some broker always has room for one more.
+// limit is the spread limit of topic on broker i (not HoldOnly): at most its capacity's
+// share of the topic's partitions, rounded up. The limits add up to at least the topic's
+// partitions, so some broker always has room for one more.
 func (st *state) limit(i int, topic string) int {
 	return int(math.Ceil(float64(st.count[topic])*st.brokers[i].Capacity/st.capacity - eps))
 }
 
-func (st *state) room(i int, topic string) bool { return st.topics[i][topic] < st.limit(i, topic) }
+// room reports whether broker i may be given one more partition of topic.
+func (st *state) room(i int, topic string) bool {
+	return !st.brokers[i].HoldOnly && st.topics[i][topic] < st.limit(i, topic)
+}
 
 func (st *state) put(p Partition, b string, out Assignment) {
 	i := st.index[b]
@@ -194,6 +215,9 @@ func (st *state) spread(out Assignment, budget int) int {
 	for ; moves < budget; moves++ {
 		from, topic, over := -1, "", 0
 		for i := range st.brokers {
+			if st.brokers[i].HoldOnly {
+				continue
+			}
 			for t, n := range st.topics[i] {
 				if e := n - st.limit(i, t); e > over || (e == over && e > 0 && t < topic) {
 					from, topic, over = i, t, e
@@ -230,13 +254,15 @@ func lighter(a, b Partition) bool {
 func (st *state) rebalance(out Assignment, budget int, slack float64) {
 	var total float64
 	for i := range st.brokers {
-		total += st.load[i]
+		if !st.brokers[i].HoldOnly {
+			total += st.load[i]
+		}
 	}
 	over := total / st.capacity * (1 + slack)
 	for range max(budget, 0) {
 		heavy := make([]int, 0, len(st.brokers))
 		for i := range st.brokers {
-			if st.share(i) > over+eps {
+			if !st.brokers[i].HoldOnly && st.share(i) > over+eps {
 				heavy = append(heavy, i)
 			}
 		}

@@ -7,8 +7,9 @@ import (
 	"testing"
 )
 
-// TestPlaceModel drives Place through random joins, deaths, new topics and load changes
-// and checks after every pass what checkPlacement lists; then, with nothing changing
+// TestPlaceModel drives Place through random joins, deaths, new topics, load changes and
+// brokers turning HoldOnly (their registration unreadable) and back, and checks after
+// every pass what checkPlacement lists; then, with nothing changing
 // any more, that passes reach a fixed point in which every topic is within its spread
 // limits and the load is balanced within the slack (or no single move would narrow the
 // gap: partitions are not divisible).
@@ -39,12 +40,20 @@ func TestPlaceModel(t *testing.T) {
 				nextBroker++
 			case k < 4 && len(brokers) > 1:
 				i := rng.IntN(len(brokers))
-				brokers = append(brokers[:i:i], brokers[i+1:]...)
+				if left := append(brokers[:i:i], brokers[i+1:]...); placeable(left) > 0 {
+					brokers = left // some broker can take the dead one's partitions
+				}
 			case k < 5:
 				addTopic()
 			case k < 7:
 				i := rng.IntN(len(parts))
 				parts[i].Load = 0.1 + rng.Float64()*10
+			case k < 8:
+				i := rng.IntN(len(brokers))
+				brokers[i].HoldOnly = !brokers[i].HoldOnly
+				if placeable(brokers) == 0 {
+					brokers[i].HoldOnly = false
+				}
 			}
 			next := Place(brokers, parts, prev, lim)
 			checkPlacement(t, fmt.Sprintf("seed %d step %d", seed, step), brokers, parts, prev, next, lim)
@@ -79,6 +88,16 @@ func settle(t *testing.T, at string, brokers []Broker, parts []Partition, prev A
 	return prev
 }
 
+func placeable(brokers []Broker) int {
+	n := 0
+	for _, b := range brokers {
+		if !b.HoldOnly {
+			n++
+		}
+	}
+	return n
+}
+
 func same(a, b Assignment) bool {
 	if len(a) != len(b) {
 		return false
@@ -93,14 +112,15 @@ func same(a, b Assignment) bool {
 
 // checkPlacement checks one pass from prev to next: every partition placed exactly once,
 // never on a dead broker; at most MaxMoves partitions moved off live brokers (placing a
-// new or a dead broker's partition is not a move); a broker given a partition it did not
-// hold is within that topic's spread limit; and a placement already stable (complete,
-// within the limits, within the slack) is kept as it is.
+// new or a dead broker's partition is not a move), none off a HoldOnly one; a broker
+// given a partition it did not hold is not HoldOnly and within that topic's spread
+// limit; and a placement already stable (complete, within the limits, within the slack)
+// is kept as it is.
 func checkPlacement(t *testing.T, at string, brokers []Broker, parts []Partition, prev, next Assignment, lim Limits) {
 	t.Helper()
-	live := map[string]bool{}
+	live, hold := map[string]bool{}, map[string]bool{}
 	for _, b := range brokers {
-		live[b.ID] = true
+		live[b.ID], hold[b.ID] = true, b.HoldOnly
 	}
 	if len(next) != len(parts) {
 		t.Fatalf("%s: %d placed of %d partitions", at, len(next), len(parts))
@@ -116,6 +136,9 @@ func checkPlacement(t *testing.T, at string, brokers []Broker, parts []Partition
 		b, ok := prev[p.PartitionID]
 		if ok && live[b] && next[p.PartitionID] != b {
 			moved++
+			if hold[b] {
+				t.Fatalf("%s: %v moved off %s, which is HoldOnly", at, p.PartitionID, b)
+			}
 		}
 		if !ok || b != next[p.PartitionID] {
 			arrived[[2]string{next[p.PartitionID], p.Topic}]++
@@ -126,6 +149,9 @@ func checkPlacement(t *testing.T, at string, brokers []Broker, parts []Partition
 	}
 	v := view(brokers, parts, next)
 	for k := range arrived {
+		if hold[k[0]] {
+			t.Fatalf("%s: %s, HoldOnly, was given partitions of topic %s", at, k[0], k[1])
+		}
 		if n, limit := v.count[k], v.limit(k[0], k[1]); n > limit {
 			t.Fatalf("%s: broker %s was given partitions of topic %s beyond its limit (%d, limit %d)", at, k[0], k[1], n, limit)
 		}
@@ -137,32 +163,43 @@ func checkPlacement(t *testing.T, at string, brokers []Broker, parts []Partition
 }
 
 // placed is an assignment as the tests measure it, from scratch, independently of
-// place.go's bookkeeping.
+// place.go's bookkeeping. Limits, shares and balance are those of the brokers not
+// HoldOnly, with the partitions they hold (a HoldOnly broker's stay out of it).
 type placed struct {
-	brokers map[string]Broker
+	brokers map[string]Broker // not HoldOnly
+	hold    map[string]bool   // every live broker: whether it is HoldOnly
 	parts   []Partition
 	a       Assignment
 	load    map[string]float64
 	count   map[[2]string]int // (broker, topic) -> partitions
-	topic   map[string]int    // topic -> partitions
-	cap     float64           // of every broker
+	topic   map[string]int    // topic -> partitions not on HoldOnly brokers
+	cap     float64           // of every broker not HoldOnly
 	fair    float64           // load per unit of capacity, were it even
 }
 
 func view(brokers []Broker, parts []Partition, a Assignment) placed {
-	v := placed{brokers: map[string]Broker{}, parts: parts, a: a, load: map[string]float64{},
+	v := placed{brokers: map[string]Broker{}, hold: map[string]bool{}, parts: parts, a: a, load: map[string]float64{},
 		count: map[[2]string]int{}, topic: map[string]int{}}
 	for _, b := range brokers {
 		if b.Capacity <= 0 {
 			b.Capacity = 1
 		}
-		v.brokers[b.ID] = b
-		v.cap += b.Capacity
+		if !b.HoldOnly {
+			v.brokers[b.ID] = b
+			v.cap += b.Capacity
+		}
+	}
+	for _, b := range brokers {
+		v.hold[b.ID] = b.HoldOnly
 	}
 	for _, p := range parts {
+		b, ok := a[p.PartitionID]
+		if v.hold[b] {
+			continue
+		}
 		v.topic[p.Topic]++
 		v.fair += p.Load
-		if b, ok := a[p.PartitionID]; ok {
+		if ok {
 			v.load[b] += p.Load
 			v.count[[2]string{b, p.Topic}]++
 		}
@@ -182,7 +219,7 @@ func (v placed) share(b string) float64 { return v.load[b] / v.brokers[b].Capaci
 // complete reports whether every partition is on a live broker.
 func (v placed) complete() bool {
 	for _, p := range v.parts {
-		if _, ok := v.brokers[v.a[p.PartitionID]]; !ok {
+		if _, ok := v.hold[v.a[p.PartitionID]]; !ok {
 			return false
 		}
 	}
@@ -220,7 +257,7 @@ func (v placed) balanced(slack float64) bool {
 func (v placed) helpfulMove(slack float64) (from string, p Partition, to string, ok bool) {
 	for _, p := range v.parts {
 		h := v.a[p.PartitionID]
-		if v.share(h) <= v.fair*(1+slack)+1e-9 {
+		if _, ok := v.brokers[h]; !ok || v.share(h) <= v.fair*(1+slack)+1e-9 {
 			continue
 		}
 		for j, b := range v.brokers {
