@@ -35,10 +35,11 @@ type Cluster struct {
 	done chan struct{}
 	// asked is the session timeout asked for; granted the one ZooKeeper granted (ms),
 	// learned from go-zookeeper's log line, which is the only place it says it.
-	asked   time.Duration
-	granted *atomic.Int32
-	stats   leaderStats
-	regs    lastGood[BrokerInfo] // the brokers' registrations, by id
+	asked      time.Duration
+	granted    *atomic.Int32
+	stats      leaderStats
+	regs       lastGood[BrokerInfo] // the brokers' registrations, by id
+	topicsRead lastGood[TopicInfo]  // the topics' znodes, by name
 }
 
 // BrokerInfo is a broker's registration; the broker refreshes its load figures in it

@@ -1,13 +1,16 @@
 package admin
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"path"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -285,8 +288,8 @@ func TestLeaderPlaces(t *testing.T) {
 }
 
 // TestLeaderSurvivesJunk: a topic znode and an assignment znode edited by hand into
-// junk: the leader leaves the topic out (its placements stay as they were) and places
-// the partition with the junk assignment again; it keeps running.
+// junk: the leader takes the topic as last read (its placements stay as they were) and
+// places the partition with the junk assignment again; it keeps running.
 func TestLeaderSurvivesJunk(t *testing.T) {
 	s := zktest.Start(t)
 	leader, b1 := dial(t, s), dial(t, s)
@@ -606,6 +609,86 @@ func TestJunkRegistrationStaysLive(t *testing.T) {
 			t.Fatalf("holder of %v is %q (%v), want %s, which serves it", pid, h, err, o.Broker)
 		}
 	}
+}
+
+// TestJunkTopicKeepsPlacing: a topic znode edited by hand into junk. The leader that
+// read it good goes on placing the topic as last read: a dead broker's partition moves
+// on (before, the topic was left out and the partition stayed on the dead broker). The
+// junk is logged once per write of it, not on every pass. A new leader, which never
+// read it good, leaves its assignments as they are (a broker that joins gets none of
+// them, none is deleted) and counts it in its figures.
+func TestJunkTopicKeepsPlacing(t *testing.T) {
+	s := zktest.Start(t)
+	var log lockedBuf
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	first, err := Dial(ctx, []string{s.Addr}, "/sluice", 2*time.Second, slog.New(slog.NewTextHandler(&log, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	bs := registered(t, s, 2)
+	if err := first.CreateTopic("bad", TopicInfo{Partitions: 2, Version: 1}); err != nil {
+		t.Fatal(err)
+	}
+	stop := lead(t, first, "first", 20*time.Millisecond)
+	waitOwners(t, first, "bad", 2, "one partition per broker", func(o []Owner) bool { return perBroker(o)["b2"] == 1 })
+	logged := func(n int) {
+		t.Helper()
+		waitPasses(t, first, 5)
+		if got := strings.Count(log.String(), `msg="unreadable topic znode`); got != n {
+			t.Fatalf("the junk topic logged %d times, want %d (once per write):\n%s", got, n, log.String())
+		}
+		if got := first.Stats().UnreadableTopics; got != 1 {
+			t.Fatalf("%d unreadable topics in the leader's figures, want 1", got)
+		}
+	}
+	for i, junk := range []string{"{junk", "{more junk"} {
+		if _, err := first.conn.Set("/sluice/topics/bad", []byte(junk), -1); err != nil {
+			t.Fatal(err)
+		}
+		logged(i + 1)
+	}
+	bs[1].Close()
+	moved := waitOwners(t, first, "bad", 2, "the dead broker's partition placed again", func(o []Owner) bool {
+		return perBroker(o)["b1"] == 2
+	})
+	stop()
+	first.Close()
+
+	b3 := dial(t, s)
+	if err := b3.Register(BrokerInfo{ID: "b3", Addr: "127.0.0.1:3", Capacity: 1}); err != nil {
+		t.Fatal(err)
+	}
+	second := dial(t, s)
+	lead(t, second, "second", 20*time.Millisecond)
+	waitPasses(t, second, 5)
+	if got := owners(t, second, "bad", 2); fmt.Sprint(got) != fmt.Sprint(moved) {
+		t.Fatalf("a leader that never read the topic changed its assignments: %+v, then %+v", moved, got)
+	}
+	if got := second.Stats().UnreadableTopics; got != 1 {
+		t.Fatalf("%d unreadable topics in the new leader's figures, want 1", got)
+	}
+}
+
+// lockedBuf is a log's output, safe to read while it is written.
+type lockedBuf struct {
+	mu struct {
+		sync.Mutex
+		b bytes.Buffer
+	}
+}
+
+func (l *lockedBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.mu.b.Write(p)
+}
+
+func (l *lockedBuf) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.mu.b.String()
 }
 
 // registered returns n brokers' sessions, registered as b1, b2, ... (capacity 1).
