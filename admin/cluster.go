@@ -372,22 +372,35 @@ func (c *Cluster) junkRegistration(znode, id string, mzxid int64, err error) Bro
 }
 
 // Campaign enters the admin election as id and blocks until this admin leads (it
-// returns nil) or ctx ends. Candidates are ephemeral sequential znodes; the lowest
-// leads, and each other watches only the one just before it.
+// returns nil) or ctx ends. Candidates are ephemeral sequential znodes named n_ and ten
+// digits; the lowest leads, and each other watches only the one just before it. A child
+// of the election that is no candidate (another name, or a persistent znode: made by
+// hand) would block the election for good: it is ignored, and logged once.
 func (c *Cluster) Campaign(ctx context.Context, id string) error {
 	dir := path.Join(c.root, "admin", "election")
 	data, _ := json.Marshal(map[string]string{"id": id})
-	me, err := c.conn.Create(path.Join(dir, "n_"), data, zk.FlagEphemeral|zk.FlagSequence, zk.WorldACL(zk.PermAll))
+	me, err := c.conn.Create(path.Join(dir, candidatePrefix), data, zk.FlagEphemeral|zk.FlagSequence, zk.WorldACL(zk.PermAll))
 	if err != nil {
 		return fmt.Errorf("cannot enter the admin election: %w", err)
 	}
 	mine := path.Base(me)
+	junk := map[string]bool{} // children that are no candidate, logged
 	for {
 		kids, _, err := c.conn.Children(dir)
 		if err != nil {
 			return fmt.Errorf("cannot read the admin election: %w", err)
 		}
-		slices.Sort(kids)
+		kids = slices.DeleteFunc(kids, func(k string) bool {
+			if isCandidate(k) && !junk[k] {
+				return false
+			}
+			if !junk[k] {
+				junk[k] = true
+				c.log.Error("not a candidate of the admin election (made by hand?): ignored", "znode", path.Join(dir, k))
+			}
+			return true
+		})
+		slices.Sort(kids) // ten digits each: by sequence number
 		i := slices.Index(kids, mine)
 		switch {
 		case i < 0:
@@ -395,11 +408,16 @@ func (c *Cluster) Campaign(ctx context.Context, id string) error {
 		case i == 0:
 			return nil
 		}
-		exists, _, ch, err := c.conn.ExistsW(path.Join(dir, kids[i-1]))
+		exists, st, ch, err := c.conn.ExistsW(path.Join(dir, kids[i-1]))
 		if err != nil {
 			return fmt.Errorf("cannot watch the admin before this one: %w", err)
 		}
 		if !exists {
+			continue
+		}
+		if st.EphemeralOwner == 0 { // no admin's: theirs end with their session
+			junk[kids[i-1]] = true
+			c.log.Error("persistent znode in the admin election (made by hand?): ignored", "znode", path.Join(dir, kids[i-1]))
 			continue
 		}
 		select {
@@ -409,6 +427,24 @@ func (c *Cluster) Campaign(ctx context.Context, id string) error {
 			return ctx.Err()
 		}
 	}
+}
+
+// candidatePrefix is the name of an election candidate's znode before the sequence
+// number ZooKeeper appends (ten digits).
+const candidatePrefix = "n_"
+
+// isCandidate reports whether name is an election candidate's: the prefix and ten digits.
+func isCandidate(name string) bool {
+	seq, ok := strings.CutPrefix(name, candidatePrefix)
+	if !ok || len(seq) != 10 {
+		return false
+	}
+	for _, r := range seq {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // zkLogger sends go-zookeeper's log lines to slog at debug level, and takes the session

@@ -24,9 +24,21 @@ import (
 
 func dial(t *testing.T, s *zktest.Server) *Cluster {
 	t.Helper()
+	return dialLog(t, s, nil)
+}
+
+// dialLogged is dial with the session's log kept for the test to read.
+func dialLogged(t *testing.T, s *zktest.Server) (*Cluster, *lockedBuf) {
+	t.Helper()
+	var log lockedBuf
+	return dialLog(t, s, slog.New(slog.NewTextHandler(&log, nil))), &log
+}
+
+func dialLog(t *testing.T, s *zktest.Server, log *slog.Logger) *Cluster {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := Dial(ctx, []string{s.Addr}, "/sluice", 2*time.Second, nil)
+	c, err := Dial(ctx, []string{s.Addr}, "/sluice", 2*time.Second, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,6 +102,41 @@ func TestElection(t *testing.T) {
 	kids, _, err := b.conn.Children(path.Join("/sluice", "admin", "election"))
 	if err != nil || len(kids) != 1 {
 		t.Fatalf("candidates %v, %v", kids, err)
+	}
+}
+
+// TestElectionIgnoresJunk: children of the election made by hand, which no admin's
+// session will ever remove: names that sort before the candidates' ("aaa"), that are no
+// candidate's ("n_junk"), and a persistent one named like a candidate that sorts first.
+// Each is ignored and logged once: the first admin leads at once (before, it waited for
+// good on the junk before it), and the second takes over when the first is gone.
+func TestElectionIgnoresJunk(t *testing.T) {
+	s := zktest.Start(t)
+	a, log := dialLogged(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	junk := []string{"aaa", "n_junk", "n_0000000000"}
+	for _, k := range junk {
+		if _, err := a.conn.Create("/sluice/admin/election/"+k, []byte("{}"), 0, zk.WorldACL(zk.PermAll)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first, stop := context.WithTimeout(ctx, 10*time.Second)
+	defer stop()
+	if err := a.Campaign(first, "a"); err != nil {
+		t.Fatalf("the only admin does not lead with junk in the election: %v", err)
+	}
+	for _, k := range junk {
+		if n := strings.Count(log.String(), "znode=/sluice/admin/election/"+k+"\n"); n != 1 {
+			t.Fatalf("%s logged %d times, want once:\n%s", k, n, log.String())
+		}
+	}
+	b := dial(t, s)
+	led := make(chan error, 1)
+	go func() { led <- b.Campaign(ctx, "b") }()
+	a.Close()
+	if err := <-led; err != nil {
+		t.Fatalf("the second admin did not take over: %v", err)
 	}
 }
 
@@ -619,14 +666,7 @@ func TestJunkRegistrationStaysLive(t *testing.T) {
 // them, none is deleted) and counts it in its figures.
 func TestJunkTopicKeepsPlacing(t *testing.T) {
 	s := zktest.Start(t)
-	var log lockedBuf
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	first, err := Dial(ctx, []string{s.Addr}, "/sluice", 2*time.Second, slog.New(slog.NewTextHandler(&log, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer first.Close()
+	first, log := dialLogged(t, s)
 	bs := registered(t, s, 2)
 	if err := first.CreateTopic("bad", TopicInfo{Partitions: 2, Version: 1}); err != nil {
 		t.Fatal(err)
