@@ -35,9 +35,11 @@ type Cluster struct {
 	done chan struct{}
 	// asked is the session timeout asked for; granted the one ZooKeeper granted (ms),
 	// learned from go-zookeeper's log line, which is the only place it says it.
-	asked   time.Duration
-	granted *atomic.Int32
-	stats   leaderStats
+	asked      time.Duration
+	granted    *atomic.Int32
+	stats      leaderStats
+	regs       lastGood[BrokerInfo] // the brokers' registrations, by id
+	topicsRead lastGood[TopicInfo]  // the topics' znodes, by name
 }
 
 // BrokerInfo is a broker's registration; the broker refreshes its load figures in it
@@ -53,6 +55,10 @@ type BrokerInfo struct {
 	// Brokers): a registration newer than an assignment means the broker lost its session
 	// after that assignment was written, and gave up everything it held then.
 	Since int64 `json:"-"`
+	// Unreadable is set for a registration whose znode exists (the broker's session
+	// lives) but holds junk (edited by hand), when this Cluster never read it good: only
+	// ID and Since are known. One it read good before is returned as it last read it.
+	Unreadable bool `json:"-"`
 }
 
 // PartLoad is one partition's figures as its broker reports them.
@@ -296,8 +302,9 @@ func (c *Cluster) BrokersW() ([]BrokerInfo, <-chan zk.Event, error) {
 	return out, ch, nil
 }
 
-// Brokers returns the live brokers, sorted by id, without a watch. A registration that
-// cannot be read is left out and logged.
+// Brokers returns the live brokers, sorted by id, without a watch. A registration whose
+// content cannot be read (edited by hand) is still a live broker: it comes as this
+// Cluster last read it, or marked Unreadable, and the junk is logged once.
 func (c *Cluster) Brokers() ([]BrokerInfo, error) {
 	ids, _, err := c.conn.Children(path.Join(c.root, "brokers"))
 	if err != nil {
@@ -319,34 +326,81 @@ func (c *Cluster) readBrokers(ids []string) ([]BrokerInfo, error) {
 		if err != nil {
 			return nil, fmt.Errorf("cannot read broker %s: %w", id, err)
 		}
-		b := BrokerInfo{ID: id}
-		if err := json.Unmarshal(data, &b); err != nil {
-			c.log.Error("unreadable broker registration: left out", "broker", id, "err", err)
-			continue
+		b, err := parseRegistration(id, data)
+		if err != nil {
+			b = c.junkRegistration(path.Join(dir, id), id, st.Mzxid, err)
+		} else {
+			c.regs.keep(id, b)
 		}
 		b.Since = st.Czxid
 		out = append(out, b)
 	}
+	c.regs.prune(ids)
 	return out, nil
 }
 
+// parseRegistration decodes a broker's registration.
+func parseRegistration(id string, data []byte) (BrokerInfo, error) {
+	b := BrokerInfo{ID: id}
+	if err := json.Unmarshal(data, &b); err != nil {
+		return b, err
+	}
+	if b.Addr == "" || b.Capacity < 0 {
+		return b, fmt.Errorf("address %q, capacity %g", b.Addr, b.Capacity)
+	}
+	return b, nil
+}
+
+// junkRegistration is what readBrokers returns for broker id whose registration at znode
+// holds junk: the broker lives (its session holds the ephemeral znode), so it is never
+// left out. It stays as last read; one never read good is Unreadable (the leader keeps
+// its partitions where they are and gives it none).
+func (c *Cluster) junkRegistration(znode, id string, mzxid int64, err error) BrokerInfo {
+	last, ok, fresh := c.regs.junk(id, mzxid)
+	switch {
+	case ok && fresh:
+		c.log.Error("unreadable broker registration (edited by hand?): the broker stays live as last read",
+			"znode", znode, "err", err)
+	case fresh:
+		c.log.Error("unreadable broker registration (edited by hand?), never read good: the broker stays live, "+
+			"keeps its partitions and is given none", "znode", znode, "err", err)
+	}
+	if !ok {
+		return BrokerInfo{ID: id, Unreadable: true}
+	}
+	return last
+}
+
 // Campaign enters the admin election as id and blocks until this admin leads (it
-// returns nil) or ctx ends. Candidates are ephemeral sequential znodes; the lowest
-// leads, and each other watches only the one just before it.
+// returns nil) or ctx ends. Candidates are ephemeral sequential znodes named n_ and ten
+// digits; the lowest leads, and each other watches only the one just before it. A child
+// of the election that is no candidate (another name, or a persistent znode: made by
+// hand) would block the election for good: it is ignored, and logged once.
 func (c *Cluster) Campaign(ctx context.Context, id string) error {
 	dir := path.Join(c.root, "admin", "election")
 	data, _ := json.Marshal(map[string]string{"id": id})
-	me, err := c.conn.Create(path.Join(dir, "n_"), data, zk.FlagEphemeral|zk.FlagSequence, zk.WorldACL(zk.PermAll))
+	me, err := c.conn.Create(path.Join(dir, candidatePrefix), data, zk.FlagEphemeral|zk.FlagSequence, zk.WorldACL(zk.PermAll))
 	if err != nil {
 		return fmt.Errorf("cannot enter the admin election: %w", err)
 	}
 	mine := path.Base(me)
+	junk := map[string]bool{} // children that are no candidate, logged
 	for {
 		kids, _, err := c.conn.Children(dir)
 		if err != nil {
 			return fmt.Errorf("cannot read the admin election: %w", err)
 		}
-		slices.Sort(kids)
+		kids = slices.DeleteFunc(kids, func(k string) bool {
+			if isCandidate(k) && !junk[k] {
+				return false
+			}
+			if !junk[k] {
+				junk[k] = true
+				c.log.Error("not a candidate of the admin election (made by hand?): ignored", "znode", path.Join(dir, k))
+			}
+			return true
+		})
+		slices.Sort(kids) // ten digits each: by sequence number
 		i := slices.Index(kids, mine)
 		switch {
 		case i < 0:
@@ -354,11 +408,16 @@ func (c *Cluster) Campaign(ctx context.Context, id string) error {
 		case i == 0:
 			return nil
 		}
-		exists, _, ch, err := c.conn.ExistsW(path.Join(dir, kids[i-1]))
+		exists, st, ch, err := c.conn.ExistsW(path.Join(dir, kids[i-1]))
 		if err != nil {
 			return fmt.Errorf("cannot watch the admin before this one: %w", err)
 		}
 		if !exists {
+			continue
+		}
+		if st.EphemeralOwner == 0 { // no admin's: theirs end with their session
+			junk[kids[i-1]] = true
+			c.log.Error("persistent znode in the admin election (made by hand?): ignored", "znode", path.Join(dir, kids[i-1]))
 			continue
 		}
 		select {
@@ -368,6 +427,24 @@ func (c *Cluster) Campaign(ctx context.Context, id string) error {
 			return ctx.Err()
 		}
 	}
+}
+
+// candidatePrefix is the name of an election candidate's znode before the sequence
+// number ZooKeeper appends (ten digits).
+const candidatePrefix = "n_"
+
+// isCandidate reports whether name is an election candidate's: the prefix and ten digits.
+func isCandidate(name string) bool {
+	seq, ok := strings.CutPrefix(name, candidatePrefix)
+	if !ok || len(seq) != 10 {
+		return false
+	}
+	for _, r := range seq {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // zkLogger sends go-zookeeper's log lines to slog at debug level, and takes the session

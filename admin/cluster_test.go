@@ -1,13 +1,16 @@
 package admin
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"path"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -21,9 +24,21 @@ import (
 
 func dial(t *testing.T, s *zktest.Server) *Cluster {
 	t.Helper()
+	return dialLog(t, s, nil)
+}
+
+// dialLogged is dial with the session's log kept for the test to read.
+func dialLogged(t *testing.T, s *zktest.Server) (*Cluster, *lockedBuf) {
+	t.Helper()
+	var log lockedBuf
+	return dialLog(t, s, slog.New(slog.NewTextHandler(&log, nil))), &log
+}
+
+func dialLog(t *testing.T, s *zktest.Server, log *slog.Logger) *Cluster {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := Dial(ctx, []string{s.Addr}, "/sluice", 2*time.Second, nil)
+	c, err := Dial(ctx, []string{s.Addr}, "/sluice", 2*time.Second, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,8 +47,8 @@ func dial(t *testing.T, s *zktest.Server) *Cluster {
 }
 
 // TestRegisterAndDeath: a broker's registration is seen by others, and goes when its
-// session ends (the watch fires); an unreadable registration (edited by hand) is left
-// out, not an error for the rest.
+// session ends (the watch fires); an unreadable registration (edited by hand) is not an
+// error for the rest, and its broker, whose session lives, is listed as Unreadable.
 func TestRegisterAndDeath(t *testing.T) {
 	s := zktest.Start(t)
 	b := dial(t, s)
@@ -45,8 +60,12 @@ func TestRegisterAndDeath(t *testing.T) {
 		t.Fatal(err)
 	}
 	brokers, changed, err := admin.BrokersW()
-	if err != nil || len(brokers) != 1 || brokers[0].ID != "b1" || brokers[0].Addr != "127.0.0.1:9440" {
+	if err != nil || len(brokers) != 2 || brokers[0].ID != "b1" || brokers[0].Addr != "127.0.0.1:9440" ||
+		brokers[1].ID != "junk" || !brokers[1].Unreadable || brokers[1].Since == 0 {
 		t.Fatalf("brokers %+v, %v", brokers, err)
+	}
+	if err := admin.conn.Delete("/sluice/brokers/junk", -1); err != nil {
+		t.Fatal(err)
 	}
 	b.Close()
 	select {
@@ -83,6 +102,41 @@ func TestElection(t *testing.T) {
 	kids, _, err := b.conn.Children(path.Join("/sluice", "admin", "election"))
 	if err != nil || len(kids) != 1 {
 		t.Fatalf("candidates %v, %v", kids, err)
+	}
+}
+
+// TestElectionIgnoresJunk: children of the election made by hand, which no admin's
+// session will ever remove: names that sort before the candidates' ("aaa"), that are no
+// candidate's ("n_junk"), and a persistent one named like a candidate that sorts first.
+// Each is ignored and logged once: the first admin leads at once (before, it waited for
+// good on the junk before it), and the second takes over when the first is gone.
+func TestElectionIgnoresJunk(t *testing.T) {
+	s := zktest.Start(t)
+	a, log := dialLogged(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	junk := []string{"aaa", "n_junk", "n_0000000000"}
+	for _, k := range junk {
+		if _, err := a.conn.Create("/sluice/admin/election/"+k, []byte("{}"), 0, zk.WorldACL(zk.PermAll)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first, stop := context.WithTimeout(ctx, 10*time.Second)
+	defer stop()
+	if err := a.Campaign(first, "a"); err != nil {
+		t.Fatalf("the only admin does not lead with junk in the election: %v", err)
+	}
+	for _, k := range junk {
+		if n := strings.Count(log.String(), "znode=/sluice/admin/election/"+k+"\n"); n != 1 {
+			t.Fatalf("%s logged %d times, want once:\n%s", k, n, log.String())
+		}
+	}
+	b := dial(t, s)
+	led := make(chan error, 1)
+	go func() { led <- b.Campaign(ctx, "b") }()
+	a.Close()
+	if err := <-led; err != nil {
+		t.Fatalf("the second admin did not take over: %v", err)
 	}
 }
 
@@ -281,8 +335,8 @@ func TestLeaderPlaces(t *testing.T) {
 }
 
 // TestLeaderSurvivesJunk: a topic znode and an assignment znode edited by hand into
-// junk: the leader leaves the topic out (its placements stay as they were) and places
-// the partition with the junk assignment again; it keeps running.
+// junk: the leader takes the topic as last read (its placements stay as they were) and
+// places the partition with the junk assignment again; it keeps running.
 func TestLeaderSurvivesJunk(t *testing.T) {
 	s := zktest.Start(t)
 	leader, b1 := dial(t, s), dial(t, s)
@@ -510,26 +564,16 @@ func TestHolderAfterFromCameBack(t *testing.T) {
 // not move away from a broker still serving it (without waiting for its release).
 func TestNewLeaderRepairsJunkFromReports(t *testing.T) {
 	s := zktest.Start(t)
-	first, b1, b2 := dial(t, s), dial(t, s), dial(t, s)
-	for i, b := range []*Cluster{b1, b2} {
-		if err := b.Register(BrokerInfo{ID: fmt.Sprintf("b%d", i+1), Addr: fmt.Sprintf("127.0.0.1:%d", i+1), Capacity: 1}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	first, bs := dial(t, s), registered(t, s, 2)
+	b1, b2 := bs[0], bs[1]
 	if err := first.CreateTopic("j", TopicInfo{Partitions: 2, Version: 1}); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := first.Campaign(ctx, "first"); err != nil {
-		t.Fatal(err)
-	}
-	led := make(chan error, 1)
-	go func() { led <- first.Lead(ctx, Limits{MaxMoves: 2, Slack: 0.1}, 50*time.Millisecond) }()
+	stop := lead(t, first, "first", 50*time.Millisecond)
 	placed := waitOwners(t, first, "j", 2, "one partition per broker", func(o []Owner) bool {
 		return perBroker(o)["b1"] == 1 && perBroker(o)["b2"] == 1
 	})
-	cancel()
-	<-led
+	stop()
 	first.Close()
 
 	// As if it had moved a few times: an epoch a fresh placement would not give.
@@ -547,15 +591,186 @@ func TestNewLeaderRepairsJunkFromReports(t *testing.T) {
 	if _, err := second.conn.Set("/sluice/assignments/j/0", []byte("not json"), -1); err != nil {
 		t.Fatal(err)
 	}
-	ctx2, cancel2 := context.WithCancel(context.Background())
-	defer cancel2()
-	if err := second.Campaign(ctx2, "second"); err != nil {
-		t.Fatal(err)
-	}
-	go second.Lead(ctx2, Limits{MaxMoves: 2, Slack: 0.1}, 50*time.Millisecond)
+	lead(t, second, "second", 50*time.Millisecond)
 	got := waitOwners(t, second, "j", 2, "the damaged assignment written again", func(o []Owner) bool { return o[0].Broker != "" })
 	if got[0] != placed[0] {
 		t.Fatalf("the damaged assignment was written as %+v, want it as it was, %+v", got[0], placed[0])
+	}
+}
+
+// TestJunkRegistrationStaysLive: a live broker's registration edited by hand into junk
+// does not make the leader take it for dead. The leader that read it good keeps it as it
+// was: its partitions stay (same broker, same epoch). A new leader, which never read it
+// good, also leaves its partitions where they are and gives it no new ones. The broker
+// is still the holder of its partitions for a move (the new owner waits for its
+// release): before, it was left out, its partitions moved at once and the new owners
+// loaded them without waiting, while it still held them under a valid lease.
+func TestJunkRegistrationStaysLive(t *testing.T) {
+	s := zktest.Start(t)
+	first, b1 := dial(t, s), registered(t, s, 2)[0]
+	if err := first.CreateTopic("t", TopicInfo{Partitions: 4, Version: 1}); err != nil {
+		t.Fatal(err)
+	}
+	stop := lead(t, first, "first", 20*time.Millisecond)
+	placed := waitOwners(t, first, "t", 4, "two partitions per broker", func(o []Owner) bool {
+		return perBroker(o)["b1"] == 2 && perBroker(o)["b2"] == 2
+	})
+	if _, err := b1.conn.Set("/sluice/brokers/b2", []byte("{junk"), -1); err != nil {
+		t.Fatal(err)
+	}
+	waitPasses(t, first, 5)
+	if got := owners(t, first, "t", 4); fmt.Sprint(got) != fmt.Sprint(placed) {
+		t.Fatalf("the leader moved a live broker's partitions for a junk registration: %+v, then %+v", placed, got)
+	}
+	if n := first.Stats().UnreadableBrokers; n != 1 {
+		t.Fatalf("%d unreadable registrations in the leader's figures, want 1", n)
+	}
+	stop()
+	first.Close()
+
+	second := dial(t, s)
+	lead(t, second, "second", 20*time.Millisecond)
+	if err := second.CreateTopic("n", TopicInfo{Partitions: 4, Version: 1}); err != nil {
+		t.Fatal(err)
+	}
+	waitOwners(t, second, "n", 4, "the new topic placed on b1 only", func(o []Owner) bool { return perBroker(o)["b1"] == 4 })
+	waitPasses(t, second, 5)
+	if got := owners(t, second, "t", 4); fmt.Sprint(got) != fmt.Sprint(placed) {
+		t.Fatalf("a new leader moved the partitions of a broker it cannot read: %+v, then %+v", placed, got)
+	}
+	brokers, err := second.Brokers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	since := map[string]int64{}
+	for _, b := range brokers {
+		since[b.ID] = b.Since
+	}
+	for i, o := range placed {
+		pid := PartitionID{"t", i}
+		got, err := second.Owner(pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h, err := second.holder(pid, got, since); err != nil || h != o.Broker {
+			t.Fatalf("holder of %v is %q (%v), want %s, which serves it", pid, h, err, o.Broker)
+		}
+	}
+}
+
+// TestJunkTopicKeepsPlacing: a topic znode edited by hand into junk. The leader that
+// read it good goes on placing the topic as last read: a dead broker's partition moves
+// on (before, the topic was left out and the partition stayed on the dead broker). The
+// junk is logged once per write of it, not on every pass. A new leader, which never
+// read it good, leaves its assignments as they are (a broker that joins gets none of
+// them, none is deleted) and counts it in its figures.
+func TestJunkTopicKeepsPlacing(t *testing.T) {
+	s := zktest.Start(t)
+	first, log := dialLogged(t, s)
+	bs := registered(t, s, 2)
+	if err := first.CreateTopic("bad", TopicInfo{Partitions: 2, Version: 1}); err != nil {
+		t.Fatal(err)
+	}
+	stop := lead(t, first, "first", 20*time.Millisecond)
+	waitOwners(t, first, "bad", 2, "one partition per broker", func(o []Owner) bool { return perBroker(o)["b2"] == 1 })
+	logged := func(n int) {
+		t.Helper()
+		waitPasses(t, first, 5)
+		if got := strings.Count(log.String(), `msg="unreadable topic znode`); got != n {
+			t.Fatalf("the junk topic logged %d times, want %d (once per write):\n%s", got, n, log.String())
+		}
+		if got := first.Stats().UnreadableTopics; got != 1 {
+			t.Fatalf("%d unreadable topics in the leader's figures, want 1", got)
+		}
+	}
+	for i, junk := range []string{"{junk", "{more junk"} {
+		if _, err := first.conn.Set("/sluice/topics/bad", []byte(junk), -1); err != nil {
+			t.Fatal(err)
+		}
+		logged(i + 1)
+	}
+	bs[1].Close()
+	moved := waitOwners(t, first, "bad", 2, "the dead broker's partition placed again", func(o []Owner) bool {
+		return perBroker(o)["b1"] == 2
+	})
+	stop()
+	first.Close()
+
+	b3 := dial(t, s)
+	if err := b3.Register(BrokerInfo{ID: "b3", Addr: "127.0.0.1:3", Capacity: 1}); err != nil {
+		t.Fatal(err)
+	}
+	second := dial(t, s)
+	lead(t, second, "second", 20*time.Millisecond)
+	waitPasses(t, second, 5)
+	if got := owners(t, second, "bad", 2); fmt.Sprint(got) != fmt.Sprint(moved) {
+		t.Fatalf("a leader that never read the topic changed its assignments: %+v, then %+v", moved, got)
+	}
+	if got := second.Stats().UnreadableTopics; got != 1 {
+		t.Fatalf("%d unreadable topics in the new leader's figures, want 1", got)
+	}
+}
+
+// lockedBuf is a log's output, safe to read while it is written.
+type lockedBuf struct {
+	mu struct {
+		sync.Mutex
+		b bytes.Buffer
+	}
+}
+
+func (l *lockedBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.mu.b.Write(p)
+}
+
+func (l *lockedBuf) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.mu.b.String()
+}
+
+// registered returns n brokers' sessions, registered as b1, b2, ... (capacity 1).
+func registered(t *testing.T, s *zktest.Server, n int) []*Cluster {
+	t.Helper()
+	out := make([]*Cluster, n)
+	for i := range out {
+		out[i] = dial(t, s)
+		if err := out[i].Register(BrokerInfo{ID: fmt.Sprintf("b%d", i+1), Addr: fmt.Sprintf("127.0.0.1:%d", i+1), Capacity: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// lead makes c the leader and runs its placement (MaxMoves 2, slack 0.1) until stop is
+// called or the test ends; stop returns once Lead did.
+func lead(t *testing.T, c *Cluster, id string, interval time.Duration) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := c.Campaign(ctx, id); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	led := make(chan error, 1)
+	go func() { led <- c.Lead(ctx, Limits{MaxMoves: 2, Slack: 0.1}, interval) }()
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-led }) }
+	t.Cleanup(stop)
+	return stop
+}
+
+// waitPasses waits until the leader c has run n more placement passes.
+func waitPasses(t *testing.T, c *Cluster, n uint64) {
+	t.Helper()
+	from := c.Stats().Passes
+	deadline := time.Now().Add(30 * time.Second)
+	for c.Stats().Passes < from+n {
+		if time.Now().After(deadline) {
+			t.Fatalf("the leader ran %d passes in 30 s, want %d", c.Stats().Passes-from, n)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 

@@ -64,8 +64,9 @@ func (c *Cluster) CreateTopic(name string, info TopicInfo) error {
 }
 
 // TopicsW returns every topic's metadata and a channel that fires once when topics are
-// added or removed (keep it until it fires: BrokersW says why). A topic znode that
-// cannot be read is left out and logged.
+// added or removed (keep it until it fires: BrokersW says why). A topic znode whose
+// content cannot be read (edited by hand) comes as this Cluster last read it, or is
+// left out when it never read it good; the junk is logged once.
 func (c *Cluster) TopicsW() (map[string]TopicInfo, <-chan zk.Event, error) {
 	names, _, ch, err := c.conn.ChildrenW(path.Join(c.root, "topics"))
 	if err != nil {
@@ -83,7 +84,7 @@ func (c *Cluster) readTopics(names []string) (map[string]TopicInfo, error) {
 	dir := path.Join(c.root, "topics")
 	out := map[string]TopicInfo{}
 	for _, n := range names {
-		data, _, err := c.conn.Get(path.Join(dir, n))
+		data, st, err := c.conn.Get(path.Join(dir, n))
 		if errors.Is(err, zk.ErrNoNode) {
 			continue
 		}
@@ -92,12 +93,32 @@ func (c *Cluster) readTopics(names []string) (map[string]TopicInfo, error) {
 		}
 		ti, err := parseTopic(data)
 		if err != nil {
-			c.log.Error("unreadable topic znode: left out", "topic", n, "err", err)
+			if last, ok := c.junkTopic(path.Join(dir, n), n, st.Mzxid, err); ok {
+				out[n] = last
+			}
 			continue
 		}
+		c.topicsRead.keep(n, ti)
 		out[n] = ti
 	}
+	c.topicsRead.prune(names)
 	return out, nil
+}
+
+// junkTopic returns what readTopics takes for topic name whose znode holds junk: the
+// topic as last read (its partitions are still placed: a dead broker's move on), or
+// false when it never read it good (the topic is left out: its assignments stay as
+// they are, nothing is deleted).
+func (c *Cluster) junkTopic(znode, name string, mzxid int64, err error) (TopicInfo, bool) {
+	last, ok, fresh := c.topicsRead.junk(name, mzxid)
+	switch {
+	case ok && fresh:
+		c.log.Error("unreadable topic znode (edited by hand?): the topic is taken as last read", "znode", znode, "err", err)
+	case fresh:
+		c.log.Error("unreadable topic znode (edited by hand?), never read good: left out, its assignments stay as they are",
+			"znode", znode, "err", err)
+	}
+	return last, ok
 }
 
 // Owned is an assignment as read, with its znode's version (for the leader's
@@ -272,7 +293,9 @@ func reportedOwner(brokers []BrokerInfo, pid PartitionID) (Owner, bool) {
 func (c *Cluster) placeOnce(brokers []BrokerInfo, topics map[string]TopicInfo, owners map[PartitionID]Owned, junk map[PartitionID]bool, lim Limits) error {
 	live := make([]Broker, 0, len(brokers))
 	for _, b := range brokers {
-		live = append(live, Broker{ID: b.ID, Capacity: b.Capacity})
+		// A broker whose registration this leader never read good lives: it keeps what
+		// it holds (a move would not wait for its release) and is given nothing.
+		live = append(live, Broker{ID: b.ID, Capacity: b.Capacity, HoldOnly: b.Unreadable})
 	}
 	reported := map[string]PartLoad{}
 	for _, b := range brokers {
@@ -299,7 +322,7 @@ func (c *Cluster) placeOnce(brokers []BrokerInfo, topics map[string]TopicInfo, o
 		}
 	}
 	next := Place(live, parts, prev, lim)
-	c.stats.pass(len(brokers), len(parts), len(next))
+	c.stats.pass(len(brokers), len(parts), len(next), c.regs.unreadable(), c.topicsRead.unreadable())
 	since := map[string]int64{} // the live brokers, and when each registered
 	for _, b := range brokers {
 		since[b.ID] = b.Since

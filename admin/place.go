@@ -2,16 +2,22 @@ package admin
 
 import (
 	"cmp"
+	"math"
 	"slices"
 )
 
 // Placement. The leader computes where every partition goes from the live brokers, the
 // partitions with their load, and where they are now; the brokers load and unload to
-// match. It follows Swift's admin ("flatten", swift-notes.md): a partition stays where
-// it is unless its broker died or holds more of its topic than its share; the rest go to
-// the least loaded live broker with room for the topic; then, in bounded steps, partitions
-// move from the most to the least loaded broker while that narrows the gap. Pure: no
-// ZooKeeper here, so a model test can drive it through joins, deaths and load changes.
+// match. It follows Swift's admin ("flatten", swift-notes.md) in bounded steps: a
+// partition stays on its broker while that broker lives; the homeless (new partitions, a
+// dead broker's) all go at once to the live broker left least loaded by each, with room
+// for its topic; then at most MaxMoves moves a pass, first of partitions over their
+// topic's spread limit on a broker (a broker that joins lowers every limit), then from
+// the relatively most loaded brokers to the least while that narrows the gap. Without a
+// cause (a death, a new partition, a limit exceeded, a broker above its fair share plus
+// the slack) nothing moves. A HoldOnly broker (one the leader cannot read) keeps what it
+// holds and is given nothing. Pure: no ZooKeeper here, so a model test can drive it
+// through joins, deaths and load changes.
 
 // PartitionID names a physical partition.
 type PartitionID struct {
@@ -23,8 +29,14 @@ type PartitionID struct {
 type Broker struct {
 	ID string
 	// Capacity weighs the broker's share (1 for every broker when unknown): a broker of
-	// capacity 2 is given twice the load of one of capacity 1.
+	// capacity 2 is given twice the load of one of capacity 1, and twice the partitions
+	// of a topic.
 	Capacity float64
+	// HoldOnly marks a live broker the leader knows nothing more of (its registration
+	// cannot be read): it keeps the partitions it holds, which never move off it while it
+	// lives (it may still serve them), and is given none. Its partitions and capacity
+	// count in no other broker's limits or share.
+	HoldOnly bool
 }
 
 // Partition is a partition to place, with its load (measured bytes/s or a static weight;
@@ -36,8 +48,9 @@ type Partition struct {
 
 // Limits bound placement.
 type Limits struct {
-	// MaxMoves bounds the moves a rebalance makes in one pass (a broker that joins gets
-	// its share over several passes, not all at once).
+	// MaxMoves bounds the partitions moved off live brokers in one pass, for the topic
+	// limits and for balance together (a broker that joins gets its share over several
+	// passes, not all at once). Placing a new partition or a dead broker's is not a move.
 	MaxMoves int
 	// Slack is how much more than its fair share (relative: 0.1 is 10 %) a broker may
 	// hold before partitions move off it for balance alone.
@@ -47,38 +60,49 @@ type Limits struct {
 // Assignment maps a partition to the broker that serves it.
 type Assignment map[PartitionID]string
 
-// Place returns where every partition goes: prev kept where its broker is live and the
-// topic's spread limit allows, the rest (new partitions, a dead broker's, those over a
-// limit) placed by load, then at most MaxMoves moves for balance. With no live broker it
-// returns an empty assignment. It never places a partition twice and never on a broker
-// not in brokers.
+// Place returns where every partition goes: prev kept where its broker is live, the
+// rest (new partitions, a dead broker's) placed by load within the topics' spread
+// limits, then at most MaxMoves moves for the limits and for balance. A topic's spread
+// limit on a broker is its capacity's share of the topic's partitions, rounded up (of the
+// partitions and capacity not HoldOnly). A partition it has no broker for (none live, or
+// only HoldOnly ones) is left out. It never places a partition twice and never on a
+// broker not in brokers.
 func Place(brokers []Broker, parts []Partition, prev Assignment, lim Limits) Assignment {
-	out := Assignment{}
+	out := make(Assignment, len(parts))
 	if len(brokers) == 0 {
 		return out
 	}
 	st := newState(brokers, parts)
-	// Stay where possible, in a fixed order so that the result does not depend on map
-	// iteration: heavier partitions first keep their place when a topic is over its limit.
-	order := slices.Clone(parts)
-	slices.SortFunc(order, func(a, b Partition) int {
+	var homeless []Partition
+	for _, p := range parts {
+		b, ok := prev[p.PartitionID]
+		if ok && st.live(b) {
+			st.put(p, b, out)
+			if st.brokers[st.index[b]].HoldOnly {
+				st.count[p.Topic]-- // spread over the others: what they hold
+			}
+			continue
+		}
+		homeless = append(homeless, p)
+	}
+	if st.capacity == 0 {
+		return out // only HoldOnly brokers: nowhere to place the homeless
+	}
+	// Heaviest first, in a fixed order so that the result does not depend on the
+	// caller's: large items first pack best.
+	slices.SortFunc(homeless, func(a, b Partition) int {
 		if c := cmp.Compare(b.Load, a.Load); c != 0 {
 			return c
 		}
 		return comparePID(a.PartitionID, b.PartitionID)
 	})
-	var homeless []Partition
-	for _, p := range order {
-		if b, ok := prev[p.PartitionID]; ok && st.live(b) && st.topicCount(b, p.Topic) < st.limit[p.Topic] {
-			st.put(p, b, out)
-			continue
-		}
-		homeless = append(homeless, p)
-	}
 	for _, p := range homeless {
-		st.put(p, st.lightest(p.Topic, ""), out)
+		if b := st.target(p, ""); b != "" {
+			st.put(p, b, out)
+		}
 	}
-	st.rebalance(out, lim)
+	moves := st.spread(out, lim.MaxMoves)
+	st.rebalance(out, lim.MaxMoves-moves, lim.Slack)
 	return out
 }
 
@@ -89,45 +113,59 @@ func comparePID(a, b PartitionID) int {
 	return cmp.Compare(a.ID, b.ID)
 }
 
+// eps absorbs the rounding of loads summed and taken away again: a move must narrow the
+// gap by more than that, so that rounding never makes partitions swap back and forth.
+const eps = 1e-9
+
 // state is a placement under way.
 type state struct {
-	brokers []Broker
-	index   map[string]int
-	load    []float64        // per broker
-	topics  []map[string]int // per broker: partitions of each topic
-	limit   map[string]int   // per topic: at most this many on one broker
-	parts   map[PartitionID]Partition
+	brokers  []Broker
+	index    map[string]int
+	load     []float64        // per broker
+	topics   []map[string]int // per broker: partitions of each topic
+	count    map[string]int   // per topic: its partitions, but those on HoldOnly brokers
+	capacity float64          // of every broker but the HoldOnly ones
+	parts    map[PartitionID]Partition
 }
 
 func newState(brokers []Broker, parts []Partition) *state {
-	st := &state{brokers: slices.Clone(brokers), index: map[string]int{}, limit: map[string]int{},
-		parts: map[PartitionID]Partition{}}
+	st := &state{brokers: slices.Clone(brokers), index: map[string]int{}, count: map[string]int{},
+		parts: make(map[PartitionID]Partition, len(parts))}
 	slices.SortFunc(st.brokers, func(a, b Broker) int { return cmp.Compare(a.ID, b.ID) })
 	for i := range st.brokers {
 		if st.brokers[i].Capacity <= 0 {
 			st.brokers[i].Capacity = 1
 		}
 		st.index[st.brokers[i].ID] = i
+		if !st.brokers[i].HoldOnly {
+			st.capacity += st.brokers[i].Capacity
+		}
 	}
 	st.load = make([]float64, len(st.brokers))
 	st.topics = make([]map[string]int, len(st.brokers))
 	for i := range st.topics {
 		st.topics[i] = map[string]int{}
 	}
-	counts := map[string]int{}
 	for _, p := range parts {
-		counts[p.Topic]++
+		st.count[p.Topic]++
 		st.parts[p.PartitionID] = p
-	}
-	for topic, n := range counts { // a topic's partitions spread: ceil(P / brokers) on one
-		st.limit[topic] = (n + len(st.brokers) - 1) / len(st.brokers)
 	}
 	return st
 }
 
 func (st *state) live(b string) bool { _, ok := st.index[b]; return ok }
 
-func (st *state) topicCount(b, topic string) int { return st.topics[st.index[b]][topic] }
+// limit is the spread limit of topic on broker i (not HoldOnly): at most its capacity's
+// share of the topic's partitions, rounded up. The limits add up to at least the topic's
+// partitions, so some broker always has room for one more.
+func (st *state) limit(i int, topic string) int {
+	return int(math.Ceil(float64(st.count[topic])*st.brokers[i].Capacity/st.capacity - eps))
+}
+
+// room reports whether broker i may be given one more partition of topic.
+func (st *state) room(i int, topic string) bool {
+	return !st.brokers[i].HoldOnly && st.topics[i][topic] < st.limit(i, topic)
+}
 
 func (st *state) put(p Partition, b string, out Assignment) {
 	i := st.index[b]
@@ -143,20 +181,24 @@ func (st *state) take(p Partition, out Assignment) {
 	delete(out, p.PartitionID)
 }
 
+func (st *state) move(p Partition, to string, out Assignment) {
+	st.take(p, out)
+	st.put(p, to, out)
+}
+
 // share returns broker i's load relative to its capacity.
 func (st *state) share(i int) float64 { return st.load[i] / st.brokers[i].Capacity }
 
-// lightest returns the broker with the least relative load that has room for one more
-// partition of topic, other than not ("" for none); by id on ties. The topic limits
-// always leave one: limit × brokers ≥ partitions.
-func (st *state) lightest(topic, not string) string {
-	best := -1
+// target returns the broker, other than not, with room for one more partition of p's
+// topic whose relative load would be the least with p ("" for none); by id on ties.
+func (st *state) target(p Partition, not string) string {
+	best, bestShare := -1, 0.0
 	for i, b := range st.brokers {
-		if b.ID == not || st.topics[i][topic] >= st.limit[topic] {
+		if b.ID == not || !st.room(i, p.Topic) {
 			continue
 		}
-		if best < 0 || st.share(i) < st.share(best) {
-			best = i
+		if s := (st.load[i] + p.Load) / b.Capacity; best < 0 || s < bestShare {
+			best, bestShare = i, s
 		}
 	}
 	if best < 0 {
@@ -165,51 +207,102 @@ func (st *state) lightest(topic, not string) string {
 	return st.brokers[best].ID
 }
 
-// rebalance moves up to MaxMoves partitions, each from the relatively most loaded broker
-// to the least loaded one that can take it, while the most loaded holds more than its
-// fair share plus slack and the move narrows the gap.
-func (st *state) rebalance(out Assignment, lim Limits) {
-	var total, capacity float64
-	for i := range st.brokers {
-		total += st.load[i]
-		capacity += st.brokers[i].Capacity
-	}
-	fair := total / capacity
-	for moves := 0; moves < lim.MaxMoves; moves++ {
-		heavy := 0
+// spread moves partitions off brokers over a topic's spread limit, at most budget of
+// them, and returns how many it moved: each time the lightest partition of the topic a
+// broker exceeds most (heavier ones keep their place) to the broker target picks.
+func (st *state) spread(out Assignment, budget int) int {
+	moves := 0
+	for ; moves < budget; moves++ {
+		from, topic, over := -1, "", 0
 		for i := range st.brokers {
-			if st.share(i) > st.share(heavy) {
-				heavy = i
+			if st.brokers[i].HoldOnly {
+				continue
+			}
+			for t, n := range st.topics[i] {
+				if e := n - st.limit(i, t); e > over || (e == over && e > 0 && t < topic) {
+					from, topic, over = i, t, e
+				}
 			}
 		}
-		if st.share(heavy) <= fair*(1+lim.Slack) {
-			return
+		if from < 0 {
+			break
 		}
-		// The smallest partition on it whose move helps.
 		var pick *Partition
-		var to string
 		for pid, b := range out {
-			if b != st.brokers[heavy].ID {
-				continue
-			}
-			p := st.parts[pid]
-			dst := st.lightest(p.Topic, b)
-			if dst == "" {
-				continue
-			}
-			j := st.index[dst]
-			after := max((st.load[heavy]-p.Load)/st.brokers[heavy].Capacity, (st.load[j]+p.Load)/st.brokers[j].Capacity)
-			if after >= st.share(heavy) {
-				continue // it would only move the peak
-			}
-			if pick == nil || p.Load < pick.Load || (p.Load == pick.Load && comparePID(p.PartitionID, pick.PartitionID) < 0) {
-				pick, to = &p, dst
+			if p := st.parts[pid]; b == st.brokers[from].ID && p.Topic == topic && (pick == nil || lighter(p, *pick)) {
+				pick = &p
 			}
 		}
-		if pick == nil {
+		to := st.target(*pick, st.brokers[from].ID)
+		if to == "" {
+			break // cannot be: the limits leave room beyond a broker over its own
+		}
+		st.move(*pick, to, out)
+	}
+	return moves
+}
+
+// lighter orders partitions by load, then by id.
+func lighter(a, b Partition) bool {
+	return a.Load < b.Load || (a.Load == b.Load && comparePID(a.PartitionID, b.PartitionID) < 0)
+}
+
+// rebalance moves up to budget partitions, each from the relatively most loaded broker
+// that holds more than its fair share plus slack and has a move that narrows the gap, to
+// the broker target picks: the smallest partition whose move leaves both brokers below
+// the first one's share now.
+func (st *state) rebalance(out Assignment, budget int, slack float64) {
+	var total float64
+	for i := range st.brokers {
+		if !st.brokers[i].HoldOnly {
+			total += st.load[i]
+		}
+	}
+	over := total / st.capacity * (1 + slack)
+	for range max(budget, 0) {
+		heavy := make([]int, 0, len(st.brokers))
+		for i := range st.brokers {
+			if !st.brokers[i].HoldOnly && st.share(i) > over+eps {
+				heavy = append(heavy, i)
+			}
+		}
+		slices.SortStableFunc(heavy, func(a, b int) int { return cmp.Compare(st.share(b), st.share(a)) })
+		moved := false
+		for _, h := range heavy {
+			if p, to, ok := st.relief(h, out); ok {
+				st.move(p, to, out)
+				moved = true
+				break
+			}
+		}
+		if !moved {
 			return
 		}
-		st.take(*pick, out)
-		st.put(*pick, to, out)
 	}
+}
+
+// relief returns the smallest partition of broker h whose move narrows the gap, and
+// where to.
+func (st *state) relief(h int, out Assignment) (Partition, string, bool) {
+	var pick Partition
+	var to string
+	for pid, b := range out {
+		if b != st.brokers[h].ID {
+			continue
+		}
+		p := st.parts[pid]
+		dst := st.target(p, b)
+		if dst == "" {
+			continue
+		}
+		j := st.index[dst]
+		after := max((st.load[h]-p.Load)/st.brokers[h].Capacity, (st.load[j]+p.Load)/st.brokers[j].Capacity)
+		if after >= st.share(h)-eps {
+			continue // it would only move the peak
+		}
+		if to == "" || lighter(p, pick) {
+			pick, to = p, dst
+		}
+	}
+	return pick, to, to != ""
 }

@@ -11,6 +11,12 @@ type LeaderStats struct {
 	Brokers    int    // live brokers at the last pass
 	Partitions int    // partitions at the last pass
 	Unplaced   int    // of which placed nowhere (no live broker)
+	// UnreadableBrokers are live brokers whose registration holds junk (edited by hand):
+	// taken as last read, or, never read good, kept with their partitions and given none.
+	UnreadableBrokers int
+	// UnreadableTopics are topics whose znode holds junk: taken as last read, or, never
+	// read good, left out (their assignments stay as they are).
+	UnreadableTopics int
 }
 
 // leaderStats are LeaderStats as the leader updates them.
@@ -18,13 +24,16 @@ type leaderStats struct {
 	leading                  atomic.Bool
 	passes, moves, repaired  atomic.Uint64
 	brokers, parts, unplaced atomic.Int64
+	badBrokers, badTopics    atomic.Int64
 }
 
-func (s *leaderStats) pass(brokers, parts, placed int) {
-	s.passes.Add(1)
+func (s *leaderStats) pass(brokers, parts, placed, badBrokers, badTopics int) {
 	s.brokers.Store(int64(brokers))
 	s.parts.Store(int64(parts))
 	s.unplaced.Store(int64(parts - placed))
+	s.badBrokers.Store(int64(badBrokers))
+	s.badTopics.Store(int64(badTopics))
+	s.passes.Add(1)
 }
 
 // Stats returns the admin's figures.
@@ -32,5 +41,6 @@ func (c *Cluster) Stats() LeaderStats {
 	s := &c.stats
 	return LeaderStats{Leading: s.leading.Load(), Passes: s.passes.Load(), Moves: s.moves.Load(),
 		Repaired: s.repaired.Load(), Brokers: int(s.brokers.Load()), Partitions: int(s.parts.Load()),
-		Unplaced: int(s.unplaced.Load())}
+		Unplaced: int(s.unplaced.Load()), UnreadableBrokers: int(s.badBrokers.Load()),
+		UnreadableTopics: int(s.badTopics.Load())}
 }

@@ -124,6 +124,8 @@ func adminFigures(s admin.LeaderStats) []broker.Figure {
 		{Name: "sluice_admin_repaired_total", Help: "Unreadable assignments written again as they last were.", Value: float64(s.Repaired), Counter: true},
 		{Name: "sluice_admin_brokers", Help: "Live brokers at the last pass.", Value: float64(s.Brokers)},
 		{Name: "sluice_admin_partitions", Help: "Partitions at the last pass.", Value: float64(s.Partitions)},
+		{Name: "sluice_admin_unreadable_registrations", Help: "Live brokers whose registration znode holds junk (edited by hand; the admin log names it), at the last pass.", Value: float64(s.UnreadableBrokers)},
+		{Name: "sluice_admin_unreadable_topics", Help: "Topics whose znode holds junk (edited by hand; the admin log names it), at the last pass: placed as last read, or left as they are.", Value: float64(s.UnreadableTopics)},
 		{Name: "sluice_admin_unplaced_partitions", Help: "Partitions with no live broker to place them on at the last pass (alert when above 0).", Value: float64(s.Unplaced)},
 	}
 }

@@ -46,6 +46,10 @@ func clusterStatus(args []string, _ io.Reader, stdout, _ io.Writer) error {
 		held[o.Broker]++
 	}
 	for _, b := range brokers {
+		if b.Unreadable {
+			fmt.Fprintf(w, "%s\t(unreadable registration)\t-\t-\t%d\n", b.ID, held[b.ID])
+			continue
+		}
 		fmt.Fprintf(w, "%s\t%s\t%g\t%g\t%d\n", b.ID, b.Addr, b.Capacity, b.Load, held[b.ID])
 	}
 	loads := map[string]admin.PartLoad{} // as each partition's owner reports them
