@@ -42,9 +42,11 @@ type Config struct {
 	// Auth requires authentication and checks ACLs when its UsersFile (or FromZooKeeper)
 	// is set.
 	Auth AuthConfig
+	// Metrics serves /metrics (and pprof) when its Listen is set.
+	Metrics MetricsConfig
 	// Insecure allows listening on an address other than loopback without both TLS and
 	// authentication: without them anyone who can reach it reads the traffic, or reads
-	// and writes every topic.
+	// and writes every topic. It also allows metrics and pprof on such an address.
 	Insecure bool
 	Logger   *slog.Logger
 }
@@ -118,7 +120,7 @@ func (c *Config) Validate() error {
 	if c.Auth.FromZooKeeper && !c.Cluster.Enabled() {
 		errs = append(errs, errors.New("auth.source zk needs zk: the users and ACLs are the cluster's"))
 	}
-	errs = append(errs, c.Auth.validate(), c.Net.Validate(), c.Arena.Validate(), c.Sched.Validate(), c.Log.Validate())
+	errs = append(errs, c.Metrics.validate(c.Insecure), c.Auth.validate(), c.Net.Validate(), c.Arena.Validate(), c.Sched.Validate(), c.Log.Validate())
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("invalid broker config: %w", err)
 	}

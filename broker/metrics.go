@@ -1,51 +1,11 @@
 package broker
 
 import (
-	"errors"
-	"fmt"
-	"log/slog"
-	"net"
-	"net/http"
-	"net/http/pprof"
 	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
-
-// ServeMetrics serves /metrics (and /debug/pprof when withPprof) on addr in the
-// background, until the process ends, and returns the address it listens on.
-func (b *Broker) ServeMetrics(addr string, withPprof bool) (string, error) {
-	return serveMetrics(addr, b.cfg.Logger, b.Metrics(), withPprof)
-}
-
-// serveMetrics serves the collector (with the Go runtime's and the process's figures)
-// on addr until the process ends.
-func serveMetrics(addr string, log *slog.Logger, c prometheus.Collector, withPprof bool) (string, error) {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(c, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	if withPprof {
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return "", fmt.Errorf("cannot serve metrics on %s: %w", addr, err)
-	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("metrics server failed", "err", err) // the process goes on without them
-		}
-	}()
-	return ln.Addr().String(), nil
-}
 
 // Metrics returns a Prometheus collector reading the broker's figures at scrape time:
 // network bytes by path (sendfile vs copy), arena figures by owner kind, and each

@@ -28,6 +28,7 @@ type brokerFlags struct {
 	readyFile string
 	metrics   string
 	pprof     bool
+	public    bool // -metrics.public
 	insecure  bool
 	logLevel  string
 	settings  map[string]*string
@@ -92,9 +93,10 @@ func newBrokerFlags() *brokerFlags {
 	f.fs.StringVar(f.settings["arena.size"], "arena-size", "", "same as -arena.size")
 	f.fs.StringVar(&f.config, "config", "", "config file of `key = value` lines with the keys above")
 	f.fs.StringVar(&f.readyFile, "ready-file", "", "once serving, write the broker's address (and the metrics address) to this file, one per line")
-	f.fs.StringVar(&f.metrics, "metrics", "", "serve Prometheus metrics (and pprof with -pprof) on this address")
-	f.fs.BoolVar(&f.pprof, "pprof", false, "serve /debug/pprof on the metrics address")
-	f.fs.BoolVar(&f.insecure, "insecure", false, "allow a listen address other than loopback without both TLS (tls.cert) and authentication (auth.users): anyone who reaches it reads the traffic, or reads and writes every topic")
+	f.fs.StringVar(&f.metrics, "metrics", "", "serve Prometheus metrics (and pprof with -pprof) on this address, in plaintext without authentication: an address other than loopback needs -metrics.public (or -insecure)")
+	f.fs.BoolVar(&f.pprof, "pprof", false, "serve /debug/pprof on the metrics address (other than loopback only with -insecure)")
+	f.fs.BoolVar(&f.public, "metrics.public", false, "allow a -metrics address other than loopback (a Prometheus scraping from another host; logged at start); pprof there still needs -insecure")
+	f.fs.BoolVar(&f.insecure, "insecure", false, "allow a listen address other than loopback without both TLS (tls.cert) and authentication (auth.users): anyone who reaches it reads the traffic, or reads and writes every topic; also allows metrics and pprof on such an address")
 	f.fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	return f
 }
@@ -127,7 +129,8 @@ func (f *brokerFlags) readConfigFile(set map[string]bool) error {
 // brokerConfig turns the settings into a broker.Config, with clear errors.
 func (f *brokerFlags) brokerConfig(logger *slog.Logger) (broker.Config, error) {
 	s := func(k string) string { return *f.settings[k] }
-	cfg := broker.Config{DataDir: s("data"), Logger: logger, Insecure: f.insecure}
+	cfg := broker.Config{DataDir: s("data"), Logger: logger, Insecure: f.insecure,
+		Metrics: broker.MetricsConfig{Listen: f.metrics, Pprof: f.pprof, Public: f.public}}
 	cfg.Net.Listen = cmp(s("listen"), "127.0.0.1:9440")
 	var errs []error
 	size := func(k string, dst *int64) {
@@ -306,14 +309,8 @@ func runBroker(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		return err
 	}
 	ready := b.Addr() + "\n"
-	if f.metrics != "" {
-		addr, err := b.ServeMetrics(f.metrics, f.pprof)
-		if err != nil {
-			b.Shutdown(context.Background())
-			return err
-		}
+	if addr := b.MetricsAddr(); addr != "" {
 		ready += addr + "\n"
-		logger.Info("serving metrics", "addr", addr, "pprof", f.pprof)
 	}
 	fmt.Fprintf(stdout, "sluice broker serving on %s (data %s)\n", b.Addr(), cfg.DataDir)
 	if f.readyFile != "" {
