@@ -22,6 +22,10 @@ var (
 		"Distributed mode: partitions loaded here (load) and given up (unload) since start.", []string{"kind"}, nil)
 	descTLS = prometheus.NewDesc("sluice_tls_connections_total",
 		"With TLS on: connections by how their start went: ok (handshake done), failed (bad or no certificate, wrong version, timeout), plaintext (a plaintext client, answered tls_required), refused (closed at once: the front's connection limit, a sixth of the file limit, was reached).", []string{"result"}, nil)
+	descCertExpiry = prometheus.NewDesc("sluice_tls_certificate_expiry_seconds",
+		"With TLS on: when the serving certificate expires, in seconds since the epoch (subtract time() for what is left). A reload (SIGHUP) of a certificate already expired or not yet valid is refused and the serving one stays.", nil, nil)
+	descTLSReloads = prometheus.NewDesc("sluice_tls_reloads_total",
+		"With TLS on: loads of the certificate, key and client CA files (at start and on SIGHUP), by result: ok, or failed (unreadable, not matching, expired or not yet valid: the serving certificate stays; see the log).", []string{"result"}, nil)
 	descAuth = prometheus.NewDesc("sluice_auth_total",
 		"With authentication on: exchanges by result: ok (the proof passed), failed (a wrong password or an unknown user: they are not told apart), invalid (a malformed message or an unsupported mechanism).", []string{"result"}, nil)
 	descAuthRefused = prometheus.NewDesc("sluice_auth_refused_requests_total",
@@ -103,7 +107,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		descFull, descLag, descHits, descState, descDirect, descPanics, descReleased, descSkipped, descParked, descProduced, descCopied,
 		descInbound, descOutbound, descRefused, descTimedOut, descExpired, descPaused, descClamped, descDirectRead,
 		descHDFSLag, descHDFSLagBytes, descHDFSLagSec, descHDFSFailing, descHDFSRounds, descHDFSBytes, descHDFSRead,
-		descAuth, descAuthRefused, descAuthReloads, descAuthFailing, descAuthUsers} {
+		descAuth, descAuthRefused, descAuthReloads, descAuthFailing, descAuthUsers, descTLS, descCertExpiry, descTLSReloads} {
 		ch <- d
 	}
 	c.b.stages.describe(ch)
@@ -177,6 +181,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(descTLS, float64(st.Failed), "failed")
 		counter(descTLS, float64(st.Plaintext), "plaintext")
 		counter(descTLS, float64(st.Refused), "refused")
+		counter(descTLSReloads, float64(st.ReloadsOK), "ok")
+		counter(descTLSReloads, float64(st.ReloadsFailed), "failed")
+		gauge(descCertExpiry, float64(st.NotAfter.Unix()))
 	}
 	if a := c.b.auth; a != nil {
 		counter(descAuth, float64(a.ok.Load()), "ok")

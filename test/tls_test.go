@@ -10,6 +10,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"math/big"
 	"net"
 	"os"
@@ -126,9 +127,10 @@ func metadataFrame(id uint32) []byte {
 
 // TestTLSListener: a broker serving TLS takes clients that trust its CA (produce and
 // consume through the Go client); refuses a plaintext client with tls_required; fails
-// the handshakes of clients that trust another CA, and of every client while its own
-// certificate has expired; reloads its certificate on SIGHUP without dropping the
-// connections already open.
+// the handshakes of clients that trust another CA (logged at warning level); reloads its
+// certificate on SIGHUP without dropping the connections already open, and shows its
+// expiry in sluice_tls_certificate_expiry_seconds; refuses, loudly, a reload of a
+// certificate expired or not valid yet, and keeps serving the one it has.
 func TestTLSListener(t *testing.T) {
 	ca := newPKI(t, "sluice-test")
 	cert, key := ca.valid("broker", 10, false)
@@ -217,23 +219,84 @@ func TestTLSListener(t *testing.T) {
 		t.Fatalf("a connection open across the reload got no answer: %v", err)
 	}
 
-	// An expired certificate, reloaded: every handshake fails.
-	oldCert, oldKey := ca.issue("expired", 12, false, time.Now().Add(-2*time.Hour), time.Now().Add(-time.Hour))
-	os.Rename(oldCert, cert)
-	os.Rename(oldKey, key)
-	syscall.Kill(b.Pid(), syscall.SIGHUP)
-	waitFor(t, "handshakes to fail on the expired certificate", func() bool {
-		_, err := tlsCall(b.Addr, good)
-		return err != nil && strings.Contains(err.Error(), "expired")
-	})
+	expiry := float64(certNotAfter(t, cert).Unix())
+	if got := scrape(t, b.MetricsAddr, "sluice_tls_certificate_expiry_seconds"); got != expiry {
+		t.Fatalf("sluice_tls_certificate_expiry_seconds %v, want the new certificate's %v", got, expiry)
+	}
+
+	// An expired certificate, and one not valid yet, reloaded: each reload is refused,
+	// loudly, and the serving certificate stays (before, the expired one was taken and
+	// every handshake failed).
+	for i, valid := range [][2]time.Time{{time.Now().Add(-2 * time.Hour), time.Now().Add(-time.Hour)},
+		{time.Now().Add(time.Hour), time.Now().Add(2 * time.Hour)}} {
+		badCert, badKey := ca.issue("bad", int64(12+i), false, valid[0], valid[1])
+		os.Rename(badCert, cert)
+		os.Rename(badKey, key)
+		syscall.Kill(b.Pid(), syscall.SIGHUP)
+		waitFor(t, "the refused reload", func() bool {
+			return scrape(t, b.MetricsAddr, `sluice_tls_reloads_total{result="failed"}`) == float64(i+1)
+		})
+		if serial, err := tlsCall(b.Addr, good); err != nil || serial != 11 {
+			t.Fatalf("after a refused reload: serial %d (%v), want the serving 11", serial, err)
+		}
+	}
+	if got := scrape(t, b.MetricsAddr, "sluice_tls_certificate_expiry_seconds"); got != expiry {
+		t.Fatalf("sluice_tls_certificate_expiry_seconds %v after refused reloads, want %v", got, expiry)
+	}
+	log := b.Log()
+	for _, want := range []string{`level=ERROR msg="TLS reload refused: the serving certificate stays"`, "it expired at",
+		"it is not valid before", `level=WARN msg="TLS handshake failed"`} {
+		if !strings.Contains(log, want) {
+			t.Fatalf("the log does not say %q:\n%s", want, log)
+		}
+	}
 	if n := scrape(t, b.MetricsAddr, `sluice_tls_connections_total{result="plaintext"}`); n != 1 {
 		t.Fatalf("plaintext connections counted %v, want 1", n)
 	}
 	if n := scrape(t, b.MetricsAddr, `sluice_tls_connections_total{result="failed"}`); n < 2 {
 		t.Fatalf("failed handshakes counted %v, want at least 2", n)
 	}
-	if strings.Contains(b.Log(), "PRIVATE KEY") {
+	if strings.Contains(log, "PRIVATE KEY") {
 		t.Fatal("the broker logged key material")
+	}
+}
+
+// certNotAfter returns when the certificate in file expires.
+func certNotAfter(t *testing.T, file string) time.Time {
+	t.Helper()
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode(raw)
+	if block == nil {
+		t.Fatalf("no PEM block in %s", file)
+	}
+	c, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.NotAfter
+}
+
+// TestTLSCertificateAtStart: a broker given a certificate that has expired, or is not
+// valid yet, does not start (exit 1) and says which and when; every client would have
+// refused it.
+func TestTLSCertificateAtStart(t *testing.T) {
+	ca := newPKI(t, "sluice-test")
+	for i, c := range []struct {
+		nb, na time.Time
+		want   string
+	}{
+		{time.Now().Add(-2 * time.Hour), time.Now().Add(-time.Hour), "it expired at"},
+		{time.Now().Add(time.Hour), time.Now().Add(2 * time.Hour), "it is not valid before"},
+	} {
+		cert, key := ca.issue(fmt.Sprintf("bad%d", i), int64(20+i), false, c.nb, c.na)
+		code, _, errOut := testbroker.Run(t, "", "broker", "-data", t.TempDir(), "-listen", "127.0.0.1:0",
+			"-tls.cert", cert, "-tls.key", key)
+		if code != 1 || !strings.Contains(errOut, c.want) || !strings.Contains(errOut, cert) {
+			t.Fatalf("a start on a certificate (%s): exit %d\n%s", c.want, code, errOut)
+		}
 	}
 }
 

@@ -324,7 +324,7 @@ func runBroker(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	got := <-sig
 	for got == syscall.SIGHUP { // reload the TLS certificates, users and ACLs; keep serving
 		if err := b.ReloadTLS(); err != nil {
-			logger.Error("TLS reload failed: the current certificates stay", "err", err)
+			logger.Error("TLS reload refused: the serving certificate stays", "err", err)
 		}
 		b.ReloadAuth() // logs its result
 		got = <-sig
