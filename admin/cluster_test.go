@@ -19,11 +19,11 @@ import (
 
 // Every test here runs against a real ZooKeeper (a standalone server per test).
 
-func dial(t *testing.T, s *zktest.Server) *Cluster {
+func dial(t *testing.T, s *zktest.Server, opts ...DialOption) *Cluster {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := Dial(ctx, []string{s.Addr}, "/sluice", 2*time.Second, nil)
+	c, err := Dial(ctx, []string{s.Addr}, "/sluice", 2*time.Second, nil, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

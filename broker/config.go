@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"sluice/admin"
 	"sluice/memarena"
 	"sluice/netio"
 	"sluice/persist/local"
@@ -117,6 +118,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("zk.session_timeout %v (at least 100ms), capacity %v (positive) and broker.id %q (no '/')",
 			c.Cluster.SessionTimeout, c.Cluster.Capacity, c.Cluster.ID))
 	}
+	if c.Cluster.Digest != (admin.Digest{}) && !c.Cluster.Enabled() {
+		errs = append(errs, errors.New("zk.auth needs zk"))
+	}
 	if c.Auth.FromZooKeeper && !c.Cluster.Enabled() {
 		errs = append(errs, errors.New("auth.source zk needs zk: the users and ACLs are the cluster's"))
 	}
@@ -140,8 +144,8 @@ func (c *Config) String() string {
 		s += " auth={" + c.Auth.String() + "}"
 	}
 	if c.Cluster.Enabled() {
-		s += fmt.Sprintf(" cluster={zk=%v root=%s id=%q session_timeout=%v capacity=%v}",
-			c.Cluster.ZK, c.Cluster.Root, c.Cluster.ID, c.Cluster.SessionTimeout, c.Cluster.Capacity)
+		s += fmt.Sprintf(" cluster={zk=%v root=%s id=%q session_timeout=%v capacity=%v zk_auth_user=%q}",
+			c.Cluster.ZK, c.Cluster.Root, c.Cluster.ID, c.Cluster.SessionTimeout, c.Cluster.Capacity, c.Cluster.Digest.User)
 	}
 	return s
 }

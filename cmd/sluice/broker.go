@@ -80,6 +80,7 @@ var brokerKeys = [][2]string{
 	{"auth.timeout", "how long a connection may stay unauthenticated, from its start or from losing its user, before it is closed (default 30s)"},
 	{"zk", "ZooKeeper address(es), comma-separated: join a cluster and serve the partitions its admin assigns (needs hdfs.addr; default off)"},
 	{"zk.root", "root of the cluster's znodes (default /sluice)"},
+	{"zk.auth", "authenticate to ZooKeeper with the digest credential user:password in this file (mode 0600): needed to read the security znodes once sluice user/acl --zk-auth locked them (default none)"},
 	{"zk.session_timeout", "ZooKeeper session timeout: a broker cut off this long loses its partitions (default 6s)"},
 	{"broker.id", "this broker's name in the cluster (default its listen address)"},
 	{"broker.capacity", "this broker's share weight in placement (default 1)"},
@@ -252,6 +253,11 @@ func (f *brokerFlags) brokerConfig(logger *slog.Logger) (broker.Config, error) {
 		}
 	}
 	cfg.Cluster.Root = cmp(s("zk.root"), "/sluice")
+	if v := s("zk.auth"); v != "" {
+		d, err := readDigest(v)
+		errs = append(errs, err)
+		cfg.Cluster.Digest = d
+	}
 	dur("zk.session_timeout", &cfg.Cluster.SessionTimeout)
 	cfg.Cluster.ID = s("broker.id")
 	if v := s("broker.capacity"); v != "" {
