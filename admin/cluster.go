@@ -40,6 +40,7 @@ type Cluster struct {
 	stats      leaderStats
 	regs       lastGood[BrokerInfo] // the brokers' registrations, by id
 	topicsRead lastGood[TopicInfo]  // the topics' znodes, by name
+	digest     *Digest              // the session's ZooKeeper credential (WithDigest); nil: none
 }
 
 // BrokerInfo is a broker's registration; the broker refreshes its load figures in it
@@ -75,8 +76,9 @@ type PartLoad struct {
 func LoadKey(pid PartitionID) string { return pid.Topic + "/" + strconv.Itoa(pid.ID) }
 
 // Dial connects to ZooKeeper (addrs) with the given session timeout; the cluster state
-// is under root. It returns once the session is established or ctx ends.
-func Dial(ctx context.Context, addrs []string, root string, sessionTimeout time.Duration, log *slog.Logger) (*Cluster, error) {
+// is under root. It returns once the session is established (and authenticated, with
+// WithDigest) or ctx ends.
+func Dial(ctx context.Context, addrs []string, root string, sessionTimeout time.Duration, log *slog.Logger, opts ...DialOption) (*Cluster, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -88,6 +90,9 @@ func Dial(ctx context.Context, addrs []string, root string, sessionTimeout time.
 	c := &Cluster{conn: conn, root: path.Clean("/" + root), log: log, done: make(chan struct{}),
 		asked: sessionTimeout, granted: granted}
 	c.mu.ephemerals = map[string][]byte{}
+	for _, o := range opts {
+		o(c)
+	}
 	ready := make(chan struct{})
 	go c.watchSession(events, ready)
 	select {
@@ -95,6 +100,10 @@ func Dial(ctx context.Context, addrs []string, root string, sessionTimeout time.
 	case <-ctx.Done():
 		c.Close()
 		return nil, fmt.Errorf("no ZooKeeper session with %v: %w", addrs, ctx.Err())
+	}
+	if err := c.addAuth(); err != nil {
+		c.Close()
+		return nil, err
 	}
 	for _, p := range []string{"brokers", "admin/election", "topics", "assignments", "released"} {
 		// A connection lost now (a server slow to answer, a restart) is retried while

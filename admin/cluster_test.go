@@ -22,9 +22,9 @@ import (
 
 // Every test here runs against a real ZooKeeper (a standalone server per test).
 
-func dial(t *testing.T, s *zktest.Server) *Cluster {
+func dial(t *testing.T, s *zktest.Server, opts ...DialOption) *Cluster {
 	t.Helper()
-	return dialLog(t, s, nil)
+	return dialLog(t, s, nil, opts...)
 }
 
 // dialLogged is dial with the session's log kept for the test to read.
@@ -34,11 +34,11 @@ func dialLogged(t *testing.T, s *zktest.Server) (*Cluster, *lockedBuf) {
 	return dialLog(t, s, slog.New(slog.NewTextHandler(&log, nil))), &log
 }
 
-func dialLog(t *testing.T, s *zktest.Server, log *slog.Logger) *Cluster {
+func dialLog(t *testing.T, s *zktest.Server, log *slog.Logger, opts ...DialOption) *Cluster {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := Dial(ctx, []string{s.Addr}, "/sluice", 2*time.Second, log)
+	c, err := Dial(ctx, []string{s.Addr}, "/sluice", 2*time.Second, log, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

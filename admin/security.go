@@ -29,6 +29,18 @@ const maxSecurityData = 1000 << 10
 // by a few operators.
 const maxEditConflicts = 100
 
+// ensureSecurityDir creates ROOT/security, with the security ACL, if it is missing.
+func (c *Cluster) ensureSecurityDir() error {
+	dir := path.Join(c.root, "security")
+	if err := c.ensure(path.Dir(dir)); err != nil {
+		return err
+	}
+	if _, err := c.conn.Create(dir, nil, 0, c.securityACL()); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+		return fmt.Errorf("cannot create znode %s: %w", dir, err)
+	}
+	return nil
+}
+
 // Stamp tells whether a znode changed: equal stamps, same content. The zero Stamp is a
 // missing znode.
 type Stamp struct {
@@ -49,11 +61,11 @@ func (c *Cluster) ReadSecurity(name string) (data []byte, exists bool, st Stamp,
 			return data, true, Stamp{zst.Czxid, zst.Mzxid}, ch, nil
 		}
 		if !errors.Is(err, zk.ErrNoNode) {
-			return nil, false, Stamp{}, nil, fmt.Errorf("cannot read znode %s: %w", p, err)
+			return nil, false, Stamp{}, nil, fmt.Errorf("cannot read znode %s: %w", p, noAuth(err))
 		}
 		ok, _, ch, err := c.conn.ExistsW(p) // missing: watch for its creation
 		if err != nil {
-			return nil, false, Stamp{}, nil, fmt.Errorf("cannot read znode %s: %w", p, err)
+			return nil, false, Stamp{}, nil, fmt.Errorf("cannot read znode %s: %w", p, noAuth(err))
 		}
 		if !ok {
 			return nil, false, Stamp{}, ch, nil
@@ -67,7 +79,7 @@ func (c *Cluster) StatSecurity(name string) (Stamp, error) {
 	p := c.SecurityPath(name)
 	ok, zst, err := c.conn.Exists(p)
 	if err != nil {
-		return Stamp{}, fmt.Errorf("cannot read znode %s: %w", p, err)
+		return Stamp{}, fmt.Errorf("cannot read znode %s: %w", p, noAuth(err))
 	}
 	if !ok {
 		return Stamp{}, nil
@@ -86,7 +98,7 @@ func (c *Cluster) EditSecurity(name string, edit func(old []byte, exists bool) (
 		old, st, err := c.conn.Get(p)
 		exists := err == nil
 		if err != nil && !errors.Is(err, zk.ErrNoNode) {
-			return fmt.Errorf("cannot read znode %s: %w", p, err)
+			return fmt.Errorf("cannot read znode %s: %w", p, noAuth(err))
 		}
 		data, err := edit(old, exists)
 		if err != nil {
@@ -97,16 +109,16 @@ func (c *Cluster) EditSecurity(name string, edit func(old []byte, exists bool) (
 		}
 		if exists {
 			_, err = c.conn.Set(p, data, st.Version)
-		} else if err = c.ensure(path.Dir(p)); err == nil {
-			_, err = c.conn.Create(p, data, 0, zk.WorldACL(zk.PermAll))
+		} else if err = c.ensureSecurityDir(); err == nil {
+			_, err = c.conn.Create(p, data, 0, c.securityACL())
 		}
 		switch {
 		case err == nil:
-			return nil
+			return c.lockSecurity() // znodes made before the digest was given
 		case errors.Is(err, zk.ErrBadVersion), errors.Is(err, zk.ErrNodeExists), errors.Is(err, zk.ErrNoNode):
 			continue // another editor wrote (or deleted) it since the read: again
 		default:
-			return fmt.Errorf("cannot write znode %s: %w", p, err)
+			return fmt.Errorf("cannot write znode %s: %w", p, noAuth(err))
 		}
 	}
 	return fmt.Errorf("cannot write znode %s: %d other edits landed first, one after the other; try again", p, maxEditConflicts)

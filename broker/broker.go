@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"slices"
 	"sync"
@@ -54,6 +55,8 @@ type Broker struct {
 	cl           *clusterState   // nil unless the broker follows a ZooKeeper cluster
 	front        *tlsfront.Front // the TLS front; nil without TLS
 	auth         *authState      // users and ACLs; nil without authentication
+	metrics      *http.Server    // serves cfg.Metrics; nil without
+	metricsAddr  string
 	// reopen: partitions offline for want of HDFS opened once it answers (HDFS without
 	// a cluster); nil channels when not running.
 	stopReopen, reopenDone chan struct{}
@@ -157,6 +160,10 @@ func Start(cfg Config) (*Broker, error) {
 			b.Shutdown(context.Background())
 			return nil, err
 		}
+	}
+	if err := b.startMetrics(); err != nil {
+		b.Shutdown(context.Background())
+		return nil, err
 	}
 	if missing := cfg.missingSecurity(); missing != "" && !loopback(cfg.Net.Listen) {
 		cfg.Logger.Warn("INSECURE: serving a non-loopback address with "+missing+" off: anyone who reaches it "+exposure(missing),
@@ -285,6 +292,7 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 			b.front.Stop() // its relays ended with the event loops' connections
 		}
 		b.stopAuth()
+		b.stopMetrics() // before the arena its figures read goes
 		b.arena.Close()
 		b.lock.Release()
 	})

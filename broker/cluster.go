@@ -36,6 +36,9 @@ type ClusterConfig struct {
 	ID             string        // broker.id: this broker's name (default its address)
 	SessionTimeout time.Duration // zk.session_timeout (default 6s)
 	Capacity       float64       // this broker's share weight (default 1)
+	// Digest authenticates the session to ZooKeeper (zk.auth): it then reads the
+	// security znodes that `sluice user/acl --zk-auth` lock with it. Zero: none.
+	Digest admin.Digest
 }
 
 // Enabled reports whether the broker follows a cluster.
@@ -83,7 +86,11 @@ func (b *Broker) dialCluster() error {
 	cc := b.cfg.Cluster
 	ctx, cancel := context.WithTimeout(context.Background(), 3*cc.SessionTimeout)
 	defer cancel()
-	c, err := admin.Dial(ctx, cc.ZK, cc.Root, cc.SessionTimeout, b.cfg.Logger)
+	var opts []admin.DialOption
+	if cc.Digest != (admin.Digest{}) {
+		opts = append(opts, admin.WithDigest(cc.Digest))
+	}
+	c, err := admin.Dial(ctx, cc.ZK, cc.Root, cc.SessionTimeout, b.cfg.Logger, opts...)
 	if err != nil {
 		return fmt.Errorf("cannot join the cluster: %w", err)
 	}

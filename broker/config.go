@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"sluice/admin"
 	"sluice/memarena"
 	"sluice/netio"
 	"sluice/persist/local"
@@ -42,9 +43,11 @@ type Config struct {
 	// Auth requires authentication and checks ACLs when its UsersFile (or FromZooKeeper)
 	// is set.
 	Auth AuthConfig
+	// Metrics serves /metrics (and pprof) when its Listen is set.
+	Metrics MetricsConfig
 	// Insecure allows listening on an address other than loopback without both TLS and
 	// authentication: without them anyone who can reach it reads the traffic, or reads
-	// and writes every topic.
+	// and writes every topic. It also allows metrics and pprof on such an address.
 	Insecure bool
 	Logger   *slog.Logger
 }
@@ -115,10 +118,13 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("zk.session_timeout %v (at least 100ms), capacity %v (positive) and broker.id %q (no '/')",
 			c.Cluster.SessionTimeout, c.Cluster.Capacity, c.Cluster.ID))
 	}
+	if c.Cluster.Digest != (admin.Digest{}) && !c.Cluster.Enabled() {
+		errs = append(errs, errors.New("zk.auth needs zk"))
+	}
 	if c.Auth.FromZooKeeper && !c.Cluster.Enabled() {
 		errs = append(errs, errors.New("auth.source zk needs zk: the users and ACLs are the cluster's"))
 	}
-	errs = append(errs, c.Auth.validate(), c.Net.Validate(), c.Arena.Validate(), c.Sched.Validate(), c.Log.Validate())
+	errs = append(errs, c.Metrics.validate(c.Insecure), c.Auth.validate(), c.Net.Validate(), c.Arena.Validate(), c.Sched.Validate(), c.Log.Validate())
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("invalid broker config: %w", err)
 	}
@@ -138,8 +144,8 @@ func (c *Config) String() string {
 		s += " auth={" + c.Auth.String() + "}"
 	}
 	if c.Cluster.Enabled() {
-		s += fmt.Sprintf(" cluster={zk=%v root=%s id=%q session_timeout=%v capacity=%v}",
-			c.Cluster.ZK, c.Cluster.Root, c.Cluster.ID, c.Cluster.SessionTimeout, c.Cluster.Capacity)
+		s += fmt.Sprintf(" cluster={zk=%v root=%s id=%q session_timeout=%v capacity=%v zk_auth_user=%q}",
+			c.Cluster.ZK, c.Cluster.Root, c.Cluster.ID, c.Cluster.SessionTimeout, c.Cluster.Capacity, c.Cluster.Digest.User)
 	}
 	return s
 }

@@ -18,7 +18,8 @@ type Figure struct {
 // (one place imports it), hence this helper here. It returns the address it listens on;
 // the server runs until the process ends.
 func ServeFigures(addr string, log *slog.Logger, collect func() []Figure) (string, error) {
-	return serveMetrics(addr, log, figureCollector(collect), false)
+	_, served, err := serveMetrics(addr, log, figureCollector(collect), false)
+	return served, err
 }
 
 // figureCollector turns the figures into samples at scrape time (an unchecked

@@ -1,51 +1,11 @@
 package broker
 
 import (
-	"errors"
-	"fmt"
-	"log/slog"
-	"net"
-	"net/http"
-	"net/http/pprof"
 	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
-
-// ServeMetrics serves /metrics (and /debug/pprof when withPprof) on addr in the
-// background, until the process ends, and returns the address it listens on.
-func (b *Broker) ServeMetrics(addr string, withPprof bool) (string, error) {
-	return serveMetrics(addr, b.cfg.Logger, b.Metrics(), withPprof)
-}
-
-// serveMetrics serves the collector (with the Go runtime's and the process's figures)
-// on addr until the process ends.
-func serveMetrics(addr string, log *slog.Logger, c prometheus.Collector, withPprof bool) (string, error) {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(c, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	if withPprof {
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return "", fmt.Errorf("cannot serve metrics on %s: %w", addr, err)
-	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("metrics server failed", "err", err) // the process goes on without them
-		}
-	}()
-	return ln.Addr().String(), nil
-}
 
 // Metrics returns a Prometheus collector reading the broker's figures at scrape time:
 // network bytes by path (sendfile vs copy), arena figures by owner kind, and each
@@ -62,6 +22,10 @@ var (
 		"Distributed mode: partitions loaded here (load) and given up (unload) since start.", []string{"kind"}, nil)
 	descTLS = prometheus.NewDesc("sluice_tls_connections_total",
 		"With TLS on: connections by how their start went: ok (handshake done), failed (bad or no certificate, wrong version, timeout), plaintext (a plaintext client, answered tls_required), refused (closed at once: the front's connection limit, a sixth of the file limit, was reached).", []string{"result"}, nil)
+	descCertExpiry = prometheus.NewDesc("sluice_tls_certificate_expiry_seconds",
+		"With TLS on: when the serving certificate expires, in seconds since the epoch (subtract time() for what is left). A reload (SIGHUP) of a certificate already expired or not yet valid is refused and the serving one stays.", nil, nil)
+	descTLSReloads = prometheus.NewDesc("sluice_tls_reloads_total",
+		"With TLS on: loads of the certificate, key and client CA files (at start and on SIGHUP), by result: ok, or failed (unreadable, not matching, expired or not yet valid: the serving certificate stays; see the log).", []string{"result"}, nil)
 	descAuth = prometheus.NewDesc("sluice_auth_total",
 		"With authentication on: exchanges by result: ok (the proof passed), failed (a wrong password or an unknown user: they are not told apart), invalid (a malformed message or an unsupported mechanism).", []string{"result"}, nil)
 	descAuthRefused = prometheus.NewDesc("sluice_auth_refused_requests_total",
@@ -145,7 +109,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		descFull, descLag, descHits, descState, descDirect, descPanics, descReleased, descSkipped, descParked, descProduced, descCopied,
 		descInbound, descOutbound, descRefused, descTimedOut, descExpired, descPaused, descClamped, descDirectRead,
 		descHDFSLag, descHDFSLagBytes, descHDFSLagSec, descHDFSFailing, descHDFSRounds, descHDFSSwitches, descHDFSBytes, descHDFSRead,
-		descAuth, descAuthRefused, descAuthReloads, descAuthFailing, descAuthUsers} {
+		descAuth, descAuthRefused, descAuthReloads, descAuthFailing, descAuthUsers, descTLS, descCertExpiry, descTLSReloads} {
 		ch <- d
 	}
 	c.b.stages.describe(ch)
@@ -220,6 +184,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(descTLS, float64(st.Failed), "failed")
 		counter(descTLS, float64(st.Plaintext), "plaintext")
 		counter(descTLS, float64(st.Refused), "refused")
+		counter(descTLSReloads, float64(st.ReloadsOK), "ok")
+		counter(descTLSReloads, float64(st.ReloadsFailed), "failed")
+		gauge(descCertExpiry, float64(st.NotAfter.Unix()))
 	}
 	if a := c.b.auth; a != nil {
 		counter(descAuth, float64(a.ok.Load()), "ok")

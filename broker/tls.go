@@ -60,16 +60,14 @@ func (b *Broker) startNet() error {
 }
 
 // ReloadTLS reads the TLS certificate, key and client CAs again (SIGHUP): new
-// connections use them, open ones keep theirs. Without TLS it does nothing.
+// connections use them, open ones keep theirs (the front logs what it loaded). Files
+// that do not load, or a certificate expired or not valid yet, leave the serving one in
+// place and are the error. Without TLS it does nothing.
 func (b *Broker) ReloadTLS() error {
 	if b.front == nil {
 		return nil
 	}
-	if err := b.front.Reload(); err != nil {
-		return err
-	}
-	b.cfg.Logger.Info("TLS certificates reloaded", "cert", b.cfg.TLS.CertFile)
-	return nil
+	return b.front.Reload()
 }
 
 // stopNow stops event loops that serve nobody yet.

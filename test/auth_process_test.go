@@ -23,12 +23,13 @@ import (
 // (its reload interval is an hour), counts the exchanges, and never logs a password,
 // even at debug level.
 func TestAuthOverTLS(t *testing.T) {
+	const failureDelay = 200 * time.Millisecond
 	ca := newPKI(t, "sluice-test")
 	cert, key := ca.valid("broker", 10, false)
 	f := newAuthFiles(t, map[string]string{"alice": alicePW, "bob": bobPW, "carol": "carol-pw"},
 		"allow alice admin *\nallow bob produce,consume orders.*\n")
 	b := testbroker.Start(t, t.TempDir(), "-metrics", "127.0.0.1:0", "-tls.cert", cert, "-tls.key", key,
-		"-auth.users", f.users, "-auth.failure_delay", "50ms", "-auth.reload_interval", "1h", "-log-level", "debug")
+		"-auth.users", f.users, "-auth.failure_delay", failureDelay.String(), "-auth.reload_interval", "1h", "-log-level", "debug")
 	good := &tls.Config{RootCAs: ca.pool, MinVersion: tls.VersionTLS12}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -79,16 +80,28 @@ func TestAuthOverTLS(t *testing.T) {
 	}
 	c.Close()
 
-	refused := func(what string, want error, opts []client.Opt) {
+	refused := func(what string, want error, opts []client.Opt) (error, time.Duration) {
 		t.Helper()
 		start := time.Now()
 		_, err := client.NewProducer(ctx, "orders.eu", opts...)
-		if !errors.Is(err, want) || time.Since(start) > 10*time.Second {
-			t.Fatalf("%s: %v after %v, want %v at once", what, err, time.Since(start), want)
+		took := time.Since(start)
+		if !errors.Is(err, want) || took > 10*time.Second {
+			t.Fatalf("%s: %v after %v, want %v at once", what, err, took, want)
 		}
+		return err, took
 	}
-	refused("a wrong password", client.ErrAuthFailed, as("bob", "hunter2"))
-	refused("an unknown user", client.ErrAuthFailed, as("mallory", bobPW))
+	// A wrong password for a known user and an unknown user: the same code and text
+	// (but for the name the client says it used), each after the failure delay.
+	wrong, tookWrong := refused("a wrong password", client.ErrAuthFailed, as("bob", "hunter2"))
+	unknown, tookUnknown := refused("an unknown user", client.ErrAuthFailed, as("mallory", bobPW))
+	if !client.IsCode(wrong, wire.CodeAuthFailed) || !client.IsCode(unknown, wire.CodeAuthFailed) ||
+		strings.ReplaceAll(wrong.Error(), " as bob:", " as USER:") != strings.ReplaceAll(unknown.Error(), " as mallory:", " as USER:") ||
+		!strings.Contains(wrong.Error(), "unknown user or wrong password") {
+		t.Fatalf("a wrong password and an unknown user told apart:\n%v\n%v", wrong, unknown)
+	}
+	if tookWrong < failureDelay || tookUnknown < failureDelay {
+		t.Fatalf("failures answered after %v (wrong password) and %v (unknown user), under the delay %v", tookWrong, tookUnknown, failureDelay)
+	}
 	refused("no credentials", client.ErrAuthRequired, []client.Opt{client.Brokers(b.Addr), client.TLS(good)})
 	refused("no grant", client.ErrNotAuthorized, as("carol", "carol-pw"))
 

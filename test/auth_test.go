@@ -57,6 +57,27 @@ func TestAuthExchange(t *testing.T) {
 	if wrong.Text != unknown.Text || wrong.Body != nil || unknown.Body != nil {
 		t.Fatalf("wrong password %q %v, unknown user %q %v: told apart", wrong.Text, wrong.Body, unknown.Text, unknown.Body)
 	}
+	// Nor does the first answer tell them apart: the same iteration count, a salt of
+	// the same length, and the unknown user's the same each time.
+	serverFirst := func(user string) (salt, iterations string) {
+		r := dial(t, b.Addr()).call(&wire.AuthenticateRequest{Mechanism: wire.MechanismSCRAMSHA256, Payload: "n,,n=" + user + ",r=abc"})
+		mustOK(t, r)
+		for _, attr := range strings.Split(r.Body.(*wire.AuthenticateResponse).Payload, ",") {
+			if v, ok := strings.CutPrefix(attr, "s="); ok {
+				salt = v
+			}
+			if v, ok := strings.CutPrefix(attr, "i="); ok {
+				iterations = v
+			}
+		}
+		return salt, iterations
+	}
+	aliceSalt, aliceIter := serverFirst("alice")
+	mallorySalt, malloryIter := serverFirst("mallory")
+	again, _ := serverFirst("mallory")
+	if aliceIter != malloryIter || len(aliceSalt) != len(mallorySalt) || mallorySalt != again || mallorySalt == aliceSalt {
+		t.Fatalf("server-first: alice s=%s i=%s, mallory s=%s i=%s then s=%s", aliceSalt, aliceIter, mallorySalt, malloryIter, again)
+	}
 
 	w.login("alice", alicePW)
 	createTopic(t, w, "t", 1)

@@ -1,6 +1,7 @@
 package test
 
 import (
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -120,4 +121,43 @@ func TestInsecureLogLine(t *testing.T) {
 	if log := b.Log(); !strings.Contains(log, "level=WARN msg=\"INSECURE: serving a non-loopback address with TLS and authentication off") {
 		t.Fatalf("no INSECURE line at start:\n%s", log)
 	}
+}
+
+// TestMetricsAddress: a broker asked for pprof on an address other than loopback does
+// not start (exit 1, saying why and what would allow it); with -metrics.public it serves
+// the metrics there, without pprof, and says so at start; with -insecure pprof too, with
+// an INSECURE line.
+func TestMetricsAddress(t *testing.T) {
+	code, _, errOut := testbroker.Run(t, "", "broker", "-data", t.TempDir(), "-metrics", "0.0.0.0:0", "-pprof")
+	if code != 1 || !strings.Contains(errOut, "-pprof is on") || !strings.Contains(errOut, "-insecure") {
+		t.Fatalf("pprof on 0.0.0.0: exit %d\n%s", code, errOut)
+	}
+	b := testbroker.Start(t, t.TempDir(), "-metrics", "0.0.0.0:0", "-metrics.public")
+	if !strings.Contains(b.Log(), "level=WARN msg=\"serving metrics on a non-loopback address") {
+		t.Fatalf("no warning at start:\n%s", b.Log())
+	}
+	if v := scrape(t, b.MetricsAddr, "sluice_connections"); v < 0 {
+		t.Fatal("no metrics on the public address")
+	}
+	if code := httpStatus(t, "http://"+b.MetricsAddr+"/debug/pprof/"); code != http.StatusNotFound {
+		t.Fatalf("pprof without -pprof: HTTP %d", code)
+	}
+	b = testbroker.Start(t, t.TempDir(), "-metrics", "0.0.0.0:0", "-pprof", "-insecure")
+	if !strings.Contains(b.Log(), "level=WARN msg=\"INSECURE: serving pprof on a non-loopback address") {
+		t.Fatalf("no INSECURE line at start:\n%s", b.Log())
+	}
+	if code := httpStatus(t, "http://"+b.MetricsAddr+"/debug/pprof/"); code != http.StatusOK {
+		t.Fatalf("pprof with -insecure: HTTP %d", code)
+	}
+}
+
+// httpStatus returns the status of a GET of url.
+func httpStatus(t *testing.T, url string) int {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }

@@ -92,6 +92,9 @@ func startInProcessAt(t *testing.T, dir string, fs vfs.FS, segmentBytes int64, m
 	return b, logs
 }
 
+// withMetrics serves the broker's metrics on a loopback port (Broker.MetricsAddr).
+func withMetrics(c *broker.Config) { c.Metrics.Listen = "127.0.0.1:0" }
+
 // syncBuf is a buffer for a logger shared with the broker's goroutines.
 type syncBuf struct {
 	mu  sync.Mutex
@@ -216,11 +219,8 @@ func (f *fullDisk) set(full bool) {
 // created while the disk is full is refused with the same code and leaves nothing behind.
 func TestDiskFull(t *testing.T) {
 	disk := &fullDisk{}
-	b, logs := startInProcess(t, errorfs.Wrap(vfs.Default(), disk), 64<<10)
-	metrics, err := b.ServeMetrics("127.0.0.1:0", false)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, logs := startInProcessAt(t, t.TempDir(), errorfs.Wrap(vfs.Default(), disk), 64<<10, withMetrics)
+	metrics := b.MetricsAddr()
 	w := dial(t, b.Addr())
 	createTopic(t, w, "f", 1)
 	mustOK(t, w.call(&wire.ProduceRequest{Topic: []byte("f"), Version: 1, Batches: records(0, -1, "a", 1)}))

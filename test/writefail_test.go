@@ -34,11 +34,8 @@ func (f *failWrites) MaybeError(op errorfs.Op, path string) error {
 func TestWriteErrorStopsThePartition(t *testing.T) {
 	dir := t.TempDir()
 	disk := &failWrites{}
-	b, logs := startInProcessAt(t, dir, errorfs.Wrap(vfs.Default(), disk), 1<<20)
-	metrics, err := b.ServeMetrics("127.0.0.1:0", false)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, logs := startInProcessAt(t, dir, errorfs.Wrap(vfs.Default(), disk), 1<<20, withMetrics)
+	metrics := b.MetricsAddr()
 	w := dial(t, b.Addr())
 	createTopic(t, w, "e", 1)
 	value := strings.Repeat("d", 700)

@@ -94,11 +94,17 @@ func adminRound(ctx context.Context, zkf zkFlags, session time.Duration, id stri
 }
 
 // zkFlags are the flags of the commands that talk to a cluster's ZooKeeper.
-type zkFlags struct{ addrs, root *string }
+type zkFlags struct{ addrs, root, auth *string }
 
 func newZKFlags(fs *flag.FlagSet) zkFlags {
 	return zkFlags{addrs: fs.String("zk", "", "ZooKeeper addresses, comma-separated (required)"),
-		root: fs.String("zk-root", "/sluice", "root of the cluster's znodes")}
+		root: fs.String("zk-root", "/sluice", "root of the cluster's znodes"),
+		auth: zkAuthFlag(fs)}
+}
+
+// zkAuthFlag defines --zk-auth, the ZooKeeper digest credential's file.
+func zkAuthFlag(fs *flag.FlagSet) *string {
+	return fs.String("zk-auth", "", "authenticate to ZooKeeper with the digest credential user:password in this file (mode 0600): the cluster's zk.auth; sluice user/acl edits then lock the security znodes to it")
 }
 
 // dial connects with the given session timeout, waiting at most wait for the session.
@@ -106,9 +112,17 @@ func (z zkFlags) dial(ctx context.Context, wait, session time.Duration, log *slo
 	if *z.addrs == "" {
 		return nil, usageError{"-zk is required"}
 	}
+	var opts []admin.DialOption
+	if *z.auth != "" {
+		d, err := readDigest(*z.auth)
+		if err != nil {
+			return nil, usageError{"--zk-auth: " + err.Error()}
+		}
+		opts = append(opts, admin.WithDigest(d))
+	}
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	return admin.Dial(ctx, strings.Split(*z.addrs, ","), *z.root, session, log)
+	return admin.Dial(ctx, strings.Split(*z.addrs, ","), *z.root, session, log, opts...)
 }
 
 // adminFigures are an admin's metrics.

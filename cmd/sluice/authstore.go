@@ -32,6 +32,7 @@ func newAuthStore(fs *flag.FlagSet, file *string, znode string) authStore {
 	return authStore{fs: fs, file: file, znode: znode, zk: zkFlags{
 		addrs: fs.String("zk", "", "edit the cluster's znode in these ZooKeeper addresses, comma-separated, instead of --file (brokers with auth.source zk follow it)"),
 		root:  fs.String("zk-root", "/sluice", "with --zk: root of the cluster's znodes"),
+		auth:  zkAuthFlag(fs),
 	}}
 }
 

@@ -28,6 +28,7 @@ type brokerFlags struct {
 	readyFile string
 	metrics   string
 	pprof     bool
+	public    bool // -metrics.public
 	insecure  bool
 	logLevel  string
 	settings  map[string]*string
@@ -79,6 +80,7 @@ var brokerKeys = [][2]string{
 	{"auth.timeout", "how long a connection may stay unauthenticated, from its start or from losing its user, before it is closed (default 30s)"},
 	{"zk", "ZooKeeper address(es), comma-separated: join a cluster and serve the partitions its admin assigns (needs hdfs.addr; default off)"},
 	{"zk.root", "root of the cluster's znodes (default /sluice)"},
+	{"zk.auth", "authenticate to ZooKeeper with the digest credential user:password in this file (mode 0600): needed to read the security znodes once sluice user/acl --zk-auth locked them (default none)"},
 	{"zk.session_timeout", "ZooKeeper session timeout: a broker cut off this long loses its partitions (default 6s)"},
 	{"broker.id", "this broker's name in the cluster (default its listen address)"},
 	{"broker.capacity", "this broker's share weight in placement (default 1)"},
@@ -92,9 +94,10 @@ func newBrokerFlags() *brokerFlags {
 	f.fs.StringVar(f.settings["arena.size"], "arena-size", "", "same as -arena.size")
 	f.fs.StringVar(&f.config, "config", "", "config file of `key = value` lines with the keys above")
 	f.fs.StringVar(&f.readyFile, "ready-file", "", "once serving, write the broker's address (and the metrics address) to this file, one per line")
-	f.fs.StringVar(&f.metrics, "metrics", "", "serve Prometheus metrics (and pprof with -pprof) on this address")
-	f.fs.BoolVar(&f.pprof, "pprof", false, "serve /debug/pprof on the metrics address")
-	f.fs.BoolVar(&f.insecure, "insecure", false, "allow a listen address other than loopback without both TLS (tls.cert) and authentication (auth.users): anyone who reaches it reads the traffic, or reads and writes every topic")
+	f.fs.StringVar(&f.metrics, "metrics", "", "serve Prometheus metrics (and pprof with -pprof) on this address, in plaintext without authentication: an address other than loopback needs -metrics.public (or -insecure)")
+	f.fs.BoolVar(&f.pprof, "pprof", false, "serve /debug/pprof on the metrics address (other than loopback only with -insecure)")
+	f.fs.BoolVar(&f.public, "metrics.public", false, "allow a -metrics address other than loopback (a Prometheus scraping from another host; logged at start); pprof there still needs -insecure")
+	f.fs.BoolVar(&f.insecure, "insecure", false, "allow a listen address other than loopback without both TLS (tls.cert) and authentication (auth.users): anyone who reaches it reads the traffic, or reads and writes every topic; also allows metrics and pprof on such an address")
 	f.fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	return f
 }
@@ -127,7 +130,8 @@ func (f *brokerFlags) readConfigFile(set map[string]bool) error {
 // brokerConfig turns the settings into a broker.Config, with clear errors.
 func (f *brokerFlags) brokerConfig(logger *slog.Logger) (broker.Config, error) {
 	s := func(k string) string { return *f.settings[k] }
-	cfg := broker.Config{DataDir: s("data"), Logger: logger, Insecure: f.insecure}
+	cfg := broker.Config{DataDir: s("data"), Logger: logger, Insecure: f.insecure,
+		Metrics: broker.MetricsConfig{Listen: f.metrics, Pprof: f.pprof, Public: f.public}}
 	cfg.Net.Listen = cmp(s("listen"), "127.0.0.1:9440")
 	var errs []error
 	size := func(k string, dst *int64) {
@@ -249,6 +253,11 @@ func (f *brokerFlags) brokerConfig(logger *slog.Logger) (broker.Config, error) {
 		}
 	}
 	cfg.Cluster.Root = cmp(s("zk.root"), "/sluice")
+	if v := s("zk.auth"); v != "" {
+		d, err := readDigest(v)
+		errs = append(errs, err)
+		cfg.Cluster.Digest = d
+	}
 	dur("zk.session_timeout", &cfg.Cluster.SessionTimeout)
 	cfg.Cluster.ID = s("broker.id")
 	if v := s("broker.capacity"); v != "" {
@@ -306,14 +315,8 @@ func runBroker(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		return err
 	}
 	ready := b.Addr() + "\n"
-	if f.metrics != "" {
-		addr, err := b.ServeMetrics(f.metrics, f.pprof)
-		if err != nil {
-			b.Shutdown(context.Background())
-			return err
-		}
+	if addr := b.MetricsAddr(); addr != "" {
 		ready += addr + "\n"
-		logger.Info("serving metrics", "addr", addr, "pprof", f.pprof)
 	}
 	fmt.Fprintf(stdout, "sluice broker serving on %s (data %s)\n", b.Addr(), cfg.DataDir)
 	if f.readyFile != "" {
@@ -327,7 +330,7 @@ func runBroker(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	got := <-sig
 	for got == syscall.SIGHUP { // reload the TLS certificates, users and ACLs; keep serving
 		if err := b.ReloadTLS(); err != nil {
-			logger.Error("TLS reload failed: the current certificates stay", "err", err)
+			logger.Error("TLS reload refused: the serving certificate stays", "err", err)
 		}
 		b.ReloadAuth() // logs its result
 		got = <-sig

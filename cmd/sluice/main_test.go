@@ -109,22 +109,55 @@ func TestInsecureListen(t *testing.T) {
 		{"10.1.2.3:9440", false, append(tls, authn...), true},
 		{"10.1.2.3:9440", true, authn, true},
 	} {
-		f := newBrokerFlags()
-		args := append([]string{"-data", t.TempDir(), "-listen", c.listen}, c.more...)
+		args := append([]string{"-listen", c.listen}, c.more...)
 		if c.insecure {
 			args = append(args, "-insecure")
 		}
-		if err := f.fs.Parse(args); err != nil {
-			t.Fatal(err)
-		}
-		cfg, err := f.brokerConfig(nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.EnsureDefaults()
-		err = cfg.Validate()
+		err := validateFlags(t, args...)
 		if (err == nil) != c.ok || (err != nil && !strings.Contains(err.Error(), "-insecure")) {
 			t.Errorf("listen %s insecure %v %v: %v", c.listen, c.insecure, c.more, err)
 		}
 	}
+}
+
+// TestMetricsListen: a -metrics address other than loopback is refused unless asked for:
+// the metrics alone with -metrics.public or -insecure, pprof only with -insecure (it
+// was served anywhere, in plaintext without authentication, with no refusal).
+func TestMetricsListen(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string // in the error; "" for none
+	}{
+		{[]string{"-metrics", "127.0.0.1:9441", "-pprof"}, ""},
+		{[]string{"-metrics", "localhost:9441", "-pprof"}, ""},
+		{[]string{"-metrics", "0.0.0.0:9441"}, "-metrics.public"},
+		{[]string{"-metrics", ":9441"}, "-metrics.public"},
+		{[]string{"-metrics", "10.1.2.3:9441", "-metrics.public"}, ""},
+		{[]string{"-metrics", "0.0.0.0:9441", "-insecure"}, ""},
+		{[]string{"-metrics", "0.0.0.0:9441", "-pprof"}, "-insecure"},
+		{[]string{"-metrics", "0.0.0.0:9441", "-pprof", "-metrics.public"}, "-insecure"},
+		{[]string{"-metrics", "0.0.0.0:9441", "-pprof", "-insecure"}, ""},
+		{[]string{"-pprof", "-metrics.public"}, ""}, // no metrics served
+	} {
+		err := validateFlags(t, c.args...)
+		if (err == nil) != (c.want == "") || (err != nil && !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%v: %v, want an error naming %q", c.args, err, c.want)
+		}
+	}
+}
+
+// validateFlags returns what the broker's Config.Validate says of the flags (with a
+// data directory added).
+func validateFlags(t *testing.T, args ...string) error {
+	t.Helper()
+	f := newBrokerFlags()
+	if err := f.fs.Parse(append([]string{"-data", t.TempDir()}, args...)); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := f.brokerConfig(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.EnsureDefaults()
+	return cfg.Validate()
 }

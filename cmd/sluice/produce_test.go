@@ -19,25 +19,7 @@ import (
 // sluiceCmd runs the sluice binary with stdin and returns its exit status and output.
 func sluiceCmd(t *testing.T, stdin string, args ...string) (int, string, string) {
 	t.Helper()
-	// Bounded: a command that hangs is killed by its pid, and the test fails on it.
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, testbroker.Binary(t), args...)
-	cmd.Stdin = strings.NewReader(stdin)
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
-	if ctx.Err() != nil {
-		t.Fatalf("sluice %s did not finish within a minute\nstderr: %s", strings.Join(args, " "), errOut.String())
-	}
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		return ee.ExitCode(), out.String(), errOut.String()
-	case err != nil:
-		t.Fatal(err)
-	}
-	return 0, out.String(), errOut.String()
+	return testbroker.Run(t, stdin, args...)
 }
 
 // mustRun runs sluice and fails the test unless it exits with want.

@@ -13,7 +13,9 @@
 // BENCHMARKS.md measures TLS against plaintext.
 //
 // A plaintext client on the TLS port gets one sluice error frame (tls_required) naming
-// the problem, then the connection closes.
+// the problem, then the connection closes. A failed handshake is logged at warning
+// level, at most once per 10 s. A certificate expired or not valid yet is refused at
+// Start and by Reload, which then keeps the one serving (certs.go).
 //
 // On Linux the front's end of each unix socket connection is named after the client's
 // address (dialBackend), so the event loops log who a connection is.
@@ -23,14 +25,12 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -58,13 +58,18 @@ type Config struct {
 	Logger   *slog.Logger
 }
 
-// Stats are the front's counters.
+// Stats are the front's counters, and the serving certificate's validity.
 type Stats struct {
 	Handshakes uint64 // completed
 	Failed     uint64 // handshakes that failed (bad certificate, wrong version, timeout...)
 	Plaintext  uint64 // plaintext clients answered tls_required
 	Relayed    uint64 // connections being relayed now
 	Refused    uint64 // connections closed at once: MaxConns were open
+	// ReloadsOK and ReloadsFailed count loads of the files (the one at Start too);
+	// a failed one left the certificate that was serving.
+	ReloadsOK, ReloadsFailed uint64
+	// NotAfter is when the serving certificate expires.
+	NotAfter time.Time
 }
 
 // Front is a running TLS front.
@@ -72,7 +77,7 @@ type Front struct {
 	cfg     Config
 	backend string // the event loops' unix socket
 	ln      net.Listener
-	tls     atomic.Pointer[tls.Config] // the current certificates; swapped by Reload
+	tls     atomic.Pointer[loaded] // the current certificates; swapped by Reload
 	wg      sync.WaitGroup
 
 	mu    sync.Mutex
@@ -83,8 +88,9 @@ type Front struct {
 	seq atomic.Uint64 // numbers the backend socket names
 
 	handshakes, failed, plaintext, refused atomic.Uint64
+	reloadsOK, reloadsFailed               atomic.Uint64
 	relayed                                atomic.Int64
-	refusedLog                             atomic.Int64 // unix ns of the last refusal logged
+	refusedLog, failedLog                  every // rate limits of their log lines
 }
 
 // Start loads the certificates, listens on cfg.Listen and relays every TLS connection to
@@ -117,30 +123,6 @@ func Start(cfg Config, backend string) (*Front, error) {
 // Addr returns the address the front listens on.
 func (f *Front) Addr() string { return f.ln.Addr().String() }
 
-// Reload reads the certificate, key and client CAs again: new handshakes use them,
-// connections already open keep theirs. A file that cannot be read or does not parse
-// leaves the current ones in place and is the error.
-func (f *Front) Reload() error {
-	cert, err := tls.LoadX509KeyPair(f.cfg.CertFile, f.cfg.KeyFile)
-	if err != nil {
-		return fmt.Errorf("cannot load the TLS certificate %s and key %s: %w", f.cfg.CertFile, f.cfg.KeyFile, err)
-	}
-	c := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-	if f.cfg.ClientCAFile != "" {
-		pem, err := os.ReadFile(f.cfg.ClientCAFile)
-		if err != nil {
-			return fmt.Errorf("cannot read the client CAs: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return fmt.Errorf("no PEM certificate in the client CA file %s", f.cfg.ClientCAFile)
-		}
-		c.ClientCAs, c.ClientAuth = pool, tls.RequireAndVerifyClientCert
-	}
-	f.tls.Store(c)
-	return nil
-}
-
 // Stop closes the listener and every connection and waits for the relays to end.
 func (f *Front) Stop() {
 	f.ln.Close()
@@ -156,7 +138,8 @@ func (f *Front) Stop() {
 // Stats returns the counters.
 func (f *Front) Stats() Stats {
 	return Stats{Handshakes: f.handshakes.Load(), Failed: f.failed.Load(), Plaintext: f.plaintext.Load(),
-		Relayed: uint64(max(f.relayed.Load(), 0)), Refused: f.refused.Load()}
+		Relayed: uint64(max(f.relayed.Load(), 0)), Refused: f.refused.Load(), ReloadsOK: f.reloadsOK.Load(),
+		ReloadsFailed: f.reloadsFailed.Load(), NotAfter: f.tls.Load().leaf.NotAfter}
 }
 
 func (f *Front) accept() {
@@ -220,12 +203,27 @@ func (f *Front) track(c net.Conn, add bool) (ok, full bool) {
 // once a second.
 func (f *Front) refuse() {
 	f.refused.Add(1)
-	now, last := time.Now().UnixNano(), f.refusedLog.Load()
-	if now-last >= int64(time.Second) && f.refusedLog.CompareAndSwap(last, now) {
+	if ok, _ := f.refusedLog.allow(time.Now(), time.Second); ok {
 		f.cfg.Logger.Warn("TLS front: connection limit reached: closing new connections", "max_conns", f.cfg.MaxConns,
 			"refused_total", f.refused.Load())
 	}
 }
+
+// handshakeFailed counts a failed handshake and logs it at warning level, at most once
+// per failedLogInterval (with how many failed since the last line): a client with the
+// wrong CA or an expired certificate fails every time it tries, and a scan of the port
+// may fail thousands of times. crypto/tls's errors name the problem ("bad certificate",
+// "client didn't provide a certificate", a protocol version) and hold no secret.
+func (f *Front) handshakeFailed(remote net.Addr, err error) {
+	f.failed.Add(1)
+	if ok, held := f.failedLog.allow(time.Now(), failedLogInterval); ok {
+		f.cfg.Logger.Warn("TLS handshake failed", "remote", remote, "err", err, "not_logged_since_last", held,
+			"failed_total", f.failed.Load())
+	}
+}
+
+// failedLogInterval is the least time between two log lines of failed handshakes.
+const failedLogInterval = 10 * time.Second
 
 // serve handshakes one client and relays it; a plaintext client gets tls_required.
 func (f *Front) serve(c net.Conn) {
@@ -241,13 +239,12 @@ func (f *Front) serve(c net.Conn) {
 		f.refusePlaintext(c, head)
 		return
 	}
-	tc := tls.Server(&prefixed{Conn: c, head: head}, f.tls.Load())
+	tc := tls.Server(&prefixed{Conn: c, head: head}, f.tls.Load().conf)
 	ctx, cancel := context.WithTimeout(context.Background(), f.cfg.HandshakeTimeout)
 	err := tc.HandshakeContext(ctx)
 	cancel()
 	if err != nil {
-		f.failed.Add(1)
-		f.cfg.Logger.Debug("TLS handshake failed", "remote", c.RemoteAddr(), "err", err)
+		f.handshakeFailed(c.RemoteAddr(), err)
 		return
 	}
 	f.handshakes.Add(1)

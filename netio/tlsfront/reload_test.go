@@ -16,16 +16,22 @@ import (
 	"time"
 )
 
-// writeCert writes a self-signed certificate for 127.0.0.1 with serial into certFile
-// and its key into keyFile.
+// writeCert writes a self-signed certificate for 127.0.0.1 with serial, valid from an
+// hour ago for an hour, into certFile and its key into keyFile.
 func writeCert(t *testing.T, certFile, keyFile string, serial int64) {
+	t.Helper()
+	writeCertValid(t, certFile, keyFile, serial, time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
+}
+
+// writeCertValid is writeCert with a certificate valid from nb to na.
+func writeCertValid(t *testing.T, certFile, keyFile string, serial int64, nb, na time.Time) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), NotBefore: time.Now().Add(-time.Hour),
-		NotAfter: time.Now().Add(time.Hour), IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), NotBefore: nb, NotAfter: na,
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
 		t.Fatal(err)
