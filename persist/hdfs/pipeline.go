@@ -45,8 +45,9 @@ var errPipelineMismatch = errors.New("hdfs: the append's pipeline does not reach
 // by the DataNode connections of its clients: calls on a Conn are serialized, so the
 // round that sets it is the one whose pipeline is checked.
 type pipelineGuard struct {
-	want atomic.Int32 // DataNodes an append pipeline must reach; 0: no check
-	seen atomic.Int32 // DataNodes in the last write pipeline set up, for tests
+	want    atomic.Int32  // DataNodes an append pipeline must reach; 0: no check
+	seen    atomic.Int32  // DataNodes in the last write pipeline set up, for tests
+	refused atomic.Uint64 // append pipelines refused
 }
 
 // guardConn is a DataNode connection whose first write, the operation request, is
@@ -65,6 +66,7 @@ func (c *guardConn) Write(b []byte) (int, error) {
 			c.g.seen.Store(int32(size))
 			if want := int(c.g.want.Load()); appending && want > 0 && size != want {
 				c.Conn.Close()
+				c.g.refused.Add(1)
 				return 0, fmt.Errorf("%w: %d of its %d DataNodes", errPipelineMismatch, size, want)
 			}
 		}

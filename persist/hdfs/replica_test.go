@@ -19,7 +19,8 @@ import (
 // leaves out a replica of the file (pipeline.go says how that lost acknowledged rounds:
 // colinmarc/hdfs appends without a new generation stamp). On three DataNodes: a round
 // on all three; the third stopped until the NameNode declares it dead; the second
-// round must go into a new file, not be appended to the first through the two left.
+// round must go into a new file, not be appended to the first through the two left,
+// and so must the third (the second file has two replicas of three).
 // Then a round on that new file is abandoned half-way (its writer gone without a
 // close), the third DataNode resumed (it reports its replica of the first file), and
 // the lease recovered: every acknowledged offset is still read, once, in order.
@@ -60,10 +61,19 @@ func TestAppendMissingAReplica(t *testing.T) {
 
 	second, _ := batches(w.Next(), 300, "a")
 	commitUntil(t, w, conn, second)
-	acked := w.Next()
 	if w.file.name == firstFile || w.PipelineSwitches != 1 {
 		t.Fatalf("with a DataNode dead the pipeline check did not move the second round to a new file: it went to %s (the first round's file %s), %d switches",
 			w.file.name, firstFile, w.PipelineSwitches)
+	}
+	// The second file was created on the two DataNodes left: the third round goes to
+	// a new file without trying to append to it.
+	refused, secondFile := conn.guard.refused.Load(), w.file.name
+	third, _ := batches(w.Next(), 300, "a")
+	commitUntil(t, w, conn, third)
+	acked := w.Next()
+	if w.file.name == secondFile || w.PipelineSwitches != 2 || conn.guard.refused.Load() != refused {
+		t.Fatalf("the third round went to %s (the second's %s), %d switches, %d appends refused (%d before): want a new file, no append tried",
+			w.file.name, secondFile, w.PipelineSwitches, conn.guard.refused.Load(), refused)
 	}
 
 	// The abandoned round: an append to the writer's current file, some bytes sent to

@@ -56,7 +56,8 @@ type dataFile struct {
 	size        int64
 	next        int64
 	entries     []indexEntry
-	replication int // of its blocks, once read (the first append); 0 before
+	replication int  // of its blocks, once read; 0 before
+	short       bool // created through fewer DataNodes than its replicas: never appended to
 }
 
 // NewWriter returns a writer of the partition whose files are in dir (PartitionDir),
@@ -97,46 +98,80 @@ func (w *Writer) Commit(ctx context.Context, conn *Conn, pieces [][]byte) error 
 	}
 	// What the round needs of the writer is copied first: after a timeout the call goes
 	// on alone (Conn.do) while the writer takes its next round.
-	create, mkdir, dir := w.file == nil, !w.made, w.dir
-	moved := &dataFile{name: fileName(w.next, w.epoch), base: w.next}
-	replication, switched := f.replication, false
-	p := path.Join(dir, f.name)
-	deadline := time.Now().Add(conn.opts.Timeout)
-	err = conn.do(ctx, "commit to "+p, func(cl *hdfs.Client) error {
-		if mkdir {
-			if err := cl.MkdirAll(dir, 0o755); err != nil {
-				return err
-			}
-		}
-		if create {
-			return writeRound(cl, p, pieces, deadline)
-		}
-		if replication == 0 {
-			r, err := fileReplication(cl, p)
-			if err != nil {
-				return err
-			}
-			replication = r
-		}
-		err := appendRound(cl, conn, p, replication, pieces, deadline)
-		if !errors.Is(err, errPipelineMismatch) {
-			return err
-		}
-		switched = true
-		return writeRound(cl, path.Join(dir, moved.name), pieces, deadline)
-	})
+	rd := &round{conn: conn, dir: w.dir, mkdir: !w.made, pieces: pieces, deadline: time.Now().Add(conn.opts.Timeout),
+		file: *f, create: w.file == nil, moved: fileName(w.next, w.epoch)}
+	err = conn.do(ctx, "commit to "+path.Join(w.dir, f.name), rd.run)
 	if err != nil {
 		w.file = nil // a failed writer is never reused: the next round starts a new file
 		conn.Reset() // and the lease this client held on it goes
 		return err
 	}
-	if switched {
+	if rd.switched {
 		w.PipelineSwitches++
-		f = moved
-	} else {
-		f.replication = replication
+		f = &dataFile{name: rd.moved, base: w.next}
 	}
+	f.replication, f.short = rd.file.replication, rd.file.short
 	w.acknowledge(ctx, conn, f, pieces, next, n)
+	return nil
+}
+
+// round is one commit round's call to HDFS, with copies of what it needs of the writer.
+// The call writes switched and file's replication and short; Commit reads them once the
+// call returned.
+type round struct {
+	conn     *Conn
+	dir      string
+	mkdir    bool
+	pieces   [][]byte
+	deadline time.Time
+	file     dataFile // the writer's file (a copy)
+	create   bool     // file is new: the round creates it
+	moved    string   // the name of the new file the round goes into if it cannot append
+	switched bool     // it went into moved
+}
+
+// run writes the round: a new file created, or appended to the current one through a
+// pipeline of exactly its replicas, else (or when the file was created through fewer
+// DataNodes than its replicas: no append to it can pass) into the new file moved.
+func (rd *round) run(cl *hdfs.Client) error {
+	if rd.mkdir {
+		if err := cl.MkdirAll(rd.dir, 0o755); err != nil {
+			return err
+		}
+	}
+	if rd.create {
+		return rd.createFile(cl, rd.file.name)
+	}
+	if rd.file.replication == 0 {
+		r, err := fileReplication(cl, path.Join(rd.dir, rd.file.name))
+		if err != nil {
+			return err
+		}
+		rd.file.replication = r
+	}
+	if !rd.file.short {
+		err := appendRound(cl, rd.conn, path.Join(rd.dir, rd.file.name), rd.file.replication, rd.pieces, rd.deadline)
+		if !errors.Is(err, errPipelineMismatch) {
+			return err
+		}
+	}
+	rd.switched = true
+	return rd.createFile(cl, rd.moved)
+}
+
+// createFile writes the round as the new file name and learns its replication and
+// whether its pipeline reached every replica.
+func (rd *round) createFile(cl *hdfs.Client, name string) error {
+	p := path.Join(rd.dir, name)
+	if err := writeRound(cl, p, rd.pieces, rd.deadline); err != nil {
+		return err
+	}
+	pipeline := int(rd.conn.guard.seen.Load())
+	r, err := fileReplication(cl, p)
+	if err != nil {
+		return nil // acknowledged all the same: the first append reads it
+	}
+	rd.file.replication, rd.file.short = r, pipeline < r
 	return nil
 }
 

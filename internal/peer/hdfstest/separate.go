@@ -221,8 +221,21 @@ func (s *Separate) writeConf() error {
 	if err != nil {
 		return err
 	}
+	// Lease and block recovery at INFO (a few lines per recovery): what a failed run's
+	// NameNode and DataNode logs must show of a file cut back or kept.
+	logs = append(logs, []byte(recoveryLogging)...)
 	return os.WriteFile(filepath.Join(conf, "log4j.properties"), logs, 0o644)
 }
+
+// recoveryLogging raises the loggers of lease and block recovery to INFO (the
+// harness's default is WARN): FSNamesystem says which lease it recovers and, in
+// commitBlockSynchronization, the length and replicas a block was recovered to; the
+// DataNodes' BlockRecoveryWorker what each replica was. The audit log stays off.
+const recoveryLogging = `
+log4j.logger.org.apache.hadoop.hdfs.server.namenode.FSNamesystem=INFO
+log4j.logger.org.apache.hadoop.hdfs.server.namenode.FSNamesystem.audit=WARN
+log4j.logger.org.apache.hadoop.hdfs.server.datanode.BlockRecoveryWorker=INFO
+`
 
 // java starts a JVM running main with the cluster's configuration first on the class
 // path, logging to the named file in the cluster's directory.
