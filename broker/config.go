@@ -124,7 +124,7 @@ func (c *Config) Validate() error {
 	if c.Auth.FromZooKeeper && !c.Cluster.Enabled() {
 		errs = append(errs, errors.New("auth.source zk needs zk: the users and ACLs are the cluster's"))
 	}
-	errs = append(errs, c.Metrics.validate(c.Insecure), c.Auth.validate(), c.Net.Validate(), c.Arena.Validate(), c.Sched.Validate(), c.Log.Validate())
+	errs = append(errs, c.Metrics.Validate(c.Insecure), c.Auth.validate(), c.Net.Validate(), c.Arena.Validate(), c.Sched.Validate(), c.Log.Validate())
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("invalid broker config: %w", err)
 	}

@@ -31,8 +31,9 @@ type MetricsConfig struct {
 	Public bool
 }
 
-// validate refuses a Listen address other than loopback that is not asked for.
-func (c *MetricsConfig) validate(insecure bool) error {
+// Validate refuses a Listen address other than loopback that is not asked for (the
+// admin's -metrics follows the same rule).
+func (c *MetricsConfig) Validate(insecure bool) error {
 	if c.Listen == "" || loopback(c.Listen) || insecure {
 		return nil
 	}
@@ -47,8 +48,8 @@ func (c *MetricsConfig) validate(insecure bool) error {
 	return nil
 }
 
-// warning is what the start logs about a Listen address other than loopback, or "".
-func (c *MetricsConfig) warning() string {
+// Warning is what the start logs about a Listen address other than loopback, or "".
+func (c *MetricsConfig) Warning() string {
 	switch {
 	case c.Listen == "" || loopback(c.Listen):
 		return ""
@@ -69,7 +70,7 @@ func (b *Broker) startMetrics() error {
 		return err
 	}
 	b.metrics, b.metricsAddr = srv, addr
-	if w := c.warning(); w != "" {
+	if w := c.Warning(); w != "" {
 		b.cfg.Logger.Warn(w, "metrics", addr, "pprof", c.Pprof)
 	}
 	b.cfg.Logger.Info("serving metrics", "addr", addr, "pprof", c.Pprof)

@@ -30,9 +30,14 @@ func runAdmin(args []string, _ io.Reader, _, stderr io.Writer) error {
 	slack := fs.Float64("slack", 0.2, "how far above its fair share of load (0.2: 20 %) a broker may be before partitions move off it")
 	interval := fs.Duration("interval", time.Second, "time between placement passes when nothing changes")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
-	metrics := fs.String("metrics", "", "serve Prometheus metrics on this address (leadership, passes, moves)")
+	metrics := fs.String("metrics", "", "serve Prometheus metrics on this address (leadership, passes, moves); loopback unless -metrics.public")
+	public := fs.Bool("metrics.public", false, "allow a -metrics address other than loopback (plaintext, no authentication: firewall it to the scrapers)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	mc := broker.MetricsConfig{Listen: *metrics, Public: *public}
+	if err := mc.Validate(false); err != nil {
+		return usageError{err.Error()}
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
@@ -57,6 +62,9 @@ func runAdmin(args []string, _ io.Reader, _, stderr io.Writer) error {
 			return err
 		}
 		log.Info("serving metrics", "addr", addr)
+		if w := mc.Warning(); w != "" {
+			log.Warn(w)
+		}
 	}
 	lim := admin.Limits{MaxMoves: *maxMoves, Slack: *slack}
 	// An admin outlives ZooKeeper's troubles: a lost session, a server restarted, a

@@ -161,3 +161,14 @@ func validateFlags(t *testing.T, args ...string) error {
 	cfg.EnsureDefaults()
 	return cfg.Validate()
 }
+
+// TestAdminMetricsListen: the admin's -metrics follows the broker's rule: an address
+// other than loopback is a usage error (exit 2) unless -metrics.public, before it
+// dials ZooKeeper.
+func TestAdminMetricsListen(t *testing.T) {
+	var out, errOut bytes.Buffer
+	code := run([]string{"admin", "-zk", "127.0.0.1:1", "-metrics", "0.0.0.0:0"}, strings.NewReader(""), &out, &errOut)
+	if code != 2 || !strings.Contains(errOut.String(), "-metrics.public") {
+		t.Fatalf("sluice admin -metrics 0.0.0.0:0: exit %d, want 2 naming -metrics.public:\n%s", code, errOut.String())
+	}
+}
