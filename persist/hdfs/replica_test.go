@@ -47,7 +47,7 @@ func TestAppendMissingAReplica(t *testing.T) {
 	dir := PartitionDir("/stale", "topic", 0)
 	w := NewWriter(dir, 1, 0, WriterOptions{})
 
-	waitLive(t, nnHTTP, 3) // the cluster takes writes once one DataNode is in
+	waitPipeline(t, conn, 3) // the cluster takes writes once one DataNode is in
 	first, _ := batches(0, 300, "a")
 	commitUntil(t, w, conn, first)
 	firstFile := w.file.name
@@ -110,6 +110,26 @@ func TestAppendMissingAReplica(t *testing.T) {
 		t.Fatalf("HDFS ends at offset %d after the lease recovery: the acknowledged offsets %d to %d are lost", end, end, acked)
 	}
 	readAll(t, r, 0, acked, func(int64) string { return "a" })
+}
+
+// waitPipeline writes small files until the NameNode places one on n DataNodes (a
+// DataNode it counts live takes blocks only once its first report is in), for at
+// most a minute.
+func waitPipeline(t *testing.T, conn *Conn, n int) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		err := conn.do(context.Background(), "probe", func(cl *hdfs.Client) error {
+			return writeWhole(cl, "/.sluice-pipeline-probe", []byte{1})
+		})
+		if err == nil && conn.guard.seen.Load() == int32(n) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no file placed on %d DataNodes within a minute (last %d, %v)", n, conn.guard.seen.Load(), err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // waitLive polls the NameNode's JMX until it counts n live DataNodes, for at most a
