@@ -52,6 +52,9 @@ func RunSeparateN(dir string, n int, ready func(addr string) error) (*Separate, 
 	if n < 1 || n > 3 {
 		return nil, fmt.Errorf("hdfstest: %d DataNodes: 1 to 3", n)
 	}
+	if err := checkDir(dir); err != nil {
+		return nil, err
+	}
 	h, err := home()
 	if err != nil {
 		return nil, err
