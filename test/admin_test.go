@@ -2,8 +2,10 @@ package test
 
 import (
 	"context"
+	"errors"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -13,25 +15,55 @@ import (
 	"sluice/internal/testbroker"
 )
 
-// startAdmin runs `sluice admin` against ZooKeeper at addr; it is killed by pid when the
-// test ends.
+// startAdmin runs `sluice admin` against ZooKeeper at addr, with a 2 s session; it is
+// killed by pid when the test ends.
 func startAdmin(t testing.TB, addr, id string) (*exec.Cmd, *syncBuf) {
 	t.Helper()
-	log := &syncBuf{}
-	cmd := exec.Command(testbroker.Binary(t), "admin", "-zk", addr, "-id", id, "-zk-session-timeout", "2s", "-interval", "100ms",
-		"-metrics", "127.0.0.1:0")
-	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	cmds, logs := startAdmins(t, addr, 2*time.Second, id)
+	return cmds[0], logs[0]
+}
+
+// startAdmins runs one `sluice admin` per id against ZooKeeper at addr, all started at
+// the same instant: each goroutine waits at a barrier, then starts its process. They are
+// killed by pid when the test ends.
+func startAdmins(t testing.TB, addr string, session time.Duration, ids ...string) ([]*exec.Cmd, []*syncBuf) {
+	t.Helper()
+	cmds, logs := make([]*exec.Cmd, len(ids)), make([]*syncBuf, len(ids))
+	for i, id := range ids {
+		logs[i] = &syncBuf{}
+		cmds[i] = exec.Command(testbroker.Binary(t), "admin", "-zk", addr, "-id", id, "-zk-session-timeout", session.String(),
+			"-interval", "100ms", "-metrics", "127.0.0.1:0")
+		cmds[i].Stdout, cmds[i].Stderr = logs[i], logs[i]
+		cmds[i].SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	}
+	barrier := make(chan struct{})
+	errs := make([]error, len(ids))
+	var wg sync.WaitGroup
+	for i, cmd := range cmds {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-barrier
+			errs[i] = cmd.Start()
+		}()
+	}
+	close(barrier)
+	wg.Wait()
+	for i, cmd := range cmds {
+		if errs[i] != nil {
+			continue
+		}
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		t.Cleanup(func() {
+			cmd.Process.Kill()
+			<-done
+		})
+	}
+	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-done
-	})
-	return cmd, log
+	return cmds, logs
 }
 
 // TestAdminFailover: two `sluice admin` processes; one leads and places a topic over the
@@ -46,7 +78,7 @@ func TestAdminFailover(t *testing.T) {
 	waitFor(t, "a1 to lead", func() bool { return strings.Contains(firstLog.String(), "admin leading") })
 	_, secondLog := startAdmin(t, s.Addr, "a2")
 	waitFor(t, "a2 to stand by", func() bool { return strings.Contains(secondLog.String(), "admin standing by") })
-	waitFor(t, "the topic placed on b1", func() bool { return placedOn(t, c, 4)["b1"] == 4 })
+	waitFor(t, "the topic placed on b1", func() bool { return placedOn(t, c, "t", 4)["b1"] == 4 })
 	if strings.Contains(secondLog.String(), "admin leading") {
 		t.Fatal("two admins lead at once")
 	}
@@ -68,7 +100,7 @@ func TestAdminFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "b2 to get its share from the new leader", func() bool {
-		m := placedOn(t, c, 4)
+		m := placedOn(t, c, "t", 4)
 		return m["b1"] == 2 && m["b2"] == 2
 	})
 	// The operator's view: both brokers, each partition's owner.
@@ -90,8 +122,9 @@ func TestAdminFailover(t *testing.T) {
 	}
 }
 
-// placedOn counts topic t's partitions per broker.
-func placedOn(t *testing.T, c *admin.Cluster, n int) map[string]int {
+// placedOn counts the assignments of a topic's n partitions per broker id, as
+// ZooKeeper holds them.
+func placedOn(t testing.TB, c *admin.Cluster, topic string, n int) map[string]int {
 	t.Helper()
 	owners, err := c.Owners()
 	if err != nil {
@@ -99,7 +132,7 @@ func placedOn(t *testing.T, c *admin.Cluster, n int) map[string]int {
 	}
 	m := map[string]int{}
 	for i := range n {
-		if o, ok := owners[admin.PartitionID{Topic: "t", ID: i}]; ok {
+		if o, ok := owners[admin.PartitionID{Topic: topic, ID: i}]; ok {
 			m[o.Broker]++
 		}
 	}
@@ -115,21 +148,6 @@ func waitFor(t testing.TB, what string, ok func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// TestTwoAdminsAtOnce: two admins started together; exactly one leads.
-func TestTwoAdminsAtOnce(t *testing.T) {
-	s := zktest.Start(t)
-	_, a := startAdmin(t, s.Addr, "a1")
-	_, b := startAdmin(t, s.Addr, "a2")
-	leading := func() int {
-		return strings.Count(a.String(), "admin leading") + strings.Count(b.String(), "admin leading")
-	}
-	waitFor(t, "one admin to lead", func() bool { return leading() >= 1 })
-	time.Sleep(time.Second) // time for a second leader to show, if there were one
-	if n := leading(); n != 1 {
-		t.Fatalf("%d admins lead:\n%s\n%s", n, a.String(), b.String())
 	}
 }
 
@@ -159,7 +177,7 @@ func TestAdminOutlivesZooKeeper(t *testing.T) {
 	time.Sleep(3 * time.Second) // past the admin's 2 s session
 	s.Restart(t)
 	c := brokerWithTopic(t, s.Addr, 2)
-	waitFor(t, "the topic placed by the admin after ZooKeeper came back", func() bool { return placedOn(t, c, 2)["b1"] == 2 })
+	waitFor(t, "the topic placed by the admin after ZooKeeper came back", func() bool { return placedOn(t, c, "t", 2)["b1"] == 2 })
 	if err := cmd.Process.Signal(syscall.Signal(0)); err != nil {
 		t.Fatalf("the admin exited: %v\n%s", err, log.String())
 	}

@@ -36,12 +36,20 @@ type cluster struct {
 	admins  []*exec.Cmd
 	logs    []*syncBuf // the admins' output
 	brokers []*testbroker.Broker
+	session time.Duration // the brokers' ZooKeeper session timeout; 0: clusterSession
 }
 
 // startCluster starts a cluster of n brokers and one admin.
 func startCluster(t testing.TB, n int) *cluster {
 	t.Helper()
-	c := &cluster{zk: zktest.Start(t), hdfs: hdfstest.Start(t)}
+	return startClusterSession(t, n, clusterSession)
+}
+
+// startClusterSession is startCluster with the brokers' ZooKeeper session timeout (the
+// admins keep theirs, startAdmin's). The ZooKeeper of zktest grants at most 10 s.
+func startClusterSession(t testing.TB, n int, session time.Duration) *cluster {
+	t.Helper()
+	c := &cluster{zk: zktest.Start(t), hdfs: hdfstest.Start(t), session: session}
 	c.addAdmin(t)
 	for range n {
 		c.addBroker(t)
@@ -59,10 +67,25 @@ func (c *cluster) addAdmin(t testing.TB) {
 // addBroker starts one more broker of the cluster.
 func (c *cluster) addBroker(t testing.TB) *testbroker.Broker {
 	t.Helper()
+	return c.addBrokerVia(t, c.zk.Addr)
+}
+
+// addBrokerVia starts one more broker of the cluster that reaches ZooKeeper at zkAddr
+// (a proxy in front of c.zk, for a test that cuts that broker off).
+func (c *cluster) addBrokerVia(t testing.TB, zkAddr string) *testbroker.Broker {
+	t.Helper()
 	b := testbroker.Start(t, t.TempDir(), "-metrics", "127.0.0.1:0", "-hdfs.addr", c.hdfs.Addr, "-hdfs.timeout", "5s",
-		"-hdfs.commit_interval", "20ms", "-zk", c.zk.Addr, "-zk.session_timeout", clusterSession.String())
+		"-hdfs.commit_interval", "20ms", "-zk", zkAddr, "-zk.session_timeout", c.brokerSession().String())
 	c.brokers = append(c.brokers, b)
 	return b
+}
+
+// brokerSession is the brokers' ZooKeeper session timeout.
+func (c *cluster) brokerSession() time.Duration {
+	if c.session == 0 {
+		return clusterSession
+	}
+	return c.session
 }
 
 // createTopic creates a topic through the first broker and waits until its partitions
@@ -79,15 +102,31 @@ func (c *cluster) createTopic(t testing.TB, name string, partitions int) {
 	if _, err := a.CreateTopic(ctx, name, partitions, wire.TopicOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the topic spread over every broker", func() bool {
-		m := servedBy(owners(t, c.brokers[0].Addr, name))
-		for _, b := range c.brokers {
-			if m[b.Addr] != partitions/len(c.brokers) {
+	waitSpread(t, name, partitions, c.brokers)
+}
+
+// waitSpread waits until a topic's partitions are spread evenly over brokers, as the
+// metadata of the first says.
+func waitSpread(t testing.TB, topic string, partitions int, brokers []*testbroker.Broker) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("%s spread over %d brokers", topic, len(brokers)), func() bool {
+		m := servedBy(owners(t, brokers[0].Addr, topic))
+		for _, b := range brokers {
+			if m[b.Addr] != partitions/len(brokers) {
 				return false
 			}
 		}
 		return true
 	})
+}
+
+// addrsOf returns the brokers' addresses.
+func addrsOf(brokers []*testbroker.Broker) []string {
+	var addrs []string
+	for _, b := range brokers {
+		addrs = append(addrs, b.Addr)
+	}
+	return addrs
 }
 
 // owners returns each partition's broker address as the metadata of the broker at addr
@@ -132,9 +171,7 @@ func tryProduceIDs(p *client.Producer, from, to int) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	for i := from; i < to; i++ {
-		v := make([]byte, 64)
-		binary.LittleEndian.PutUint64(v, uint64(i))
-		if err := p.Produce(ctx, &client.Record{Key: []byte(fmt.Sprint(i % 13)), Value: v}); err != nil {
+		if err := p.Produce(ctx, idRecord(i)); err != nil {
 			return fmt.Errorf("produce %d: %w", i, err)
 		}
 	}
@@ -144,10 +181,17 @@ func tryProduceIDs(p *client.Producer, from, to int) error {
 	return nil
 }
 
+// idRecord is the record of id i: its key one of 13, its value 64 bytes holding i.
+func idRecord(i int) *client.Record {
+	v := make([]byte, 64)
+	binary.LittleEndian.PutUint64(v, uint64(i))
+	return &client.Record{Key: []byte(fmt.Sprint(i % 13)), Value: v}
+}
+
 // checkExactlyOnce reads the topic from its oldest record through the brokers at addrs
 // and checks that ids [0, n) each come back exactly once, in produce order per key. It
 // returns how many other records (not made by produceIDs) it read.
-func checkExactlyOnce(t *testing.T, topic string, n int, addrs ...string) (others int) {
+func checkExactlyOnce(t testing.TB, topic string, n int, addrs ...string) (others int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -197,25 +241,19 @@ func checkExactlyOnce(t *testing.T, topic string, n int, addrs ...string) (other
 	return others
 }
 
-// TestClusterBrokerKilled: two brokers share a topic's partitions; kill -9 of one moves
-// its partitions to the other within seconds (the admin sees its registration expire),
-// the producer follows them through the metadata, and every record acknowledged as
-// persisted, before and after, is read back exactly once and in order per key.
+// TestClusterBrokerKilled: two brokers share a topic's partitions; kill -9 of one, while
+// a producer is writing to both, moves its partitions to the other within seconds (the
+// admin sees its registration expire), the producer follows them through the metadata
+// and sends again what the dead broker had not made durable, and every record it
+// produced, before, during and after, is read back exactly once and in order per key.
 func TestClusterBrokerKilled(t *testing.T) {
 	c := startCluster(t, 2)
 	b1, b2 := c.brokers[0], c.brokers[1]
 	c.createTopic(t, "c", 4)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	p, err := client.NewProducer(ctx, "c", client.Brokers(b1.Addr, b2.Addr), client.Linger(time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close(context.Background())
-	const half = 3000
-	produceIDs(t, p, 0, half)
+	load := startIDLoad(t, "c", b1.Addr, b2.Addr)
+	load.waitSent(t, "records before the kill", 3000)
 	killed := time.Now()
-	b1.Kill()
+	b1.Kill() // the load goes on: records in flight to b1
 	waitFor(t, "every partition on the broker left", func() bool {
 		return servedBy(owners(t, b2.Addr, "c"))[b2.Addr] == 4
 	})
@@ -228,8 +266,8 @@ func TestClusterBrokerKilled(t *testing.T) {
 	if lease := scrape(t, b2.MetricsAddr, `sluice_cluster_lease_seconds`); lease <= 0 || lease > clusterSession.Seconds()/2 {
 		t.Fatalf("the survivor's lease is %v s, want in (0, %v]", lease, clusterSession.Seconds()/2)
 	}
-	produceIDs(t, p, half, 2*half)
-	checkExactlyOnce(t, "c", 2*half, b2.Addr)
+	load.waitSent(t, "records after the move", 3000)
+	checkExactlyOnce(t, "c", load.finish(t), b2.Addr)
 	if !strings.Contains(b2.Log(), "loaded") {
 		t.Fatalf("the surviving broker never logged a load:\n%s", b2.Log())
 	}
@@ -414,37 +452,31 @@ func TestClusterZooKeeperDown(t *testing.T) {
 	}
 }
 
-// TestClusterAdminKilled: three brokers, two admins, a producer writing. The leading
-// admin is killed (the other takes over), then a broker: the new leader moves its
-// partitions to the two left. Every record acknowledged as persisted is read back
-// exactly once, in order per key.
+// TestClusterAdminKilled: three brokers, two admins, a producer writing all along. The
+// leading admin is killed (the other takes over), then a broker: the new leader moves
+// its partitions to the two left. Every record produced is read back exactly once, in
+// order per key.
 func TestClusterAdminKilled(t *testing.T) {
 	c := startCluster(t, 3)
 	c.addAdmin(t)
 	c.createTopic(t, "k", 6)
 	addrs := []string{c.brokers[0].Addr, c.brokers[1].Addr, c.brokers[2].Addr}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	p, err := client.NewProducer(ctx, "k", client.Brokers(addrs...), client.Linger(time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close(context.Background())
-	produceIDs(t, p, 0, 1500)
+	load := startIDLoad(t, "k", addrs...)
+	load.waitSent(t, "records before the admin's kill", 1500)
 	leader := 0
 	if !strings.Contains(c.logs[0].String(), "admin leading") {
 		leader = 1
 	}
 	c.admins[leader].Process.Kill()
 	waitFor(t, "the other admin to lead", func() bool { return strings.Contains(c.logs[1-leader].String(), "admin leading") })
-	produceIDs(t, p, 1500, 3000)
+	load.waitSent(t, "records before the broker's kill", 1500)
 	c.brokers[2].Kill()
 	waitFor(t, "the dead broker's partitions on the two left", func() bool {
 		m := servedBy(owners(t, addrs[0], "k"))
 		return m[addrs[0]] == 3 && m[addrs[1]] == 3
 	})
-	produceIDs(t, p, 3000, 4500)
-	checkExactlyOnce(t, "k", 4500, addrs[:2]...)
+	load.waitSent(t, "records after the move", 1500)
+	checkExactlyOnce(t, "k", load.finish(t), addrs[:2]...)
 }
 
 // TestClusterJunkAssignment: an assignment znode edited by hand into junk (the admin
@@ -639,11 +671,18 @@ func TestClusterSameIDWhileAlive(t *testing.T) {
 // end resumes it too if the test did not (so its cleanup can stop it).
 func pause(t testing.TB, b *testbroker.Broker) (resume func()) {
 	t.Helper()
-	if err := syscall.Kill(b.Pid(), syscall.SIGSTOP); err != nil {
+	return pausePid(t, b.Pid())
+}
+
+// pausePid stops a process of the test's (SIGSTOP) and returns the function that resumes
+// it; the test's end resumes it too.
+func pausePid(t testing.TB, pid int) (resume func()) {
+	t.Helper()
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	var once sync.Once
-	resume = func() { once.Do(func() { syscall.Kill(b.Pid(), syscall.SIGCONT) }) }
+	resume = func() { once.Do(func() { syscall.Kill(pid, syscall.SIGCONT) }) }
 	t.Cleanup(resume)
 	return resume
 }

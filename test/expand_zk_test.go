@@ -16,7 +16,6 @@ import (
 	"sluice/client"
 	"sluice/internal/peer/hdfstest"
 	"sluice/internal/peer/zktest"
-	"sluice/internal/testbroker"
 	"sluice/wire"
 )
 
@@ -25,7 +24,8 @@ import (
 // (ROOT/topics/T/switch/V/P) right after ZooKeeper has taken it, before the answer
 // reaches the broker: the create happened, and the broker learns only that the
 // connection closed (go-zookeeper answers ErrConnectionClosed). Its session goes on over
-// the next connection.
+// the next connection. Cut (SetCut), it closes every connection and refuses new ones:
+// the broker is cut off from ZooKeeper, as by a network partition, while it serves on.
 type zkProxy struct {
 	ln       net.Listener
 	upstream string
@@ -33,6 +33,12 @@ type zkProxy struct {
 	fired    chan struct{}
 	once     sync.Once
 	wg       sync.WaitGroup
+
+	mu struct {
+		sync.Mutex
+		cut   bool
+		conns map[net.Conn]bool // the clients' ends, open
+	}
 }
 
 var switchZnode = regexp.MustCompile(`/switch/[0-9]+/[0-9]+$`)
@@ -44,7 +50,7 @@ func startZKProxy(t *testing.T, upstream string) *zkProxy {
 		t.Fatal(err)
 	}
 	px := &zkProxy{ln: ln, upstream: upstream, fired: make(chan struct{})}
-	var conns sync.Map
+	px.mu.conns = map[net.Conn]bool{}
 	px.wg.Add(1)
 	go func() {
 		defer px.wg.Done()
@@ -53,20 +59,46 @@ func startZKProxy(t *testing.T, upstream string) *zkProxy {
 			if err != nil {
 				return
 			}
-			conns.Store(c, true)
+			px.mu.Lock()
+			if px.mu.cut {
+				px.mu.Unlock()
+				c.Close()
+				continue
+			}
+			px.mu.conns[c] = true
+			px.mu.Unlock()
 			px.wg.Add(1)
-			go func() { defer px.wg.Done(); px.serve(c) }()
+			go func() {
+				defer px.wg.Done()
+				px.serve(c)
+				px.mu.Lock()
+				delete(px.mu.conns, c)
+				px.mu.Unlock()
+			}()
 		}
 	}()
 	t.Cleanup(func() {
 		ln.Close()
-		conns.Range(func(c, _ any) bool { c.(net.Conn).Close(); return true })
+		px.SetCut(true)
 		px.wg.Wait()
 	})
 	return px
 }
 
 func (px *zkProxy) Addr() string { return px.ln.Addr().String() }
+
+// SetCut cuts the broker off from ZooKeeper (every connection closed, new ones refused)
+// or, with false, lets it connect again.
+func (px *zkProxy) SetCut(cut bool) {
+	px.mu.Lock()
+	defer px.mu.Unlock()
+	px.mu.cut = cut
+	if cut {
+		for c := range px.mu.conns {
+			c.Close()
+		}
+	}
+}
 
 // serve forwards one connection: the server's answers as they come, the client's
 // requests frame by frame (a 4-byte big-endian length, then xid, opcode and, for a
@@ -143,9 +175,7 @@ func TestClusterExpandSwitchAnswerLost(t *testing.T) {
 	c := &cluster{zk: zs, hdfs: hdfstest.Start(t)}
 	c.addAdmin(t)
 	px := startZKProxy(t, zs.Addr)
-	b := testbroker.Start(t, t.TempDir(), "-metrics", "127.0.0.1:0", "-hdfs.addr", c.hdfs.Addr, "-hdfs.timeout", "5s",
-		"-hdfs.commit_interval", "20ms", "-zk", px.Addr(), "-zk.session_timeout", clusterSession.String())
-	c.brokers = append(c.brokers, b)
+	b := c.addBrokerVia(t, px.Addr())
 	c.createTopic(t, "e", 2)
 
 	// Writers of the old layout on both partitions, until a partition says version 2.

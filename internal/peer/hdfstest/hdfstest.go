@@ -102,6 +102,9 @@ func Main(m *testing.M) {
 // ready (NameNode out of safe mode, its DataNode registered). The caller stops it (Stop
 // or Kill); it dies with the calling process.
 func Run(dir string) (*Cluster, error) {
+	if err := checkDir(dir); err != nil {
+		return nil, err
+	}
 	h, err := home()
 	if err != nil {
 		return nil, err
@@ -111,6 +114,16 @@ func Run(dir string) (*Cluster, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// checkDir refuses a directory HDFS would misread: Hadoop takes its directory settings
+// as comma-separated lists, so a comma (a test or benchmark named "a,b") splits the path
+// and HDFS writes below the working directory and never starts.
+func checkDir(dir string) error {
+	if strings.ContainsRune(dir, ',') {
+		return fmt.Errorf("cannot run HDFS in %s: Hadoop splits directory settings at commas", dir)
+	}
+	return nil
 }
 
 // run starts the JVM, formatting the cluster's directories the first time, and waits

@@ -72,6 +72,9 @@ func runSeparate(dir string, n int, ready func(addr string) error, props map[str
 	if n < 1 || n > 3 {
 		return nil, fmt.Errorf("hdfstest: %d DataNodes: 1 to 3", n)
 	}
+	if err := checkDir(dir); err != nil {
+		return nil, err
+	}
 	h, err := home()
 	if err != nil {
 		return nil, err
