@@ -83,7 +83,8 @@ func Dial(ctx context.Context, addrs []string, root string, sessionTimeout time.
 		log = slog.New(slog.DiscardHandler)
 	}
 	granted := new(atomic.Int32)
-	conn, events, err := zk.Connect(addrs, sessionTimeout, zk.WithLogger(zkLogger{log, granted}))
+	conn, events, err := zk.Connect(addrs, sessionTimeout, zk.WithLogger(zkLogger{log, granted}),
+		zk.WithDialer(handshakeDialer(sessionTimeout)))
 	if err != nil {
 		return nil, fmt.Errorf("cannot connect to ZooKeeper %v: %w", addrs, err)
 	}

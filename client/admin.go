@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -12,14 +13,34 @@ import (
 )
 
 // Admin makes the admin calls: create and describe topics, metadata. Its methods are safe
-// from any goroutine; calls are serialized on one connection to a seed broker.
+// from any goroutine; calls are serialized on one connection to a broker: a seed broker,
+// or one a metadata answer named (learned), so that a client whose seeds have all died
+// still finds the brokers that took their partitions over, as Kafka's clients do.
 type Admin struct {
 	cfg cfg
 	mu  struct {
 		sync.Mutex
-		rc     *rpcConn
-		seed   int // index of the seed broker to try next
-		closed bool
+		rc      *rpcConn
+		seed    int      // index of the broker to try next, in the seeds then learned
+		learned []string // brokers metadata answers named that are not seeds
+		closed  bool
+	}
+}
+
+// maxLearned bounds the brokers an Admin learns from metadata (a cluster larger than
+// that is still reached through the seeds and the first ones learned).
+const maxLearned = 256
+
+// learnLocked adds the brokers of ts that are neither seeds nor learned already.
+func (a *Admin) learnLocked(ts []wire.Topic) {
+	for _, t := range ts {
+		for _, p := range t.Partitions {
+			if p.Addr == "" || len(a.mu.learned) >= maxLearned || slices.Contains(a.cfg.brokers, p.Addr) ||
+				slices.Contains(a.mu.learned, p.Addr) {
+				continue
+			}
+			a.mu.learned = append(a.mu.learned, p.Addr)
+		}
 	}
 }
 
@@ -89,6 +110,7 @@ func (a *Admin) Metadata(ctx context.Context, topics ...string) ([]wire.Topic, e
 			return err
 		}
 		ts = r.Body.(*wire.MetadataResponse).Topics
+		a.learnLocked(ts) // call holds a.mu
 		return nil
 	})
 	if err != nil {
@@ -135,7 +157,13 @@ func (a *Admin) tryLocked(ctx context.Context, req wire.Body, use func(*wire.Res
 		return ErrClosed
 	}
 	if a.mu.rc == nil {
-		addr := a.cfg.brokers[a.mu.seed%len(a.cfg.brokers)]
+		n := len(a.cfg.brokers) + len(a.mu.learned)
+		addr, i := "", a.mu.seed%n
+		if i < len(a.cfg.brokers) {
+			addr = a.cfg.brokers[i]
+		} else {
+			addr = a.mu.learned[i-len(a.cfg.brokers)]
+		}
 		a.mu.seed++
 		rc, err := dialRPC(ctx, &a.cfg, addr)
 		if err != nil {
