@@ -7,6 +7,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/colinmarc/hdfs/v2"
@@ -47,9 +48,9 @@ func (o *Options) ensureDefaults() error {
 // Safe for concurrent use, but calls on one Conn are serialized by the client itself:
 // the shipper gives each of its goroutines a Conn of its own.
 type Conn struct {
-	opts  Options
-	guard pipelineGuard // what the next append pipeline must reach (pipeline.go)
-	mu    struct {
+	opts    Options
+	refused atomic.Uint64 // append pipelines refused, by any of its clients (pipeline.go)
+	mu      struct {
 		sync.Mutex
 		client *hdfs.Client
 		gen    *generation // client's sockets
@@ -58,11 +59,13 @@ type Conn struct {
 }
 
 // generation is the sockets one client dialed (NameNode and DataNodes), closed together
-// when the client is dropped.
+// when the client is dropped, and the check of the pipelines its calls set up: a call
+// that do abandoned goes on with its client, so its check is never the next call's.
 type generation struct {
 	mu      sync.Mutex
 	socks   []net.Conn
 	dropped bool
+	guard   pipelineGuard
 }
 
 func (g *generation) add(s net.Conn) error {
@@ -94,17 +97,19 @@ func NewConn(opts Options) (*Conn, error) {
 	return &Conn{opts: opts}, nil
 }
 
-// client returns the current client, dialing one if there is none (colinmarc/hdfs dials
-// the NameNode when it makes a client, so that happens outside c.mu).
-func (c *Conn) client() (*hdfs.Client, error) {
+// client returns the current client and its pipeline check, dialing one if there is
+// none (colinmarc/hdfs dials the NameNode when it makes a client, so that happens outside
+// c.mu).
+func (c *Conn) client() (*hdfs.Client, *pipelineGuard, error) {
 	c.mu.Lock()
 	if c.mu.closed {
 		c.mu.Unlock()
-		return nil, errors.New("hdfs: connection closed")
+		return nil, nil, errors.New("hdfs: connection closed")
 	}
 	if cl := c.mu.client; cl != nil {
+		g := &c.mu.gen.guard
 		c.mu.Unlock()
-		return cl, nil
+		return cl, g, nil
 	}
 	c.mu.Unlock()
 	gen := &generation{}
@@ -122,13 +127,13 @@ func (c *Conn) client() (*hdfs.Client, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &guardConn{Conn: s, g: &c.guard}, nil
+		return &guardConn{Conn: s, g: &gen.guard, refused: &c.refused}, nil
 	}
 	cl, err := hdfs.NewClient(hdfs.ClientOptions{Addresses: c.opts.Addresses, User: c.opts.User,
 		NamenodeDialFunc: dial, DatanodeDialFunc: dialDataNode})
 	if err != nil {
 		gen.drop()
-		return nil, fmt.Errorf("cannot connect to the NameNode: %w", err)
+		return nil, nil, fmt.Errorf("cannot connect to the NameNode: %w", err)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -136,12 +141,12 @@ func (c *Conn) client() (*hdfs.Client, error) {
 		gen.drop()
 		go cl.Close()
 		if c.mu.closed {
-			return nil, errors.New("hdfs: connection closed")
+			return nil, nil, errors.New("hdfs: connection closed")
 		}
-		return c.mu.client, nil
+		return c.mu.client, &c.mu.gen.guard, nil
 	}
 	c.mu.client, c.mu.gen = cl, gen
-	return cl, nil
+	return cl, &gen.guard, nil
 }
 
 // Reset drops the current client: its sockets are closed at once and the client closed
@@ -171,11 +176,17 @@ func (c *Conn) Close() {
 // the client is reset and f is left to end on its own; f must therefore touch nothing the
 // caller uses afterwards. what names the call in errors.
 func (c *Conn) do(ctx context.Context, what string, f func(cl *hdfs.Client) error) error {
+	return c.doGuarded(ctx, what, func(cl *hdfs.Client, _ *pipelineGuard) error { return f(cl) })
+}
+
+// doGuarded is do for a call that writes: f also gets the pipeline check of its client
+// (pipeline.go), which no call that do abandoned shares.
+func (c *Conn) doGuarded(ctx context.Context, what string, f func(cl *hdfs.Client, g *pipelineGuard) error) error {
 	done := make(chan error, 1)
 	go func() {
-		cl, err := c.client()
+		cl, g, err := c.client()
 		if err == nil {
-			err = f(cl)
+			err = f(cl, g)
 		}
 		done <- err
 	}()

@@ -41,13 +41,16 @@ import (
 // the file's replicas.
 var errPipelineMismatch = errors.New("hdfs: the append's pipeline does not reach exactly the block's replicas")
 
-// pipelineGuard holds what the next append pipeline must reach. A Conn has one, read
-// by the DataNode connections of its clients: calls on a Conn are serialized, so the
-// round that sets it is the one whose pipeline is checked.
+// pipelineGuard holds what the next append pipeline of one client must reach, read by
+// the DataNode connections that client dials. Each client of a Conn has its own (its
+// generation's): a round that Conn.do abandoned after a timeout goes on alone with the
+// client the Conn dropped, and what it sets or clears as it ends must not reach the
+// round that runs next on a new client (a shared guard let an abandoned round's end
+// switch the next round's check off). A client's calls are serialized, so the round
+// that sets want is the one whose pipeline is checked.
 type pipelineGuard struct {
-	want    atomic.Int32  // DataNodes an append pipeline must reach; 0: no check
-	seen    atomic.Int32  // DataNodes in the last write pipeline set up, for tests
-	refused atomic.Uint64 // append pipelines refused
+	want atomic.Int32 // DataNodes an append pipeline must reach; 0: no check
+	seen atomic.Int32 // DataNodes in the last write pipeline set up; 0: none read
 }
 
 // guardConn is a DataNode connection whose first write, the operation request, is
@@ -55,6 +58,7 @@ type pipelineGuard struct {
 type guardConn struct {
 	net.Conn
 	g       *pipelineGuard
+	refused *atomic.Uint64 // the Conn's count of refused pipelines
 	checked atomic.Bool
 }
 
@@ -66,7 +70,7 @@ func (c *guardConn) Write(b []byte) (int, error) {
 			c.g.seen.Store(int32(size))
 			if want := int(c.g.want.Load()); appending && want > 0 && size != want {
 				c.Conn.Close()
-				c.g.refused.Add(1)
+				c.refused.Add(1)
 				return 0, fmt.Errorf("%w: %d of its %d DataNodes", errPipelineMismatch, size, want)
 			}
 		}

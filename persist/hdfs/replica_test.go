@@ -51,7 +51,7 @@ func TestAppendMissingAReplica(t *testing.T) {
 	first, _ := batches(0, 300, "a")
 	commitUntil(t, w, conn, first)
 	firstFile := w.file.name
-	if got := conn.guard.seen.Load(); got != 3 {
+	if got := lastPipeline(conn); got != 3 {
 		t.Fatalf("the first round's pipeline had %d DataNodes, want 3", got)
 	}
 	s.PauseDataNodeAt(2)
@@ -67,13 +67,13 @@ func TestAppendMissingAReplica(t *testing.T) {
 	}
 	// The second file was created on the two DataNodes left: the third round goes to
 	// a new file without trying to append to it.
-	refused, secondFile := conn.guard.refused.Load(), w.file.name
+	refused, secondFile := conn.refused.Load(), w.file.name
 	third, _ := batches(w.Next(), 300, "a")
 	commitUntil(t, w, conn, third)
 	acked := w.Next()
-	if w.file.name == secondFile || w.PipelineSwitches != 2 || conn.guard.refused.Load() != refused {
+	if w.file.name == secondFile || w.PipelineSwitches != 2 || conn.refused.Load() != refused {
 		t.Fatalf("the third round went to %s (the second's %s), %d switches, %d appends refused (%d before): want a new file, no append tried",
-			w.file.name, secondFile, w.PipelineSwitches, conn.guard.refused.Load(), refused)
+			w.file.name, secondFile, w.PipelineSwitches, conn.refused.Load(), refused)
 	}
 
 	// The abandoned round: an append to the writer's current file, some bytes sent to
@@ -122,11 +122,11 @@ func waitPipeline(t *testing.T, conn *Conn, n int) {
 		err := conn.do(context.Background(), "probe", func(cl *hdfs.Client) error {
 			return writeWhole(cl, "/.sluice-pipeline-probe", []byte{1})
 		})
-		if err == nil && conn.guard.seen.Load() == int32(n) {
+		if err == nil && lastPipeline(conn) == int32(n) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no file placed on %d DataNodes within a minute (last %d, %v)", n, conn.guard.seen.Load(), err)
+			t.Fatalf("no file placed on %d DataNodes within a minute (last %d, %v)", n, lastPipeline(conn), err)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

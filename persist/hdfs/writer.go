@@ -98,9 +98,9 @@ func (w *Writer) Commit(ctx context.Context, conn *Conn, pieces [][]byte) error 
 	}
 	// What the round needs of the writer is copied first: after a timeout the call goes
 	// on alone (Conn.do) while the writer takes its next round.
-	rd := &round{conn: conn, dir: w.dir, mkdir: !w.made, pieces: pieces, deadline: time.Now().Add(conn.opts.Timeout),
+	rd := &round{dir: w.dir, mkdir: !w.made, pieces: pieces, deadline: time.Now().Add(conn.opts.Timeout),
 		file: *f, create: w.file == nil, moved: fileName(w.next, w.epoch)}
-	err = conn.do(ctx, "commit to "+path.Join(w.dir, f.name), rd.run)
+	err = conn.doGuarded(ctx, "commit to "+path.Join(w.dir, f.name), rd.run)
 	if err != nil {
 		w.file = nil // a failed writer is never reused: the next round starts a new file
 		conn.Reset() // and the lease this client held on it goes
@@ -119,7 +119,6 @@ func (w *Writer) Commit(ctx context.Context, conn *Conn, pieces [][]byte) error 
 // The call writes switched and file's replication and short; Commit reads them once the
 // call returned.
 type round struct {
-	conn     *Conn
 	dir      string
 	mkdir    bool
 	pieces   [][]byte
@@ -133,14 +132,15 @@ type round struct {
 // run writes the round: a new file created, or appended to the current one through a
 // pipeline of exactly its replicas, else (or when the file was created through fewer
 // DataNodes than its replicas: no append to it can pass) into the new file moved.
-func (rd *round) run(cl *hdfs.Client) error {
+// g is the check of cl's pipelines.
+func (rd *round) run(cl *hdfs.Client, g *pipelineGuard) error {
 	if rd.mkdir {
 		if err := cl.MkdirAll(rd.dir, 0o755); err != nil {
 			return err
 		}
 	}
 	if rd.create {
-		return rd.createFile(cl, rd.file.name)
+		return rd.createFile(cl, g, rd.file.name)
 	}
 	if rd.file.replication == 0 {
 		r, err := fileReplication(cl, path.Join(rd.dir, rd.file.name))
@@ -150,28 +150,31 @@ func (rd *round) run(cl *hdfs.Client) error {
 		rd.file.replication = r
 	}
 	if !rd.file.short {
-		err := appendRound(cl, rd.conn, path.Join(rd.dir, rd.file.name), rd.file.replication, rd.pieces, rd.deadline)
+		err := appendRound(cl, g, path.Join(rd.dir, rd.file.name), rd.file.replication, rd.pieces, rd.deadline)
 		if !errors.Is(err, errPipelineMismatch) {
 			return err
 		}
 	}
 	rd.switched = true
-	return rd.createFile(cl, rd.moved)
+	return rd.createFile(cl, g, rd.moved)
 }
 
 // createFile writes the round as the new file name and learns its replication and
-// whether its pipeline reached every replica.
-func (rd *round) createFile(cl *hdfs.Client, name string) error {
+// whether its last block's pipeline reached every replica (a pipeline whose request
+// could not be read, as with encrypted data transfer, counts as reaching them).
+func (rd *round) createFile(cl *hdfs.Client, g *pipelineGuard, name string) error {
 	p := path.Join(rd.dir, name)
+	rd.file.replication, rd.file.short = 0, false // not the switched file's
+	g.seen.Store(0)
 	if err := writeRound(cl, p, rd.pieces, rd.deadline); err != nil {
 		return err
 	}
-	pipeline := int(rd.conn.guard.seen.Load())
+	pipeline := int(g.seen.Load())
 	r, err := fileReplication(cl, p)
 	if err != nil {
 		return nil // acknowledged all the same: the first append reads it
 	}
-	rd.file.replication, rd.file.short = r, pipeline < r
+	rd.file.replication, rd.file.short = r, pipeline > 0 && pipeline < r
 	return nil
 }
 
@@ -211,13 +214,13 @@ func writeRound(cl *hdfs.Client, p string, pieces [][]byte, deadline time.Time) 
 }
 
 // appendRound appends pieces to the file p, whose blocks have replication replicas,
-// through a pipeline of exactly those (pipeline.go). Another pipeline is most often a
-// DataNode whose report of the last round has not reached the NameNode yet: the
-// append is given up unchanged and tried again, twice, before the round fails with
-// errPipelineMismatch (the caller then writes it into a new file).
-func appendRound(cl *hdfs.Client, conn *Conn, p string, replication int, pieces [][]byte, deadline time.Time) error {
-	conn.guard.want.Store(int32(replication))
-	defer conn.guard.want.Store(0)
+// through a pipeline of exactly those (pipeline.go; g is cl's check). Another pipeline
+// is most often a DataNode whose report of the last round has not reached the NameNode
+// yet: the append is given up unchanged and tried again, twice, before the round fails
+// with errPipelineMismatch (the caller then writes it into a new file).
+func appendRound(cl *hdfs.Client, g *pipelineGuard, p string, replication int, pieces [][]byte, deadline time.Time) error {
+	g.want.Store(int32(replication))
+	defer g.want.Store(0)
 	for try := 0; ; try++ {
 		fw, err := appendTo(cl, p)
 		if err != nil {
