@@ -82,14 +82,14 @@ func Dial(ctx context.Context, addrs []string, root string, sessionTimeout time.
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	granted := new(atomic.Int32)
-	conn, events, err := zk.Connect(addrs, sessionTimeout, zk.WithLogger(zkLogger{log, granted}),
-		zk.WithDialer(handshakeDialer(sessionTimeout)))
+	c := &Cluster{root: path.Clean("/" + root), log: log, done: make(chan struct{}),
+		asked: sessionTimeout, granted: new(atomic.Int32)}
+	conn, events, err := zk.Connect(addrs, sessionTimeout, zk.WithLogger(zkLogger{log, c.granted}),
+		zk.WithDialer(handshakeDialer(c.SessionTimeout)))
 	if err != nil {
 		return nil, fmt.Errorf("cannot connect to ZooKeeper %v: %w", addrs, err)
 	}
-	c := &Cluster{conn: conn, root: path.Clean("/" + root), log: log, done: make(chan struct{}),
-		asked: sessionTimeout, granted: granted}
+	c.conn = conn
 	c.mu.ephemerals = map[string][]byte{}
 	for _, o := range opts {
 		o(c)

@@ -17,34 +17,39 @@ import (
 // their sessions and every partition). So the handshake's deadlines are cut to a third
 // of the session timeout: one that gets no answer is given up and tried again while
 // the session lives. The deadlines of an established connection (one receive timeout,
-// two thirds of the session) are left as they are.
+// two thirds of the session) are left as they are. The session is the one ZooKeeper
+// granted once known: go-zookeeper's receive timeout follows it, and a server whose
+// minSessionTimeout is above what was asked grants more (with the asked timeout the
+// receive deadlines were cut too, below the ping interval, and an idle connection was
+// dropped every time: TestDialerGrantedAboveAsked).
 
 // handshakeDialer returns go-zookeeper's dialer with the handshake's deadlines capped
-// at a third of sessionTimeout.
-func handshakeDialer(sessionTimeout time.Duration) zk.Dialer {
+// at a third of session(): the session timeout granted, or asked until granted.
+func handshakeDialer(session func() time.Duration) zk.Dialer {
 	return func(network, address string, timeout time.Duration) (net.Conn, error) {
 		c, err := net.DialTimeout(network, address, timeout)
 		if err != nil {
 			return nil, err
 		}
-		return &cappedConn{Conn: c, normal: sessionTimeout * 2 / 3, handshake: sessionTimeout / 3}, nil
+		return &cappedConn{Conn: c, session: session}, nil
 	}
 }
 
-// cappedConn cuts any deadline set further ahead than an established connection's
-// (normal, go-zookeeper's receive timeout, with room to spare) to handshake from now.
+// cappedConn cuts any deadline set further ahead than the session timeout (an
+// established connection's are its receive timeout, two thirds of it) to a third of
+// the session from now.
 type cappedConn struct {
 	net.Conn
-	normal, handshake time.Duration
+	session func() time.Duration
 }
 
 func (c *cappedConn) cap(t time.Time) time.Time {
 	if t.IsZero() {
 		return t
 	}
-	now := time.Now()
-	if t.Sub(now) > c.normal*3/2 {
-		return now.Add(c.handshake)
+	now, s := time.Now(), c.session()
+	if t.Sub(now) > s {
+		return now.Add(s / 3)
 	}
 	return t
 }
