@@ -17,6 +17,10 @@ import (
 // connection's timeout.
 var ErrTimeout = errors.New("hdfs: call timed out")
 
+// errAbandoned ends a call that was given up before its client was ready (nobody reads
+// it: the caller had its timeout already).
+var errAbandoned = errors.New("hdfs: call given up before it started")
+
 // Options say how to reach HDFS.
 type Options struct {
 	Addresses []string      // the NameNode's RPC addresses (host:port)
@@ -183,8 +187,17 @@ func (c *Conn) do(ctx context.Context, what string, f func(cl *hdfs.Client) erro
 // (pipeline.go), which no call that do abandoned shares.
 func (c *Conn) doGuarded(ctx context.Context, what string, f func(cl *hdfs.Client, g *pipelineGuard) error) error {
 	done := make(chan error, 1)
+	// abandoned is set when the call is given up. A call given up while its client was
+	// still dialing the NameNode would otherwise run f once that dial ends, perhaps on
+	// the client the next call dialed meanwhile (client hands it over), beside that call
+	// and with its guard: it stops instead. (Given up during f, its client's sockets are
+	// closed under it by Reset, and f fails.)
+	var abandoned atomic.Bool
 	go func() {
 		cl, g, err := c.client()
+		if err == nil && abandoned.Load() {
+			err = errAbandoned
+		}
 		if err == nil {
 			err = f(cl, g)
 		}
@@ -199,9 +212,11 @@ func (c *Conn) doGuarded(ctx context.Context, what string, f func(cl *hdfs.Clien
 		}
 		return nil
 	case <-timer.C:
+		abandoned.Store(true)
 		c.Reset()
 		return fmt.Errorf("hdfs: %s: %w after %v", what, ErrTimeout, c.opts.Timeout)
 	case <-ctx.Done():
+		abandoned.Store(true)
 		c.Reset()
 		return fmt.Errorf("hdfs: %s: %w", what, ctx.Err())
 	}
