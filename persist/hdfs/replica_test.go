@@ -32,6 +32,10 @@ func TestAppendMissingAReplica(t *testing.T) {
 	nnHTTP := fmt.Sprintf("127.0.0.1:%d", httpPort)
 	s := hdfstest.StartSeparateN(t, 3, func(addr string) error { return Probe(addr, 5*time.Second) }, map[string]string{
 		"dfs.namenode.http-address": nnHTTP,
+		// Every new block on all three DataNodes: by default the NameNode leaves out a
+		// DataNode busier than twice the average (as it may on a loaded host).
+		"dfs.namenode.redundancy.considerLoad":  "false",
+		"dfs.namenode.replication.considerLoad": "false",
 		// A stopped DataNode is dead after 2 rechecks and 10 heartbeats: 11 s.
 		"dfs.namenode.heartbeat.recheck-interval": "500",
 		// Long enough for the resumed DataNode's report to land before the abandoned
