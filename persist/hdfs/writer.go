@@ -206,7 +206,7 @@ func (w *Writer) acknowledge(ctx context.Context, conn *Conn, f *dataFile, piece
 // writeRound writes pieces as the new file p (replacing one of that name, which an
 // earlier round of this epoch created at this same base and never got acknowledged).
 func writeRound(cl *hdfs.Client, p string, pieces [][]byte, deadline time.Time) error {
-	fw, err := open(cl, p, true)
+	fw, err := createOver(cl, p)
 	if err != nil {
 		return err
 	}
@@ -275,13 +275,9 @@ func fileReplication(cl *hdfs.Client, p string) (int, error) {
 	return int(st.GetBlockReplication()), nil
 }
 
-// open opens the file at p for writing: Create for a new file (replacing one of the
-// same name, which an earlier round of this epoch created at this same base and never
-// got acknowledged), Append for the writer's current file.
-func open(cl *hdfs.Client, p string, create bool) (*hdfs.FileWriter, error) {
-	if !create {
-		return appendTo(cl, p)
-	}
+// createOver creates the file at p, replacing one of that name (which an earlier round
+// of this epoch created at this same base and never got acknowledged).
+func createOver(cl *hdfs.Client, p string) (*hdfs.FileWriter, error) {
 	fw, err := cl.Create(p)
 	if errors.Is(err, os.ErrExist) {
 		if err := cl.Remove(p); err != nil {
@@ -343,14 +339,8 @@ func (w *Writer) writeIndex(ctx context.Context, conn *Conn, f *dataFile) error 
 	return err
 }
 
-// writeWhole writes b as the new file p (replacing one of that name) and closes it.
+// writeWhole writes b as the new file p (replacing one of that name) and closes it,
+// without a deadline of its own (the caller's Conn.do bounds it).
 func writeWhole(cl *hdfs.Client, p string, b []byte) error {
-	fw, err := open(cl, p, true)
-	if err != nil {
-		return err
-	}
-	if _, err := fw.Write(b); err != nil {
-		return err
-	}
-	return closeFile(fw)
+	return writeRound(cl, p, [][]byte{b}, time.Time{})
 }
