@@ -26,6 +26,12 @@ type Config struct {
 	RecordSize int `json:"record_size"`
 	// BatchBytes is the producer batch size where the system has one.
 	BatchBytes int `json:"batch_bytes"`
+	// FetchBytes is the sluice consumer's byte budget per fetch answer (FetchMaxBytes);
+	// 0 is the harness's default, fetchBytesDefault.
+	FetchBytes int `json:"fetch_bytes,omitempty"`
+	// BufferBytes bounds the bytes a sluice producer holds until they are durable
+	// (MaxBufferedBytes); 0 is the harness's default, bufferBytesDefault.
+	BufferBytes int64 `json:"buffer_bytes,omitempty"`
 	// Linger is how long a producer batch waits for more records. 0 is no linger (the
 	// sluice client's LowLatency mode: a batch goes out as soon as the producer's sender
 	// is free; Kafka's linger.ms=0), not a default.
@@ -101,6 +107,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("batch size %d below the record size %d", c.BatchBytes, c.RecordSize)
 	case c.Partitions < 1, c.Producers < 0, c.Consumers < 0:
 		return errors.New("partitions must be positive, producers and consumers not negative")
+	case c.FetchBytes < 0, c.BufferBytes < 0:
+		return errors.New("fetch and buffer bytes must not be negative")
 	case c.Rate < 0, c.Duration < 0, c.Count < 0, c.Linger < 0, c.Warmup < 0:
 		return errors.New("rate, duration, count, linger and warmup must not be negative")
 	case c.Duration == 0 && c.Count == 0:

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"time"
@@ -18,6 +19,21 @@ func init() {
 }
 
 type sluiceDriver struct{ addr string }
+
+// fetchBytesDefault is the sluice consumer's byte budget when Config.FetchBytes is 0:
+// 4 MiB, enough that one answer covers a few milliseconds of a consumer at full speed.
+const fetchBytesDefault = 4 << 20
+
+// bufferBytesDefault is the sluice producer's bound of the bytes it holds until they are
+// durable (they are sent again if the broker fails first) when Config.BufferBytes is 0:
+// half of the suite broker's 4 GiB arena, the broker's own bound on what is not durable
+// yet. Kafka's producer lets a record go on the leader's answer and the page cache
+// absorbs the disk's stalls; this producer keeps a record until it is on disk, so its
+// buffer is what absorbs them. At 256 MiB (the default before) a disk stall of a second
+// on the shared hosts blocked the producer at 287 MB/s (the broker's pending bytes
+// climbed 23 → 268 MB and the e2e run's schedule stage reached 1.03 s at p99), and the
+// run measured the disk, not the path of a record.
+const bufferBytesDefault = 2 << 30
 
 // opts returns the options of a client of the run: the broker, the run's SluiceOpts,
 // then more (a new slice each time: producers and consumers start concurrently).
@@ -44,7 +60,7 @@ func (d *sluiceDriver) NewProducer(ctx context.Context, c *Config) (Producer, er
 		return nil, err
 	}
 	p, err := client.NewProducer(ctx, c.Topic, d.opts(c, client.BatchBytes(c.BatchBytes),
-		client.Linger(c.Linger), client.Compression(codec), client.MaxBufferedBytes(256<<20))...)
+		client.Linger(c.Linger), client.Compression(codec), client.MaxBufferedBytes(cmp.Or(c.BufferBytes, bufferBytesDefault)))...)
 	if err != nil {
 		return nil, err
 	}
@@ -85,7 +101,7 @@ func (d *sluiceDriver) NewConsumer(ctx context.Context, c *Config, i, n int) (Co
 	if c.FromStart {
 		start = client.Oldest()
 	}
-	opts := d.opts(c, client.Start(start), client.FetchMaxBytes(4<<20), client.FetchMaxWait(100*time.Millisecond))
+	opts := d.opts(c, client.Start(start), client.FetchMaxBytes(cmp.Or(c.FetchBytes, fetchBytesDefault)), client.FetchMaxWait(100*time.Millisecond))
 	if n > 1 {
 		lo := i * wire.LogicalPartitions / n
 		hi := (i+1)*wire.LogicalPartitions/n - 1

@@ -150,6 +150,13 @@ func Compression(codec batch.Codec) Opt { return optFunc(func(c *cfg) { c.codec 
 
 // MaxBufferedBytes bounds the memory a producer holds for records not yet persisted
 // (default 64 MiB). See BlockOnFull.
+//
+// The producer keeps every record until the broker has written it to disk, so that it
+// can send it again if the broker fails first; a broker accepts into memory at once, but
+// while its disk stalls nothing becomes durable, and once the bound is reached Produce
+// waits for the disk. Size it for the rate times the longest stall to ride out: 64 MiB is
+// 0.25 s at 256 MB/s. (On the shared hosts of the benchmarks the disk stalled for over a
+// second at a time: BENCHMARKS.md.)
 func MaxBufferedBytes(n int64) Opt { return optFunc(func(c *cfg) { c.maxBuffered = n }) }
 
 // BlockOnFull says what Produce does when the buffer is full: block until there is room

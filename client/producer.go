@@ -88,7 +88,7 @@ func NewProducer(ctx context.Context, topic string, opts ...Opt) (*Producer, err
 		p.pid = newPID()
 	}
 	p.mu.sh = winShared{codec: c.codec, batchBytes: c.batchBytes, requestBytes: c.requestBytes,
-		maxInflight: c.maxInflight, linger: int64(c.linger), newPID: newPID}
+		maxInflight: c.maxInflight, linger: int64(c.linger), freeBytes: c.maxBuffered / 4, newPID: newPID}
 	p.mu.changed = make(chan struct{})
 	p.mu.rt = router{p: len(t.Partitions)}
 	p.mu.version = t.Version

@@ -28,30 +28,29 @@ type winShared struct {
 	batchBytes   int
 	requestBytes int
 	maxInflight  int
-	linger       int64    // nanoseconds
-	buffered     int64    // bytes held by every window: open batches and sealed ones
-	free         [][]byte // recycled batch buffers
+	linger       int64     // nanoseconds
+	buffered     int64     // bytes held by every window: open batches and sealed ones
+	bufs         batchBufs // recycled batch buffers (bufpool.go)
+	// freeBytes bounds the capacity of the recycled batch buffers (0: two of the
+	// largest).
+	freeBytes int64
 	// newPID returns a fresh producer id, for a window whose sequences would pass
 	// math.MaxInt32.
 	newPID func() int64
 }
 
-// maxFree bounds the recycled batch buffers kept.
-const maxFree = 16
-
-func (sh *winShared) getBuf() []byte {
-	if n := len(sh.free); n > 0 {
-		b := sh.free[n-1]
-		sh.free[n-1] = nil
-		sh.free = sh.free[:n-1]
-		return b[:0]
+// getBuf returns an empty batch buffer of at least hint bytes (bufpool.go).
+func (sh *winShared) getBuf(hint int) []byte {
+	if sh.bufs.sizes == nil {
+		sh.bufs.init(sh.batchBytes+sh.batchBytes/8, sh.freeBytes)
 	}
-	return make([]byte, 0, sh.batchBytes+sh.batchBytes/8)
+	return sh.bufs.get(hint)
 }
 
+// putBuf recycles a batch buffer no request points at any more.
 func (sh *winShared) putBuf(b []byte) {
-	if len(sh.free) < maxFree && cap(b) <= 2*sh.batchBytes {
-		sh.free = append(sh.free, b)
+	if sh.bufs.sizes != nil {
+		sh.bufs.put(b)
 	}
 }
 
@@ -125,6 +124,7 @@ type window struct {
 	open      bool
 	openFirst int64   // when the open batch got its first record
 	openProg  []int64 // progress numbers of the open batch; nil while none
+	lastLen   int     // bytes of the last batch sealed before compression: the next one's buffer size
 
 	q         []*pbatch
 	acked     int
@@ -169,7 +169,7 @@ func (w *window) add(r *Record, logical uint16, ts, now int64) (wake bool) {
 		if int(w.seq) > math.MaxInt32-w.sh.batchBytes { // a batch holds at most batchBytes records
 			w.pid, w.seq = w.sh.newPID(), 0 // a new sequence stream rather than a wrap
 		}
-		w.bld.Reset(w.sh.getBuf(), w.pid, w.seq)
+		w.bld.Reset(w.sh.getBuf(w.lastLen+w.lastLen/4), w.pid, w.seq)
 		w.bld.SetLayout(uint16(w.version))  // the low 16 bits: docs/format.md §1
 		w.sh.buffered += int64(w.bld.Len()) // the header
 		w.open, w.openFirst, wake = true, now, true
@@ -197,6 +197,7 @@ func (w *window) seal() bool {
 		return false
 	}
 	before, n := w.bld.Len(), w.bld.Count()
+	w.lastLen = before // the next batch's buffer is sized from it
 	buf := w.sh.comp.Finish(&w.bld, w.sh.codec)
 	b := &pbatch{buf: buf, count: n, pid: w.pid, ord: w.nextOrd, prog: w.openProg, base: -1, last: -1, opened: w.openFirst}
 	for _, p := range b.prog {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -26,6 +27,8 @@ func benchCmd(workload string) func(args []string, _ io.Reader, stdout, stderr i
 		fs.StringVar(&c.Topic, "topic", "bench", "topic (Kafka topic, NATS stream)")
 		fs.IntVar(&c.RecordSize, "record-size", 1024, "record value size in bytes")
 		fs.IntVar(&c.BatchBytes, "batch-size", 1<<20, "producer batch size in bytes")
+		fs.Int64Var(&c.BufferBytes, "buffer-bytes", 0, "sluice producer: bytes held until durable, at most (0: 2 GiB)")
+		fs.IntVar(&c.FetchBytes, "fetch-bytes", 0, "sluice consumer: byte budget of one fetch answer (0: 4 MiB)")
 		fs.DurationVar(&c.Linger, "linger", 5*time.Millisecond, "producer linger (0: none, the sluice client's LowLatency mode)")
 		fs.IntVar(&c.Partitions, "partitions", 1, "partitions of the topic, if the harness creates it")
 		fs.IntVar(&c.Producers, "producers", 1, "number of producers")
@@ -42,6 +45,7 @@ func benchCmd(workload string) func(args []string, _ io.Reader, stdout, stderr i
 		fs.DurationVar(&c.Warmup, "warmup", 0, "e2e: time whose latencies are not counted")
 		jsonOut := fs.String("json", "", "write the result as JSON to this file")
 		quiet := fs.Bool("quiet", false, "no live progress line")
+		cpuProfile := fs.String("cpuprofile", "", "write the harness's CPU profile (producers and consumers, go tool pprof) to this file")
 		sec := newSecurityFlags(fs)
 		if err := noPositional(fs, args); err != nil {
 			return err
@@ -70,6 +74,17 @@ func benchCmd(workload string) func(args []string, _ io.Reader, stdout, stderr i
 		var progress io.Writer = stderr
 		if *quiet {
 			progress = nil
+		}
+		if *cpuProfile != "" {
+			f, err := os.Create(*cpuProfile)
+			if err != nil {
+				return fmt.Errorf("cannot write the CPU profile: %w", err)
+			}
+			defer f.Close()
+			if err := pprof.StartCPUProfile(f); err != nil {
+				return fmt.Errorf("cannot write the CPU profile: %w", err)
+			}
+			defer pprof.StopCPUProfile()
 		}
 		res, err := bench.Run(ctx, w, c, progress)
 		if err != nil {
