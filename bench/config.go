@@ -27,7 +27,7 @@ type Config struct {
 	// BatchBytes is the producer batch size where the system has one.
 	BatchBytes int `json:"batch_bytes"`
 	// FetchBytes is the sluice consumer's byte budget per fetch answer (FetchMaxBytes);
-	// 0 is the harness's default, fetchBytesDefault.
+	// 0 is the client's default.
 	FetchBytes int `json:"fetch_bytes,omitempty"`
 	// BufferBytes bounds the bytes a sluice producer holds until they are durable
 	// (MaxBufferedBytes); 0 is the harness's default, bufferBytesDefault.

@@ -28,7 +28,7 @@ func benchCmd(workload string) func(args []string, _ io.Reader, stdout, stderr i
 		fs.IntVar(&c.RecordSize, "record-size", 1024, "record value size in bytes")
 		fs.IntVar(&c.BatchBytes, "batch-size", 1<<20, "producer batch size in bytes")
 		fs.Int64Var(&c.BufferBytes, "buffer-bytes", 0, "sluice producer: bytes held until durable, at most (0: 2 GiB)")
-		fs.IntVar(&c.FetchBytes, "fetch-bytes", 0, "sluice consumer: byte budget of one fetch answer (0: 4 MiB)")
+		fs.IntVar(&c.FetchBytes, "fetch-bytes", 0, "sluice consumer: byte budget of one fetch answer (0: the client's default, 1 MiB)")
 		fs.DurationVar(&c.Linger, "linger", 5*time.Millisecond, "producer linger (0: none, the sluice client's LowLatency mode)")
 		fs.IntVar(&c.Partitions, "partitions", 1, "partitions of the topic, if the harness creates it")
 		fs.IntVar(&c.Producers, "producers", 1, "number of producers")
