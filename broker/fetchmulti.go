@@ -41,6 +41,7 @@ type multiFetch struct {
 	slot     netio.Slot
 	hdr      wire.ResponseHeader
 	maxBytes int
+	version  uint16 // the request's: the layout of the answer's parts
 	wait     bool
 	deadline int64
 	items    []mfItem  // in request order
@@ -92,7 +93,7 @@ const (
 )
 
 func (b *Broker) handleFetchMulti(c *netio.Conn, slot netio.Slot, hdr wire.ResponseHeader, r *wire.FetchMultiRequest) {
-	m := &multiFetch{b: b, c: c, slot: slot, hdr: hdr, maxBytes: int(r.MaxBytes), wait: r.MaxWaitMs > 0,
+	m := &multiFetch{b: b, c: c, slot: slot, hdr: hdr, maxBytes: int(r.MaxBytes), version: r.Version, wait: r.MaxWaitMs > 0,
 		deadline: b.deadline(r.MaxWaitMs), items: make([]mfItem, len(r.Partitions))}
 	for i, p := range r.Partitions {
 		it := &m.items[i]
@@ -328,9 +329,9 @@ func (m *multiFetch) anyError() bool {
 // each followed by its arena spans (writev) or its segment region (sendfile). The
 // response holds the spans and regions until written (Done).
 func (m *multiFetch) answer() {
-	n := len(m.items)
-	head := make([]byte, 0, wire.FetchMultiFrameHeaderSize+n*wire.FetchPartHeaderSize)
-	rest := n * wire.FetchPartHeaderSize
+	n, partHead := len(m.items), wire.FetchPartHeaderLen(m.version)
+	head := make([]byte, 0, wire.FetchMultiFrameHeaderSize+n*partHead)
+	rest := n * partHead
 	spans := 0
 	for i := range m.items {
 		rest += int(m.items[i].res.Len())
@@ -347,8 +348,14 @@ func (m *multiFetch) answer() {
 			start = 0 // the first part rides on the frame header
 		}
 		part := wire.FetchPart{Partition: it.id, Code: it.code, HighWatermark: it.win.Next,
-			LogStartOffset: it.win.Start, Checkpoint: it.win.Checkpoint}
-		head = part.AppendHeader(head, int(it.res.Len()))
+			LogStartOffset: it.win.Start, Checkpoint: it.win.Checkpoint, NextOffset: -1}
+		if it.code == wire.CodeNone {
+			part.NextOffset = it.offset // no records: ask again from there
+			if it.res.Len() > 0 {
+				part.NextOffset = it.res.NextOffset
+			}
+		}
+		head = part.AppendHeader(head, int(it.res.Len()), m.version)
 		p := netio.Part{Head: head[start:len(head):len(head)], File: -1}
 		first := len(iov)
 		for s := range it.res.Spans {
@@ -365,7 +372,7 @@ func (m *multiFetch) answer() {
 		}
 	}
 	resp.Done = m.release
-	if rest > n*wire.FetchPartHeaderSize {
+	if rest > n*partHead {
 		m.answeredAt = time.Now().UnixNano()
 	}
 	m.c.Respond(m.slot, resp)

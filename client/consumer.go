@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"sluice/batch"
@@ -59,6 +60,12 @@ type Consumer struct {
 	byID      []*cpart
 	// addrChecked is when followAddresses last asked the metadata.
 	addrChecked time.Time
+	// earlyFetches counts the requests fetchers sent before the answer in front of them
+	// was read whole (fetcher.readEarly); read by tests.
+	earlyFetches atomic.Int64
+	// oldFetch holds the brokers that refused fetch_multi version 1: their fetchers ask
+	// for version 0 (owned by the goroutine calling Poll).
+	oldFetch map[string]bool
 
 	mu struct {
 		sync.Mutex
@@ -290,6 +297,7 @@ func (c *Consumer) poll(ctx context.Context) error {
 		if errors.As(a.err, &sf) {
 			return c.fetchSingle(ctx, sf.p)
 		}
+		c.noteOldBroker(a.err) // retriable: the next try starts fetchers of version 0
 		return a.err
 	}
 	c.ans, c.partIdx = a, 0

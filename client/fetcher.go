@@ -37,8 +37,19 @@ type fetcher struct {
 	quit  chan struct{} // closed when the consumer stops its fetchers
 	req   wire.FetchMultiRequest
 	resp  wire.Response
+	body  wire.FetchMultiResponse // f.resp's body, of f.version
 	wbuf  []byte
-	id    uint32
+	id    uint32 // of the last request sent
+	// version is the fetch_multi version asked (1, or 0 for a broker that predates it).
+	// With version 1 a lane of one partition sends its next request as soon as it has
+	// read an answer's part header (early), before the records: see readEarly.
+	version uint16
+	early   bool // the request of the next answer is sent already
+	// stale is set when an answer's records did not end at its next offset, after the
+	// request for the next answer went out from there: that answer is handed over (its
+	// records are whole batches, checked by the iterator like any), and the fetcher
+	// then ends with stale instead of reading the next one.
+	stale error
 }
 
 // answer is one fetch answer handed to the application: the parts of a fetch_multi
@@ -95,7 +106,8 @@ func (c *Consumer) startFetchers(ctx context.Context) error {
 		seen[p.addr]++
 		f := byLane[k]
 		if f == nil {
-			f = &fetcher{c: c, addr: p.addr, free: make(chan *answer, answerBuffers), quit: make(chan struct{})}
+			f = &fetcher{c: c, addr: p.addr, free: make(chan *answer, answerBuffers), quit: make(chan struct{}),
+				version: c.fetchVersion(p.addr)}
 			for range answerBuffers {
 				f.free <- &answer{f: f}
 			}
@@ -174,6 +186,11 @@ func (f *fetcher) run(ready chan<- *answer) {
 		case <-f.quit:
 			return
 		}
+		if f.stale != nil {
+			a.parts, a.err = a.parts[:0], f.stale
+			ready <- a
+			return
+		}
 		a.err = f.fetch(a)
 		ready <- a // ready has room for every fetcher's every buffer: never blocks
 		if a.err != nil {
@@ -182,17 +199,22 @@ func (f *fetcher) run(ready chan<- *answer) {
 	}
 }
 
-// fetch sends the next request and reads its answer into a.
+// fetch sends the next request, unless it went out early, and reads its answer into a.
 func (f *fetcher) fetch(a *answer) error {
 	a.parts = a.parts[:0]
-	f.request()
-	if _, err := f.nc.Write(f.wbuf); err != nil {
-		return fmt.Errorf("cannot fetch %s from %s: %w", f.c.topic, f.addr, err)
+	if !f.early {
+		if err := f.send(); err != nil {
+			return err
+		}
 	}
-	if err := f.read(a); err != nil {
+	f.early = false
+	if err := f.read(a, f.id); err != nil {
 		return fmt.Errorf("cannot fetch %s from %s: %w", f.c.topic, f.addr, err)
 	}
 	if err := f.resp.Err(); err != nil {
+		if wire.CodeOf(err) == wire.CodeUnsupportedVersion && f.version > 0 {
+			return &oldBrokerError{addr: f.addr}
+		}
 		return fmt.Errorf("cannot fetch %s from %s: %w", f.c.topic, f.addr, err)
 	}
 	body, _ := f.resp.Body.(*wire.FetchMultiResponse)
@@ -203,6 +225,15 @@ func (f *fetcher) fetch(a *answer) error {
 		if err := f.take(a, &body.Parts[i]); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// send sends the next request.
+func (f *fetcher) send() error {
+	f.request()
+	if _, err := f.nc.Write(f.wbuf); err != nil {
+		return fmt.Errorf("cannot fetch %s from %s: %w", f.c.topic, f.addr, err)
 	}
 	return nil
 }
@@ -221,14 +252,16 @@ func (f *fetcher) request() {
 	}
 	f.id++
 	start := 0
-	f.wbuf = wire.AppendRequestHeader(f.wbuf[:0], wire.RequestHeader{APIKey: wire.APIFetchMulti, RequestID: f.id})
+	f.wbuf = wire.AppendRequestHeader(f.wbuf[:0], wire.RequestHeader{APIKey: wire.APIFetchMulti,
+		APIVersion: f.version, RequestID: f.id})
 	f.wbuf = f.req.AppendTo(f.wbuf)
 	wire.FinishFrame(f.wbuf, start)
 }
 
-// read reads exactly one response frame into a.buf (no byte of a later frame: each
-// buffer holds one answer) and decodes it into f.resp, aliasing a.buf.
-func (f *fetcher) read(a *answer) error {
+// read reads exactly one response frame, the answer to request id, into a.buf (no byte
+// of a later frame: each buffer holds one answer) and decodes it into f.resp, aliasing
+// a.buf.
+func (f *fetcher) read(a *answer, id uint32) error {
 	a.buf = grow0(a.buf, wire.ResponseHeaderSize)
 	if _, err := io.ReadFull(f.nc, a.buf); err != nil {
 		return err
@@ -238,16 +271,56 @@ func (f *fetcher) read(a *answer) error {
 		return err
 	}
 	a.buf = growKeep(a.buf, size)
-	if _, err := io.ReadFull(f.nc, a.buf[wire.ResponseHeaderSize:]); err != nil {
+	got, err := f.readEarly(a.buf)
+	if err != nil {
 		return err
 	}
+	if _, err := io.ReadFull(f.nc, a.buf[got:]); err != nil {
+		return err
+	}
+	f.body.Version = f.version
+	f.resp.Body = &f.body // the layout of f.version (an error answer may have cleared it)
 	if _, err := f.resp.Decode(a.buf, f.c.cfg.maxFrame); err != nil {
 		return fmt.Errorf("cannot decode answer: %w", err)
 	}
-	if f.resp.Header.RequestID != f.id {
-		return fmt.Errorf("cannot match answer: id %d, want %d", f.resp.Header.RequestID, f.id)
+	if f.resp.Header.RequestID != id {
+		return fmt.Errorf("cannot match answer: id %d, want %d", f.resp.Header.RequestID, id)
 	}
 	return nil
+}
+
+// readEarly is where a lane of one partition keeps two requests in flight. It reads the
+// frame (of which buf holds the header) up to the end of its part header, takes the next
+// offset from there and sends the next request at once, while the records are still on
+// their way: the broker starts on the next answer (or parks it) instead of waiting a
+// round trip after each one. It returns how many bytes of buf are read. It reads nothing
+// more, and sends nothing, for a lane of several partitions (their part headers are
+// spread through the frame, each after the previous one's records: their answers do
+// not wait, two lanes per broker cover that), with version 0, or when the frame is an
+// error, a part with an error code, or too short.
+//
+// The next offset is checked against the records once the frame is whole (take): an
+// answer whose records end elsewhere fails the fetcher, and the consumer starts again
+// from its own cursors.
+func (f *fetcher) readEarly(buf []byte) (int, error) {
+	got := wire.ResponseHeaderSize
+	if f.version < 1 || len(f.parts) != 1 || len(buf) < wire.FetchMultiPeekSize {
+		return got, nil
+	}
+	if _, err := io.ReadFull(f.nc, buf[got:wire.FetchMultiPeekSize]); err != nil {
+		return got, err
+	}
+	next, ok := wire.PeekFirstNext(buf)
+	if !ok {
+		return wire.FetchMultiPeekSize, nil
+	}
+	f.pos[0] = next
+	if err := f.send(); err != nil {
+		return wire.FetchMultiPeekSize, err
+	}
+	f.early = true
+	f.c.earlyFetches.Add(1)
+	return wire.FetchMultiPeekSize, nil
 }
 
 // grow0 returns b resized to n bytes, contents not kept.
@@ -282,8 +355,13 @@ func (f *fetcher) take(a *answer, part *wire.FetchPart) error {
 	switch part.Code {
 	case wire.CodeNone:
 		if part.Records != nil {
+			after := nextAfter(part.Records)
+			if f.version >= 1 && after != part.NextOffset && f.stale == nil {
+				f.stale = fmt.Errorf("cannot fetch %s/%d from %s: the answer's next offset %d disagrees with its records, which end at %d",
+					f.c.topic, p.id, f.addr, part.NextOffset, after)
+			}
 			a.parts = append(a.parts, answerPart{p: p, records: part.Records, skipTo: -1, checkpoint: part.Checkpoint})
-			f.pos[i] = max(f.pos[i], nextAfter(part.Records))
+			f.pos[i] = max(f.pos[i], after)
 		}
 		return nil
 	case wire.CodeOffsetOutOfRange:
@@ -297,6 +375,40 @@ func (f *fetcher) take(a *answer, part *wire.FetchPart) error {
 	}
 	err := &wire.ProtocolError{Code: part.Code, Msg: part.Code.Text()}
 	return fmt.Errorf("cannot fetch %s/%d at %d: %w", f.c.topic, p.id, f.pos[i], err)
+}
+
+// maxOldBrokers bounds the brokers a consumer remembers as predating fetch_multi version
+// 1 (beyond it, a broker that refuses it fails the fetch).
+const maxOldBrokers = 256
+
+// fetchVersion returns the fetch_multi version to ask broker addr for: 1, or 0 once it
+// refused 1.
+func (c *Consumer) fetchVersion(addr string) uint16 {
+	if c.oldFetch[addr] {
+		return 0
+	}
+	return 1
+}
+
+// noteOldBroker remembers the broker of an oldBrokerError, so that its next fetchers
+// ask for version 0.
+func (c *Consumer) noteOldBroker(err error) {
+	var ob *oldBrokerError
+	if !errors.As(err, &ob) || len(c.oldFetch) >= maxOldBrokers {
+		return
+	}
+	if c.oldFetch == nil {
+		c.oldFetch = map[string]bool{}
+	}
+	c.oldFetch[ob.addr] = true
+}
+
+// oldBrokerError says that a broker refused fetch_multi version 1 (it predates it, and
+// closed the connection): the consumer reads it with version 0 from then on.
+type oldBrokerError struct{ addr string }
+
+func (e *oldBrokerError) Error() string {
+	return "broker " + e.addr + " does not know fetch_multi version 1: reading it with version 0"
 }
 
 // singleFetchError says that a partition's offset is in its range but the broker could

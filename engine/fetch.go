@@ -17,6 +17,9 @@ type FetchResult struct {
 	Spans []memarena.Span
 	// Region is the batches from the store when they were not in memory.
 	Region persist.Region
+	// NextOffset follows the last batch held: the offset to fetch next (the offset asked
+	// for when none is held).
+	NextOffset int64
 }
 
 // Len returns the bytes of batches held.
@@ -47,13 +50,13 @@ func (r *FetchResult) Release() {
 // reads themselves are safe anywhere; the counters and the buffer's order are the
 // owner's).
 func (p *Partition) Fetch(offset int64, maxBytes int, dst []memarena.Span) (FetchResult, error) {
-	res := FetchResult{Spans: dst[:0]}
+	res := FetchResult{Spans: dst[:0], NextOffset: offset}
 	if start, next := p.store.Bounds(); offset >= start && offset < next {
-		spans, err := p.buf.Read(offset, maxBytes, res.Spans)
+		spans, after, err := p.buf.ReadNext(offset, maxBytes, res.Spans)
 		switch {
 		case err == nil && len(spans) > 0:
 			p.hits.Add(1)
-			res.Spans = spans
+			res.Spans, res.NextOffset = spans, after
 			res.Window = p.Window()
 			return res, nil
 		case err != nil && !errors.Is(err, memarena.ErrMiss):
@@ -66,6 +69,9 @@ func (p *Partition) Fetch(offset int64, maxBytes int, dst []memarena.Span) (Fetc
 		return res, err
 	}
 	res.Region = r
+	if r.Len > 0 {
+		res.NextOffset = r.NextOffset
+	}
 	res.Window = p.Window()
 	return res, nil
 }

@@ -229,7 +229,7 @@ func (m *model) readOp() {
 	}
 	off := first + m.rng.Int64N(o.next-first)
 	maxBytes := m.rng.IntN(40 * 1024)
-	spans, err := o.w.Read(off, maxBytes, nil)
+	spans, next, err := o.w.ReadNext(off, maxBytes, nil)
 	if errors.Is(err, ErrMiss) {
 		if off > o.durable {
 			m.fatalf("Read(%d) missed a pending offset (durable %d)", off, o.durable)
@@ -246,11 +246,31 @@ func (m *model) readOp() {
 	if got := joinSpans(spans); !bytes.Equal(got, want) {
 		m.fatalf("Read(%d, %d) = %d bytes; want %d", off, maxBytes, len(got), len(want))
 	}
+	if wantNext := m.nextAfterRead(o, off, len(want)); next != wantNext {
+		m.fatalf("ReadNext(%d, %d): next offset %d, want %d", off, maxBytes, next, wantNext)
+	}
 	if m.rng.IntN(3) == 0 && len(m.holds) < 50 {
 		m.holds = append(m.holds, modelHold{spans: spans, want: want})
 		return
 	}
 	ReleaseAll(spans)
+}
+
+// nextAfterRead returns the offset after the batches of a read of n bytes from offset
+// off: the last one's last offset + 1.
+func (m *model) nextAfterRead(o *modelWB, off int64, n int) int64 {
+	next := off
+	for i := range o.batches {
+		b := &o.batches[i]
+		if b.last < off {
+			continue
+		}
+		if n <= 0 {
+			break
+		}
+		next, n = b.last+1, n-b.n
+	}
+	return next
 }
 
 // readCrossesPadding reports whether a read of n bytes of batches from offset

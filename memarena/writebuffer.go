@@ -265,29 +265,39 @@ func (w *WriteBuffer) SetDurable(offset int64) {
 // is no longer in memory (read it from the log), and dst unchanged if offset
 // is at or past NextOffset. It allocates nothing if dst has room.
 func (w *WriteBuffer) Read(offset int64, maxBytes int, dst []Span) ([]Span, error) {
+	spans, _, err := w.ReadNext(offset, maxBytes, dst)
+	return spans, err
+}
+
+// ReadNext is Read that also returns the offset after the last batch read (offset
+// itself when it read none): the offset a reader asks for next, known from the batch
+// index without reading a batch header.
+func (w *WriteBuffer) ReadNext(offset int64, maxBytes int, dst []Span) ([]Span, int64, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	switch {
 	case w.mu.closed:
-		return dst, ErrClosed
+		return dst, offset, ErrClosed
 	case offset >= w.mu.next:
-		return dst, nil
+		return dst, offset, nil
 	}
 	g, j, ok := w.findLocked(offset)
 	if !ok {
 		w.mu.misses++
 		w.a.c.readMisses.Add(1)
-		return dst, ErrMiss
+		return dst, offset, ErrMiss
 	}
 	w.mu.hits++
 	w.a.c.readHits.Add(1)
-	return w.readLocked(g, j, int64(max(maxBytes, 0)), dst), nil
+	dst, next := w.readLocked(g, j, int64(max(maxBytes, 0)), dst)
+	return dst, next, nil
 }
 
 // readLocked appends spans of whole batches from batch (g, j) on, within
-// maxBytes of batch bytes but the first batch whole. A run of back-to-back
-// batches ends at padding, which the spans leave out.
-func (w *WriteBuffer) readLocked(g, j int, maxBytes int64, dst []Span) []Span {
+// maxBytes of batch bytes but the first batch whole, and returns the offset
+// after the last batch. A run of back-to-back batches ends at padding, which
+// the spans leave out.
+func (w *WriteBuffer) readLocked(g, j int, maxBytes int64, dst []Span) ([]Span, int64) {
 	x := &w.mu.idx
 	_, _, start, end := x.batch(g, j)
 	run, limit := start, start+max(maxBytes, end-start) // limit: stream position of the budget's end
@@ -296,12 +306,14 @@ func (w *WriteBuffer) readLocked(g, j int, maxBytes int64, dst []Span) []Span {
 		k := x.lastWithin(g, j, limit)
 		end = gr.start + int64(gr.end[k])
 		if k < len(gr.end)-1 || g+1 == len(x.groups) {
-			break
+			_, last, _, _ := x.batch(g, k)
+			return w.spansLocked(run, end, dst), last + 1
 		}
 		next := x.groups[g+1]
 		gap := next.start - end
 		if next.start+int64(next.end[0])-gap > limit {
-			break
+			_, last, _, _ := x.batch(g, k)
+			return w.spansLocked(run, end, dst), last + 1
 		}
 		if gap > 0 {
 			dst = w.spansLocked(run, end, dst)
@@ -309,7 +321,6 @@ func (w *WriteBuffer) readLocked(g, j int, maxBytes int64, dst []Span) []Span {
 		}
 		g, j = g+1, 0
 	}
-	return w.spansLocked(run, end, dst)
 }
 
 // findLocked finds the live batch holding offset (< next).

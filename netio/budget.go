@@ -159,7 +159,7 @@ func (b *outboundBudget) reserve(c *Conn, req *wire.Request) int64 {
 		maxBytes = &f.MaxBytes
 	case *wire.FetchMultiRequest:
 		maxBytes = &f.MaxBytes
-		head += int64(wire.FetchPartHeaderSize * len(f.Partitions))
+		head += int64(wire.FetchPartHeaderLen(f.Version) * len(f.Partitions))
 	default:
 		return 0
 	}

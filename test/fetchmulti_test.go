@@ -73,6 +73,22 @@ func TestFetchMultiAnswersBusyPartition(t *testing.T) {
 	}
 }
 
+// onDiskThenRestart creates topic with 2 partitions, writes 8 batches of 50 records
+// ("disk<i>-<j>") to partition 0, and restarts the broker, so that they are read from
+// the segment files only; it returns a connection to the restarted broker.
+func onDiskThenRestart(t *testing.T, b *testbroker.Broker, topic string) *wireConn {
+	t.Helper()
+	w := dial(t, b.Addr)
+	createTopic(t, w, topic, 2)
+	for i := range 8 {
+		mustOK(t, w.call(&wire.ProduceRequest{Topic: []byte(topic), Partition: 0, Version: 1,
+			Batches: records(0, -1, fmt.Sprintf("disk%d", i), 50)}))
+	}
+	b.Stop()
+	b.Restart()
+	return dial(t, b.Addr)
+}
+
 // TestFetchMultiSendfileAndMemory reads, in one fetch_multi answer, a partition whose
 // data is only in segment files (written before a restart: sent by sendfile) and one
 // whose data is in the arena (produced after it: sent by writev), and checks both
@@ -80,15 +96,7 @@ func TestFetchMultiAnswersBusyPartition(t *testing.T) {
 // errors (an unknown partition, an offset past the end) and the byte budget.
 func TestFetchMultiSendfileAndMemory(t *testing.T) {
 	b := testbroker.Start(t, t.TempDir(), "-metrics", "127.0.0.1:0")
-	w := dial(t, b.Addr)
-	createTopic(t, w, "s", 2)
-	for i := range 8 {
-		mustOK(t, w.call(&wire.ProduceRequest{Topic: []byte("s"), Partition: 0, Version: 1,
-			Batches: records(0, -1, fmt.Sprintf("disk%d", i), 50)}))
-	}
-	b.Stop()
-	b.Restart()
-	w = dial(t, b.Addr)
+	w := onDiskThenRestart(t, b, "s")
 	mustOK(t, w.call(&wire.ProduceRequest{Topic: []byte("s"), Partition: 1, Version: 1, Batches: records(0, -1, "mem", 5)}))
 	sent0 := scrape(t, b.MetricsAddr, `sluice_fetch_bytes_total{path="sendfile"}`)
 	resp := w.call(&wire.FetchMultiRequest{Topic: []byte("s"), MaxBytes: 8 << 20, Partitions: []wire.FetchMultiPartition{
@@ -136,4 +144,65 @@ func TestFetchMultiBadRequests(t *testing.T) {
 	w = dial(t, b.Addr)
 	resp = w.call(&wire.FetchMultiRequest{Topic: []byte("x"), Partitions: []wire.FetchMultiPartition{{}}})
 	mustOK(t, resp)
+}
+
+// TestFetchMultiV1NextOffsets reads, with fetch_multi version 1, a partition from its
+// segment files (sendfile) and one from the arena (writev), whole and within small
+// budgets, and checks each part's next offset against its records: the last batch's last
+// offset + 1, the offset asked for without records, -1 with an error code.
+func TestFetchMultiV1NextOffsets(t *testing.T) {
+	b := testbroker.Start(t, t.TempDir())
+	w := onDiskThenRestart(t, b, "n")
+	for i := range 3 {
+		mustOK(t, w.call(&wire.ProduceRequest{Topic: []byte("n"), Partition: 1, Version: 1,
+			Batches: records(0, -1, fmt.Sprintf("mem%d", i), 5)}))
+	}
+	// lastOf is the offset after the last batch of a part's records.
+	lastOf := func(p *wire.FetchPart) int64 {
+		var next int64 = -1
+		for rest := p.Records; len(rest) > 0; {
+			h, err := batch.ParseHeader(rest)
+			if err != nil {
+				t.Fatal(err)
+			}
+			next, rest = h.LastOffset()+1, rest[h.Size():]
+		}
+		return next
+	}
+	for _, c := range []struct {
+		name     string
+		maxBytes uint32
+		parts    []wire.FetchMultiPartition
+		want     []int64 // next offset per part
+	}{
+		{"whole", 8 << 20, []wire.FetchMultiPartition{{Partition: 0, Offset: 10}, {Partition: 1, Offset: 3},
+			{Partition: 7}, {Partition: 1, Offset: 99}}, []int64{400, 15, -1, -1}},
+		{"one batch from the segment, none from memory", 1, []wire.FetchMultiPartition{{Partition: 0, Offset: 120},
+			{Partition: 1, Offset: 2}}, []int64{150, 2}},
+		{"one batch from memory, none from the segment", 1, []wire.FetchMultiPartition{{Partition: 1, Offset: 6},
+			{Partition: 0, Offset: 0}}, []int64{10, 0}},
+		{"two segment batches", 2 * 50 * 20, []wire.FetchMultiPartition{{Partition: 0, Offset: 200}}, []int64{300}},
+		{"at the end", 1 << 20, []wire.FetchMultiPartition{{Partition: 0, Offset: 400}, {Partition: 1, Offset: 15}},
+			[]int64{400, 15}},
+	} {
+		resp := w.callFetchMultiV1(&wire.FetchMultiRequest{Topic: []byte("n"), MaxBytes: c.maxBytes, Partitions: c.parts})
+		mustOK(t, resp)
+		parts := resp.Body.(*wire.FetchMultiResponse).Parts
+		for i := range parts {
+			p := &parts[i]
+			if p.NextOffset != c.want[i] {
+				t.Errorf("%s: part %d (partition %d at %d, %d bytes): next offset %d, want %d", c.name, i,
+					c.parts[i].Partition, c.parts[i].Offset, len(p.Records), p.NextOffset, c.want[i])
+			}
+			if p.Records != nil && lastOf(p) != p.NextOffset {
+				t.Errorf("%s: part %d: records end at %d, next offset %d", c.name, i, lastOf(p), p.NextOffset)
+			}
+		}
+	}
+	// Version 0 on the same connection still answers in its own layout.
+	resp := w.call(&wire.FetchMultiRequest{Topic: []byte("n"), MaxBytes: 1 << 20, Partitions: []wire.FetchMultiPartition{{Partition: 1}}})
+	mustOK(t, resp)
+	if got := multiValues(t, &resp.Body.(*wire.FetchMultiResponse).Parts[0], 0); len(got) != 15 {
+		t.Fatalf("version 0 after version 1: %d values, want 15", len(got))
+	}
 }

@@ -168,3 +168,26 @@ func (w *wireConn) readFrameInto(buf []byte) ([]byte, error) {
 	}
 	return buf[:n], nil
 }
+
+// callFetchMultiV1 sends a fetch_multi of version 1 and decodes its answer in that
+// version's layout.
+func (w *wireConn) callFetchMultiV1(body *wire.FetchMultiRequest) *wire.Response {
+	w.t.Helper()
+	w.id++
+	req := wire.Request{Header: wire.RequestHeader{APIKey: wire.APIFetchMulti, APIVersion: 1, RequestID: w.id}, Body: body}
+	if _, err := w.conn.Write(req.AppendTo(nil)); err != nil {
+		w.t.Fatalf("write: %v", err)
+	}
+	frame, err := w.readFrame()
+	if err != nil {
+		w.t.Fatalf("read response: %v", err)
+	}
+	resp := wire.Response{Body: &wire.FetchMultiResponse{Version: 1}}
+	if _, err := resp.Decode(frame, wire.DefaultMaxFrame); err != nil {
+		w.t.Fatalf("decode response: %v", err)
+	}
+	if resp.Header.RequestID != w.id {
+		w.t.Fatalf("response to %d, want %d", resp.Header.RequestID, w.id)
+	}
+	return &resp
+}

@@ -19,7 +19,13 @@ type FetchMultiRequest struct {
 	// budget is spent (a consumer rotates them so that none is always last). Decoding
 	// reuses the slice's capacity.
 	Partitions []FetchMultiPartition
+	// Version is the API version of the request (its header's, not part of the body):
+	// it chooses the layout of the answer's parts (FetchMultiResponse.Version).
+	Version uint16
 }
+
+// SetVersion sets the version from the request header (Request.Decode).
+func (r *FetchMultiRequest) SetVersion(v uint16) { r.Version = v }
 
 // FetchMultiPartition is one partition of a multi-partition fetch.
 type FetchMultiPartition struct {
@@ -84,6 +90,10 @@ func (r *FetchMultiRequest) Decode(b []byte) (rest []byte, err error) {
 type FetchMultiResponse struct {
 	// Parts are the partitions' answers. Decoding reuses the slice's capacity.
 	Parts []FetchPart
+	// Version is the layout of the parts: the version of the request answered (a
+	// response frame does not say it). Version 1 adds each part's NextOffset. A client
+	// sets it before decoding (Response.Decode keeps a body of the right key).
+	Version uint16
 }
 
 // FetchPart is one partition's answer in a FetchMultiResponse.
@@ -97,12 +107,27 @@ type FetchPart struct {
 	HighWatermark  int64
 	LogStartOffset int64
 	Checkpoint     int64
+	// NextOffset (version 1) is the offset after the part's last batch, the offset a
+	// consumer asks for next: with records, the last batch's last offset + 1; without,
+	// the offset asked for; -1 with a code other than none. It comes before the
+	// records, so that a consumer can send its next request while they arrive. Version 0
+	// does not carry it: 0.
+	NextOffset int64
 	// Records are whole batches, as in FetchResponse; decoding aliases them to the input.
 	Records []byte
 }
 
+// FetchPartHeaderLen returns the size of a part before its records in a version's layout.
+func FetchPartHeaderLen(version uint16) int {
+	if version >= 1 {
+		return FetchPartHeaderSize + 8
+	}
+	return FetchPartHeaderSize
+}
+
 const (
-	// FetchPartHeaderSize is the size of a part before its records.
+	// FetchPartHeaderSize is the size of a part before its records in version 0; see
+	// FetchPartHeaderLen.
 	FetchPartHeaderSize = 4 + 2 + 8 + 8 + 8 + 4
 	// FetchMultiFrameHeaderSize is the size of a fetch_multi answer frame before its first
 	// part when the error text is empty: the frame header and the part count.
@@ -116,7 +141,7 @@ func (r *FetchMultiResponse) Key() APIKey { return APIFetchMulti }
 func (r *FetchMultiResponse) AppendTo(dst []byte) []byte {
 	dst = le.AppendUint32(dst, uint32(len(r.Parts)))
 	for i := range r.Parts {
-		dst = r.Parts[i].AppendHeader(dst, len(r.Parts[i].Records))
+		dst = r.Parts[i].AppendHeader(dst, len(r.Parts[i].Records), r.Version)
 		dst = append(dst, r.Parts[i].Records...)
 	}
 	return dst
@@ -137,11 +162,19 @@ func (r *FetchMultiResponse) AppendFrameHeader(dst []byte, hdr ResponseHeader, p
 	return dst
 }
 
-// AppendHeader appends the part's fields before its records, announcing recordsLen bytes
-// of records (p.Records is ignored). It appends FetchPartHeaderSize bytes.
-func (p *FetchPart) AppendHeader(dst []byte, recordsLen int) []byte {
+// AppendHeader appends the part's fields before its records in version's layout,
+// announcing recordsLen bytes of records (p.Records is ignored). It appends
+// FetchPartHeaderLen(version) bytes.
+func (p *FetchPart) AppendHeader(dst []byte, recordsLen int, version uint16) []byte {
 	dst = le.AppendUint32(dst, p.Partition)
 	dst = le.AppendUint16(dst, uint16(p.Code))
+	if version >= 1 {
+		dst = appendI64(dst, p.HighWatermark)
+		dst = appendI64(dst, p.LogStartOffset)
+		dst = appendI64(dst, p.Checkpoint)
+		dst = appendI64(dst, p.NextOffset)
+		return le.AppendUint32(dst, uint32(recordsLen))
+	}
 	return appendFetchOffsets(dst, p.HighWatermark, p.LogStartOffset, p.Checkpoint, recordsLen)
 }
 
@@ -150,11 +183,14 @@ func (p *FetchPart) AppendHeader(dst []byte, recordsLen int) []byte {
 // allocates only when Parts has too little capacity.
 func (r *FetchMultiResponse) Decode(b []byte) (rest []byte, err error) {
 	rd := reader{b: b}
-	n := rd.count(FetchPartHeaderSize, MaxFetchPartitions, "fetch part")
+	n := rd.count(FetchPartHeaderLen(r.Version), MaxFetchPartitions, "fetch part")
 	r.Parts = r.Parts[:0]
 	for range n {
 		p := FetchPart{Partition: rd.u32(), Code: Code(rd.u16()), HighWatermark: rd.i64(),
 			LogStartOffset: rd.i64(), Checkpoint: rd.i64()}
+		if r.Version >= 1 {
+			p.NextOffset = rd.i64()
+		}
 		p.Records = rd.take(int(rd.u32()))
 		if len(p.Records) == 0 {
 			p.Records = nil
@@ -162,9 +198,27 @@ func (r *FetchMultiResponse) Decode(b []byte) (rest []byte, err error) {
 		if rd.err == nil {
 			rd.err = checkPart(&p)
 		}
+		if rd.err == nil && r.Version >= 1 {
+			rd.err = checkNext(&p)
+		}
 		r.Parts = append(r.Parts, p)
 	}
 	return rd.b, rd.err
+}
+
+// checkNext checks a version 1 part's next offset: -1 with an error code; after records,
+// above 0 and at most the high watermark; without, not negative (the offset asked for,
+// which may lie outside the partition when the budget was spent before it was read).
+func checkNext(p *FetchPart) error {
+	switch {
+	case p.Code != CodeNone && p.NextOffset != -1,
+		p.Code == CodeNone && p.NextOffset < 0,
+		p.Records != nil && (p.NextOffset == 0 || p.NextOffset > p.HighWatermark):
+		return malformed("fetch part of partition " + utoa(uint64(p.Partition)) + " with next offset " +
+			i64toa(p.NextOffset) + " (code " + p.Code.String() + ", offsets " + i64toa(p.LogStartOffset) +
+			"-" + i64toa(p.HighWatermark) + ")")
+	}
+	return nil
 }
 
 // checkPart checks a decoded part's code and offsets.
@@ -176,4 +230,34 @@ func checkPart(p *FetchPart) error {
 		return malformed("fetch part of partition " + utoa(uint64(p.Partition)) + " with records and code " + p.Code.String())
 	}
 	return checkOffsets(p.LogStartOffset, p.HighWatermark, p.Checkpoint)
+}
+
+// FetchMultiPeekSize is how many bytes of a version 1 fetch_multi answer frame
+// PeekFirstNext needs: the frame header with an empty text, the part count and the first
+// part's header.
+const FetchMultiPeekSize = FetchMultiFrameHeaderSize + FetchPartHeaderSize + 8
+
+// PeekFirstNext reads the first part's next offset from the front of a version 1
+// fetch_multi answer frame (at least FetchMultiPeekSize bytes), before its records have
+// arrived. ok is false unless the frame is a success with an empty text, holds at least
+// one part, and that part's code is none with a next offset that is not negative: then
+// the caller waits for the whole frame (Response.Decode checks it all again).
+func PeekFirstNext(frame []byte) (next int64, ok bool) {
+	if len(frame) < FetchMultiPeekSize {
+		return 0, false
+	}
+	hdr := frame[:ResponseHeaderSize]
+	if APIKey(le.Uint16(hdr[8:])) != APIFetchMulti || Code(le.Uint16(hdr[10:])) != CodeNone {
+		return 0, false
+	}
+	b := frame[ResponseHeaderSize:]
+	if le.Uint16(b) != 0 || le.Uint32(b[2:]) == 0 { // text length, part count
+		return 0, false
+	}
+	part := b[6:]
+	if Code(le.Uint16(part[4:])) != CodeNone {
+		return 0, false
+	}
+	next = int64(le.Uint64(part[30:]))
+	return next, next >= 0
 }

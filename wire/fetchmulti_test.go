@@ -2,6 +2,8 @@ package wire
 
 import (
 	"bytes"
+	"errors"
+	"reflect"
 	"testing"
 )
 
@@ -9,27 +11,130 @@ import (
 // whole-message encoder: the frame header, then each part's header and records, is the
 // frame Response.AppendTo makes.
 func TestFetchMultiFrameHeader(t *testing.T) {
-	want := sampleResponses()["fetch-multi"]
-	body := want.Body.(*FetchMultiResponse)
-	rest := 0
-	for _, p := range body.Parts {
-		rest += FetchPartHeaderSize + len(p.Records)
-	}
-	got := body.AppendFrameHeader(nil, want.Header, len(body.Parts), rest)
-	if len(got) != FetchMultiFrameHeaderSize {
-		t.Fatalf("frame header of %d bytes, want %d", len(got), FetchMultiFrameHeaderSize)
-	}
-	for i := range body.Parts {
-		n := len(got)
-		got = body.Parts[i].AppendHeader(got, len(body.Parts[i].Records))
-		if len(got)-n != FetchPartHeaderSize {
-			t.Fatalf("part header of %d bytes, want %d", len(got)-n, FetchPartHeaderSize)
+	for _, version := range []uint16{0, 1} {
+		want := sampleResponses()["fetch-multi"]
+		body := want.Body.(*FetchMultiResponse)
+		body.Version = version
+		rest := 0
+		for _, p := range body.Parts {
+			rest += FetchPartHeaderLen(version) + len(p.Records)
 		}
-		got = append(got, body.Parts[i].Records...)
+		got := body.AppendFrameHeader(nil, want.Header, len(body.Parts), rest)
+		if len(got) != FetchMultiFrameHeaderSize {
+			t.Fatalf("frame header of %d bytes, want %d", len(got), FetchMultiFrameHeaderSize)
+		}
+		for i := range body.Parts {
+			n := len(got)
+			got = body.Parts[i].AppendHeader(got, len(body.Parts[i].Records), version)
+			if len(got)-n != FetchPartHeaderLen(version) {
+				t.Fatalf("version %d: part header of %d bytes, want %d", version, len(got)-n, FetchPartHeaderLen(version))
+			}
+			got = append(got, body.Parts[i].Records...)
+		}
+		if frame := want.AppendTo(nil); !bytes.Equal(got, frame) {
+			t.Fatalf("version %d: zero-copy layout\n%x\nwant\n%x", version, got, frame)
+		}
 	}
-	if frame := want.AppendTo(nil); !bytes.Equal(got, frame) {
-		t.Fatalf("zero-copy layout\n%x\nwant\n%x", got, frame)
+}
+
+// sampleFetchMultiV1 is a version 1 answer: next offsets after the records, at the offset
+// asked for without them, -1 with an error code.
+func sampleFetchMultiV1() Response {
+	r := sampleResponses()["fetch-multi"]
+	b := r.Body.(*FetchMultiResponse)
+	b.Version = 1
+	b.Parts[0].NextOffset = 1003
+	b.Parts[1].NextOffset = -1
+	b.Parts[2].NextOffset = -1
+	b.Parts[3].NextOffset = 4
+	return r
+}
+
+// TestFetchMultiV1RoundTrip decodes a version 1 answer into a body set to version 1, as
+// the client does, and reads the version of a request from its header.
+func TestFetchMultiV1RoundTrip(t *testing.T) {
+	want := sampleFetchMultiV1()
+	frame := want.AppendTo(nil)
+	v0r := sampleResponses()["fetch-multi"]
+	if v0 := v0r.AppendTo(nil); len(frame) != len(v0)+8*4 {
+		t.Fatalf("version 1 frame of %d bytes, want %d (8 more per part)", len(frame), len(v0)+8*4)
 	}
+	got := Response{Body: &FetchMultiResponse{Version: 1}}
+	if _, err := got.Decode(frame, DefaultMaxFrame); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("decoded %+v\nwant %+v", got.Body, want.Body)
+	}
+	if next, ok := PeekFirstNext(frame[:FetchMultiPeekSize]); !ok || next != 1003 {
+		t.Fatalf("PeekFirstNext = %d, %v; want 1003, true", next, ok)
+	}
+	if _, ok := PeekFirstNext(frame[:FetchMultiPeekSize-1]); ok {
+		t.Fatal("PeekFirstNext read a part header it did not have whole")
+	}
+	first := want.Body.(*FetchMultiResponse)
+	first.Parts = first.Parts[1:] // the first part is now out of range
+	if _, ok := PeekFirstNext(want.AppendTo(nil)); ok {
+		t.Fatal("PeekFirstNext took the next offset of a part with an error code")
+	}
+	want = sampleFetchMultiV1()
+	// Read as version 0, the same bytes do not parse: the layouts differ.
+	var v0 Response
+	if _, err := v0.Decode(frame, DefaultMaxFrame); err == nil {
+		t.Fatal("a version 1 answer decoded as version 0")
+	}
+
+	req := Request{Header: RequestHeader{APIKey: APIFetchMulti, APIVersion: 1, RequestID: 7},
+		Body: &FetchMultiRequest{Topic: []byte("t"), Partitions: []FetchMultiPartition{{Partition: 0, Offset: 5}}}}
+	var r Request
+	if _, err := r.Decode(req.AppendTo(nil), DefaultMaxFrame); err != nil {
+		t.Fatal(err)
+	}
+	if v := r.Body.(*FetchMultiRequest).Version; v != 1 {
+		t.Fatalf("request version %d, want 1", v)
+	}
+	req.Header.APIVersion = 2
+	if _, err := r.Decode(req.AppendTo(nil), DefaultMaxFrame); CodeOf(err) != CodeUnsupportedVersion {
+		t.Fatalf("version 2: %v, want unsupported_version", err)
+	}
+}
+
+// TestFetchMultiV1Malformed checks the next offset of version 1 parts.
+func TestFetchMultiV1Malformed(t *testing.T) {
+	for name, set := range map[string]func(b *FetchMultiResponse){
+		"negative without records": func(b *FetchMultiResponse) { b.Parts[3].NextOffset = -1 },
+		"set with an error code":   func(b *FetchMultiResponse) { b.Parts[1].NextOffset = 7 },
+		"zero after records":       func(b *FetchMultiResponse) { b.Parts[0].NextOffset = 0 },
+		"past the high watermark":  func(b *FetchMultiResponse) { b.Parts[0].NextOffset = 1004 },
+	} {
+		r := sampleFetchMultiV1()
+		set(r.Body.(*FetchMultiResponse))
+		got := Response{Body: &FetchMultiResponse{Version: 1}}
+		frame := r.AppendTo(nil)
+		if _, err := got.Decode(frame, DefaultMaxFrame); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: %v, want malformed", name, err)
+		}
+	}
+}
+
+// FuzzDecodeFetchMultiV1 feeds arbitrary bodies to a version 1 fetch_multi decoder:
+// an error or a body that encodes back to the same bytes, never a panic.
+func FuzzDecodeFetchMultiV1(f *testing.F) {
+	r := sampleFetchMultiV1()
+	f.Add(r.Body.AppendTo(nil))
+	f.Add([]byte{1, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		PeekFirstNext(data) // never panics, whatever the bytes
+		b := FetchMultiResponse{Version: 1}
+		rest, err := b.Decode(data)
+		if err != nil {
+			requireTyped(t, err)
+			return
+		}
+		if again := b.AppendTo(nil); !bytes.Equal(again, data[:len(data)-len(rest)]) {
+			t.Fatalf("re-encoded\n%x\nwant\n%x", again, data[:len(data)-len(rest)])
+		}
+	})
 }
 
 // TestFetchMultiMalformed checks that bad fetch_multi bodies get malformed, never a

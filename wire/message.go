@@ -59,11 +59,18 @@ func (r *Request) Decode(b []byte, maxFrame int) (rest []byte, err error) {
 	if r.Body == nil || r.Body.Key() != hdr.APIKey {
 		r.Body = NewRequest(hdr.APIKey)
 	}
+	if v, ok := r.Body.(versioned); ok {
+		v.SetVersion(hdr.APIVersion)
+	}
 	if err := decodeWhole(r.Body, b[RequestHeaderSize:size]); err != nil {
 		return b, err
 	}
 	return b[size:], nil
 }
+
+// versioned is a request body whose layout, or its answer's, depends on the API version
+// of the request header: Request.Decode tells it the version before decoding.
+type versioned interface{ SetVersion(v uint16) }
 
 // decodeWhole decodes body from b, which must hold it exactly.
 func decodeWhole(body Body, b []byte) error {
