@@ -12,11 +12,15 @@ package client
 // beyond 16 went to the garbage collector, to be allocated again (about 100 MB/s in
 // that run, 97 % of the harness's allocation).
 //
-// Now a window asks for a buffer the size of its last batch and a quarter (a batch
-// that outgrows it grows it: batch.Builder's append), and buffers are recycled in
-// classes of powers of two from minBatchBuf up, the last class the largest batch. Free
-// buffers are bounded by their capacity in bytes (limit), not by their number, so that
-// a burst of small ones is kept whole. A buffer holds at most 2.5 times its batch.
+// Now a window builds a batch in a buffer sized from its recent batches (window.seal: a
+// batch that outgrows it grows it, batch.Builder's append), a sealed batch that fills
+// less than half of its buffer is copied into one of its size (the build buffer goes
+// back at once), and buffers are recycled in classes of powers of two from minBatchBuf
+// up, the last class the largest batch. Free buffers are bounded by their capacity in
+// bytes (limit), not by their number, so that a burst of small ones is kept whole. A
+// held batch keeps a buffer of at most twice its bytes, or minBatchBuf: MaxBufferedBytes
+// counts batch bytes, so with many partitions of batches far below 16 KiB the memory
+// held is still above it.
 //
 // The producer's lock guards it (it is part of winShared).
 type batchBufs struct {

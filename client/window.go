@@ -124,7 +124,7 @@ type window struct {
 	open      bool
 	openFirst int64   // when the open batch got its first record
 	openProg  []int64 // progress numbers of the open batch; nil while none
-	lastLen   int     // bytes of the last batch sealed before compression: the next one's buffer size
+	lastLen   int     // a recent maximum of batch bytes before compression: the next one's buffer size
 
 	q         []*pbatch
 	acked     int
@@ -169,7 +169,7 @@ func (w *window) add(r *Record, logical uint16, ts, now int64) (wake bool) {
 		if int(w.seq) > math.MaxInt32-w.sh.batchBytes { // a batch holds at most batchBytes records
 			w.pid, w.seq = w.sh.newPID(), 0 // a new sequence stream rather than a wrap
 		}
-		w.bld.Reset(w.sh.getBuf(w.lastLen+w.lastLen/4), w.pid, w.seq)
+		w.bld.Reset(w.sh.getBuf(w.lastLen), w.pid, w.seq) // lastLen: a recent maximum (seal)
 		w.bld.SetLayout(uint16(w.version))  // the low 16 bits: docs/format.md §1
 		w.sh.buffered += int64(w.bld.Len()) // the header
 		w.open, w.openFirst, wake = true, now, true
@@ -197,8 +197,20 @@ func (w *window) seal() bool {
 		return false
 	}
 	before, n := w.bld.Len(), w.bld.Count()
-	w.lastLen = before // the next batch's buffer is sized from it
+	// The next batch is built in a buffer sized from recent batches: a maximum that
+	// shrinks by an eighth a batch, so that a partition alternating big and small
+	// batches builds each big one in a buffer of its size instead of growing one.
+	w.lastLen = max(before, w.lastLen-w.lastLen/8)
 	buf := w.sh.comp.Finish(&w.bld, w.sh.codec)
+	if cap(buf) > minBatchBuf && cap(buf) > 2*len(buf) {
+		// Held until a checkpoint covers it, a batch keeps a buffer of its own size
+		// (compressed, or small after big ones), and the one it was built in goes back to
+		// be built in again: one copy of the batch, against a buffer up to 70 times its
+		// size held (a zstd batch of 12 KiB in a 128 KiB buffer; 1 KiB in 1.1 MiB).
+		held := append(w.sh.getBuf(len(buf)), buf...)
+		w.sh.putBuf(buf)
+		buf = held
+	}
 	b := &pbatch{buf: buf, count: n, pid: w.pid, ord: w.nextOrd, prog: w.openProg, base: -1, last: -1, opened: w.openFirst}
 	for _, p := range b.prog {
 		if p > 0 && (b.minProg == 0 || p < b.minProg) {
