@@ -170,8 +170,8 @@ func (w *window) add(r *Record, logical uint16, ts, now int64) (wake bool) {
 			w.pid, w.seq = w.sh.newPID(), 0 // a new sequence stream rather than a wrap
 		}
 		w.bld.Reset(w.sh.getBuf(w.lastLen), w.pid, w.seq) // lastLen: a recent maximum (seal)
-		w.bld.SetLayout(uint16(w.version))  // the low 16 bits: docs/format.md §1
-		w.sh.buffered += int64(w.bld.Len()) // the header
+		w.bld.SetLayout(uint16(w.version))                // the low 16 bits: docs/format.md §1
+		w.sh.buffered += int64(w.bld.Len())               // the header
 		w.open, w.openFirst, wake = true, now, true
 	}
 	before := w.bld.Len()
