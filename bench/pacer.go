@@ -71,20 +71,24 @@ func (p *Pacer) Take(now int64) (first, n int64) {
 // omission.
 func (p *Pacer) Intended(i int64) int64 { return p.start + int64(float64(i)*p.interval) }
 
-// sleepUntil sleeps until t (Unix ns). It never spins: on two cores a spinning producer
-// takes the CPU the broker and the consumers need; timer overshoot delays the records,
-// which count it in their latency as they should.
+// sleepUntil sleeps until t (Unix ns), with s for short sleeps (nil: nanosleep(2)). It
+// never spins: on two cores a spinning producer takes the CPU the broker and the
+// consumers need; timer overshoot delays the records, which count it in their latency as
+// they should.
 //
 // Go's timers wake no sooner than its netpoller's millisecond timeout (a 100 µs
 // time.Sleep overslept by 1.0 ms at the median on these hosts, 2.2 ms at p99), so a
 // schedule of one record every 100 µs would go out in bursts a millisecond apart and
 // every system's latency would carry up to a millisecond of the harness's own lateness.
-// Short sleeps therefore use nanosleep(2) on the goroutine's thread (82 µs median
-// overshoot on the same loaded host), long ones time.Sleep.
-func sleepUntil(t int64) {
+// Short sleeps therefore wait on a timerfd (nanosleep.Sleeper: 28 µs median overshoot,
+// and the goroutine parks, leaving its P to the consumers; nanosleep(2) held it), long
+// ones in time.Sleep.
+func sleepUntil(t int64, s *nanosleep.Sleeper) {
 	d := time.Duration(t - time.Now().UnixNano())
 	switch {
 	case d <= 0:
+	case d < 2*time.Millisecond && s != nil:
+		s.Sleep(d)
 	case d < 2*time.Millisecond:
 		nanosleep.Sleep(d)
 	default:

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"sluice/internal/nanosleep"
 )
 
 // Counters are a run's shared counts. Safe from any goroutine.
@@ -70,6 +72,10 @@ func produceLoop(ctx context.Context, p Producer, c *Config, rate float64, quota
 	v := make([]byte, c.RecordSize)
 	fillPayload(v[stampSize:], rand.Uint64())
 	pacer := NewPacer(time.Now(), rate)
+	sleeper, _ := nanosleep.NewSleeper() // nil: nanosleep(2)
+	if sleeper != nil {
+		defer sleeper.Close()
+	}
 	var ack func(error)
 	if p.Acks() && rec == nil {
 		ack = func(err error) {
@@ -83,7 +89,7 @@ func produceLoop(ctx context.Context, p Producer, c *Config, rate float64, quota
 		now := time.Now().UnixNano()
 		first, n := pacer.Take(now)
 		if n == 0 {
-			sleepUntil(pacer.Due())
+			sleepUntil(pacer.Due(), sleeper)
 			continue
 		}
 		if quota > 0 {

@@ -38,6 +38,9 @@ type link struct {
 	bufs  net.Buffers
 	ends  []int
 	timer *time.Timer
+	// sleeper waits out lingers shorter than the timers' granularity (sleep); nil until
+	// the first, or when the kernel gives none (then nanosleep(2)).
+	sleeper *nanosleep.Sleeper
 }
 
 // linkLocked returns the link to addr, starting one if there is none.
@@ -65,6 +68,11 @@ func (l *link) wake() {
 // run is the sender goroutine.
 func (l *link) run() {
 	defer l.p.wg.Done()
+	defer func() {
+		if l.sleeper != nil {
+			l.sleeper.Close()
+		}
+	}()
 	l.timer = time.NewTimer(time.Hour)
 	l.timer.Stop()
 	for {
@@ -187,10 +195,18 @@ func (l *link) sleep(wakeAt int64) bool {
 		}
 		if d < timerGranularity {
 			// A timer would fire a millisecond late at best (a 200 µs linger would last
-			// 1 ms): a wait this short sleeps in nanosleep(2) instead, one system call per
-			// linger, not per record. A wake-up meanwhile (a batch filled) is taken after
-			// it, at most d late.
-			nanosleep.Sleep(d)
+			// 1 ms): a wait this short sleeps on a timerfd instead (nanosleep.Sleeper: the
+			// goroutine parks, its P runs the application's goroutines meanwhile), two
+			// system calls per linger, not per record. A wake-up meanwhile (a batch
+			// filled) is taken after it, at most d late.
+			if l.sleeper == nil {
+				l.sleeper, _ = nanosleep.NewSleeper() // nil: nanosleep(2) below
+			}
+			if l.sleeper != nil {
+				l.sleeper.Sleep(d)
+			} else {
+				nanosleep.Sleep(d)
+			}
 			return l.p.ctx.Err() == nil
 		}
 		l.timer.Reset(d)
