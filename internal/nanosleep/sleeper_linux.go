@@ -3,10 +3,23 @@ package nanosleep
 import (
 	"fmt"
 	"os"
+	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
+	"unsafe"
 )
+
+// timerfd(2) by its system calls: the standard library has their numbers but no
+// wrappers (this package stays on the standard library, like the other row-1 helpers).
+const (
+	clockMonotonic = 1
+	tfdNonblock    = syscall.O_NONBLOCK
+	tfdCloexec     = syscall.O_CLOEXEC
+)
+
+// itimerspec is struct itimerspec.
+type itimerspec struct {
+	interval, value syscall.Timespec
+}
 
 // Sleeper sleeps like Sleep, but parks the goroutine instead of blocking its thread: it
 // arms a timerfd(2) and reads it through Go's netpoller, which wakes the goroutine when
@@ -26,13 +39,13 @@ type Sleeper struct {
 // NewSleeper returns a Sleeper, or an error when the kernel gives no timerfd (then use
 // Sleep).
 func NewSleeper() (*Sleeper, error) {
-	fd, err := unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_NONBLOCK|unix.TFD_CLOEXEC)
-	if err != nil {
-		return nil, fmt.Errorf("cannot create a timerfd: %w", err)
+	fd, _, errno := syscall.Syscall(syscall.SYS_TIMERFD_CREATE, clockMonotonic, tfdNonblock|tfdCloexec, 0)
+	if errno != 0 {
+		return nil, fmt.Errorf("cannot create a timerfd: %w", errno)
 	}
 	// A non-blocking descriptor: os.NewFile registers it with the netpoller, so a read
 	// that finds the timer not yet fired parks the goroutine.
-	return &Sleeper{f: os.NewFile(uintptr(fd), "timerfd"), fd: fd}, nil
+	return &Sleeper{f: os.NewFile(fd, "timerfd"), fd: int(fd)}, nil
 }
 
 // Sleep sleeps d (nothing when d <= 0). It falls back to nanosleep(2) if the timer
@@ -41,8 +54,9 @@ func (s *Sleeper) Sleep(d time.Duration) {
 	if d <= 0 {
 		return
 	}
-	spec := unix.ItimerSpec{Value: unix.NsecToTimespec(int64(d))}
-	if err := unix.TimerfdSettime(s.fd, 0, &spec, nil); err != nil {
+	spec := itimerspec{value: syscall.NsecToTimespec(int64(d))}
+	if _, _, errno := syscall.Syscall6(syscall.SYS_TIMERFD_SETTIME, uintptr(s.fd), 0,
+		uintptr(unsafe.Pointer(&spec)), 0, 0, 0); errno != 0 {
 		Sleep(d)
 		return
 	}
