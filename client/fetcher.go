@@ -378,7 +378,8 @@ func (f *fetcher) take(a *answer, part *wire.FetchPart) error {
 }
 
 // maxOldBrokers bounds the brokers a consumer remembers as predating fetch_multi version
-// 1 (beyond it, a broker that refuses it fails the fetch).
+// 1 (beyond it, such a broker is asked for version 1 again, with backoff, until the
+// caller's context ends).
 const maxOldBrokers = 256
 
 // fetchVersion returns the fetch_multi version to ask broker addr for: 1, or 0 once it

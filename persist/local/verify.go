@@ -114,7 +114,7 @@ func checkRegion(h *handle, hb *[batch.HeaderSize]byte, v *segView, pos, end, en
 		if !errors.As(err, &ce) || ce.Pos <= pos {
 			return 0, 0, err
 		}
-		if ce.Pos < end {
+		if ce.Pos <= end { // at end too: the region ends there, but its batches end at ce.Offset
 			end, endOff = ce.Pos, ce.Offset
 		}
 		break

@@ -271,14 +271,7 @@ func TestTruncateKeepsUncheckedHeadersUnchecked(t *testing.T) {
 	dir := t.TempDir()
 	opts := Options{SegmentBytes: 32 << 10, IndexInterval: 1 << 10, Sync: SyncNever}
 	buildLog(t, dir, opts, 1200)
-	all := layout(t, dir)
-	files, _ := filepath.Glob(filepath.Join(dir, "*.log"))
-	var seg []batchAt
-	for _, b := range all {
-		if b.file == files[1] {
-			seg = append(seg, b)
-		}
-	}
+	seg := secondSegment(t, dir)
 	bad, cut := seg[3], seg[len(seg)-3]
 	patchFile(t, bad.file, func(d []byte) []byte {
 		binary.LittleEndian.PutUint64(d[bad.pos:], uint64(bad.base+1))
@@ -306,14 +299,7 @@ func TestCorruptTrustedSegmentScannedOnce(t *testing.T) {
 	dir := t.TempDir()
 	opts := Options{SegmentBytes: 16 << 10, Sync: SyncNever}
 	buildLog(t, dir, opts, 600)
-	all := layout(t, dir)
-	files, _ := filepath.Glob(filepath.Join(dir, "*.log"))
-	var seg []batchAt
-	for _, b := range all {
-		if b.file == files[1] {
-			seg = append(seg, b)
-		}
-	}
+	seg := secondSegment(t, dir)
 	bad := seg[len(seg)/2]
 	patchFile(t, bad.file, func(d []byte) []byte { d[bad.pos+45] ^= 1; return d })
 	os.Remove(strings.TrimSuffix(bad.file, ".log") + ".index")
@@ -347,4 +333,78 @@ func TestCorruptTrustedSegmentScannedOnce(t *testing.T) {
 	}
 	appendN(t, l, 20)
 	checkContents(t, l)
+}
+
+// TestRegionNextAtShortSegmentEnd: a sealed segment whose last batch is gone while its
+// index files agree with what is left (not checked at open) ends short of the next
+// segment. A region read to its end ends where its batches do: NextOffset is the last
+// batch's last offset + 1, not the next segment's first offset (a consumer that asks for
+// the next offset, fetch_multi version 1, would step over the missing one). Found by
+// review.
+func TestRegionNextAtShortSegmentEnd(t *testing.T) {
+	dir := t.TempDir()
+	opts := Options{SegmentBytes: 16 << 10, IndexInterval: 4 << 10, Sync: SyncNever}
+	buildLog(t, dir, opts, 400)
+	seg := secondSegment(t, dir)
+	lost, prev, base := seg[len(seg)-1], seg[len(seg)-2], seg[0].base
+	patchFile(t, lost.file, func(d []byte) []byte { return d[:lost.pos] })
+	ip := segmentName(dir, base, indexSuffix)
+	ob, err := os.ReadFile(ip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	offs, err := decodeOffsets(ob, 1<<40)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keep []offsetEntry
+	for _, e := range offs {
+		if e.pos < lost.pos {
+			keep = append(keep, e)
+		}
+	}
+	if err := os.WriteFile(ip, encodeOffsets(nil, keep), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tp := segmentName(dir, base, timeIndexSuffix)
+	tb, err := os.ReadFile(tp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	times, err := decodeTimes(tb, base, 1<<40)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tk []timeEntry
+	for _, e := range times {
+		if e.offset < prev.base {
+			tk = append(tk, e)
+		}
+	}
+	tk = append(tk, timeEntry{ts: tsAt(prev.last), offset: prev.base})
+	if err := os.WriteFile(tp, encodeTimes(nil, tk), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l := openLog(t, dir, opts)
+	r, err := l.ReadRegion(base, 1<<30)
+	if err != nil {
+		return // refused outright: nothing is sent past the damage either
+	}
+	defer r.Release()
+	if r.NextOffset != prev.last+1 {
+		t.Fatalf("the region's NextOffset is %d, its last batch ends at %d", r.NextOffset, prev.last+1)
+	}
+}
+
+// secondSegment returns the batches of dir's second segment file.
+func secondSegment(t *testing.T, dir string) []batchAt {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+	var seg []batchAt
+	for _, b := range layout(t, dir) {
+		if len(files) > 1 && b.file == files[1] {
+			seg = append(seg, b)
+		}
+	}
+	return seg
 }
