@@ -71,7 +71,7 @@ func (p *Pacer) Take(now int64) (first, n int64) {
 // omission.
 func (p *Pacer) Intended(i int64) int64 { return p.start + int64(float64(i)*p.interval) }
 
-// sleepUntil sleeps until t (Unix ns), with s for short sleeps (nil: nanosleep(2)). It
+// sleepUntil sleeps until t (Unix ns), with s for short sleeps. It
 // never spins: on two cores a spinning producer takes the CPU the broker and the
 // consumers need; timer overshoot delays the records, which count it in their latency as
 // they should.
@@ -87,10 +87,8 @@ func sleepUntil(t int64, s *nanosleep.Sleeper) {
 	d := time.Duration(t - time.Now().UnixNano())
 	switch {
 	case d <= 0:
-	case d < 2*time.Millisecond && s != nil:
-		s.Sleep(d)
 	case d < 2*time.Millisecond:
-		nanosleep.Sleep(d)
+		s.Sleep(d)
 	default:
 		time.Sleep(d)
 	}

@@ -72,10 +72,8 @@ func produceLoop(ctx context.Context, p Producer, c *Config, rate float64, quota
 	v := make([]byte, c.RecordSize)
 	fillPayload(v[stampSize:], rand.Uint64())
 	pacer := NewPacer(time.Now(), rate)
-	sleeper, _ := nanosleep.NewSleeper() // nil: nanosleep(2)
-	if sleeper != nil {
-		defer sleeper.Close()
-	}
+	sleeper, _ := nanosleep.NewSleeper() // without a timerfd, it sleeps in nanosleep(2)
+	defer sleeper.Close()
 	var ack func(error)
 	if p.Acks() && rec == nil {
 		ack = func(err error) {

@@ -266,12 +266,12 @@ func (f *fetcher) read(a *answer, id uint32) error {
 	if _, err := io.ReadFull(f.nc, a.buf); err != nil {
 		return err
 	}
-	size, _, err := wire.PeekResponse(a.buf, f.c.cfg.maxFrame)
+	size, hdr, err := wire.PeekResponse(a.buf, f.c.cfg.maxFrame)
 	if err != nil && !errors.Is(err, wire.ErrShort) {
 		return err
 	}
 	a.buf = growKeep(a.buf, size)
-	got, err := f.readEarly(a.buf)
+	got, err := f.readEarly(hdr, a.buf)
 	if err != nil {
 		return err
 	}
@@ -290,7 +290,7 @@ func (f *fetcher) read(a *answer, id uint32) error {
 }
 
 // readEarly is where a lane of one partition keeps two requests in flight. It reads the
-// frame (of which buf holds the header) up to the end of its part header, takes the next
+// frame (of which buf holds the header, hdr) up to the end of its part header, takes the next
 // offset from there and sends the next request at once, while the records are still on
 // their way: the broker starts on the next answer (or parks it) instead of waiting a
 // round trip after each one. It returns how many bytes of buf are read. It reads nothing
@@ -302,7 +302,7 @@ func (f *fetcher) read(a *answer, id uint32) error {
 // The next offset is checked against the records once the frame is whole (take): an
 // answer whose records end elsewhere fails the fetcher, and the consumer starts again
 // from its own cursors.
-func (f *fetcher) readEarly(buf []byte) (int, error) {
+func (f *fetcher) readEarly(hdr wire.ResponseHeader, buf []byte) (int, error) {
 	got := wire.ResponseHeaderSize
 	if f.version < 1 || len(f.parts) != 1 || len(buf) < wire.FetchMultiPeekSize {
 		return got, nil
@@ -310,7 +310,7 @@ func (f *fetcher) readEarly(buf []byte) (int, error) {
 	if _, err := io.ReadFull(f.nc, buf[got:wire.FetchMultiPeekSize]); err != nil {
 		return got, err
 	}
-	next, ok := wire.PeekFirstNext(buf)
+	next, ok := wire.PeekFirstNext(hdr, buf[got:wire.FetchMultiPeekSize])
 	if !ok {
 		return wire.FetchMultiPeekSize, nil
 	}

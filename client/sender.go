@@ -39,7 +39,7 @@ type link struct {
 	ends  []int
 	timer *time.Timer
 	// sleeper waits out lingers shorter than the timers' granularity (sleep); nil until
-	// the first, or when the kernel gives none (then nanosleep(2)).
+	// the first.
 	sleeper *nanosleep.Sleeper
 }
 
@@ -200,13 +200,9 @@ func (l *link) sleep(wakeAt int64) bool {
 			// system calls per linger, not per record. A wake-up meanwhile (a batch
 			// filled) is taken after it, at most d late.
 			if l.sleeper == nil {
-				l.sleeper, _ = nanosleep.NewSleeper() // nil: nanosleep(2) below
+				l.sleeper, _ = nanosleep.NewSleeper() // without a timerfd, it sleeps in nanosleep(2)
 			}
-			if l.sleeper != nil {
-				l.sleeper.Sleep(d)
-			} else {
-				nanosleep.Sleep(d)
-			}
+			l.sleeper.Sleep(d)
 			return l.p.ctx.Err() == nil
 		}
 		l.timer.Reset(d)

@@ -301,19 +301,18 @@ func (w *WriteBuffer) readLocked(g, j int, maxBytes int64, dst []Span) ([]Span, 
 	x := &w.mu.idx
 	_, _, start, end := x.batch(g, j)
 	run, limit := start, start+max(maxBytes, end-start) // limit: stream position of the budget's end
+	var k int
 	for {
 		gr := x.groups[g]
-		k := x.lastWithin(g, j, limit)
+		k = x.lastWithin(g, j, limit)
 		end = gr.start + int64(gr.end[k])
 		if k < len(gr.end)-1 || g+1 == len(x.groups) {
-			_, last, _, _ := x.batch(g, k)
-			return w.spansLocked(run, end, dst), last + 1
+			break
 		}
 		next := x.groups[g+1]
 		gap := next.start - end
 		if next.start+int64(next.end[0])-gap > limit {
-			_, last, _, _ := x.batch(g, k)
-			return w.spansLocked(run, end, dst), last + 1
+			break
 		}
 		if gap > 0 {
 			dst = w.spansLocked(run, end, dst)
@@ -321,6 +320,8 @@ func (w *WriteBuffer) readLocked(g, j int, maxBytes int64, dst []Span) ([]Span, 
 		}
 		g, j = g+1, 0
 	}
+	_, last, _, _ := x.batch(g, k)
+	return w.spansLocked(run, end, dst), last + 1
 }
 
 // findLocked finds the live batch holding offset (< next).

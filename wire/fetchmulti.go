@@ -168,14 +168,11 @@ func (r *FetchMultiResponse) AppendFrameHeader(dst []byte, hdr ResponseHeader, p
 func (p *FetchPart) AppendHeader(dst []byte, recordsLen int, version uint16) []byte {
 	dst = le.AppendUint32(dst, p.Partition)
 	dst = le.AppendUint16(dst, uint16(p.Code))
+	dst = appendI64(appendI64(appendI64(dst, p.HighWatermark), p.LogStartOffset), p.Checkpoint)
 	if version >= 1 {
-		dst = appendI64(dst, p.HighWatermark)
-		dst = appendI64(dst, p.LogStartOffset)
-		dst = appendI64(dst, p.Checkpoint)
 		dst = appendI64(dst, p.NextOffset)
-		return le.AppendUint32(dst, uint32(recordsLen))
 	}
-	return appendFetchOffsets(dst, p.HighWatermark, p.LogStartOffset, p.Checkpoint, recordsLen)
+	return le.AppendUint32(dst, uint32(recordsLen))
 }
 
 // Decode decodes the response body at the front of b; see Body. A part with an unknown
@@ -186,11 +183,7 @@ func (r *FetchMultiResponse) Decode(b []byte) (rest []byte, err error) {
 	n := rd.count(FetchPartHeaderLen(r.Version), MaxFetchPartitions, "fetch part")
 	r.Parts = r.Parts[:0]
 	for range n {
-		p := FetchPart{Partition: rd.u32(), Code: Code(rd.u16()), HighWatermark: rd.i64(),
-			LogStartOffset: rd.i64(), Checkpoint: rd.i64()}
-		if r.Version >= 1 {
-			p.NextOffset = rd.i64()
-		}
+		p := decodePartHeader(&rd, r.Version)
 		p.Records = rd.take(int(rd.u32()))
 		if len(p.Records) == 0 {
 			p.Records = nil
@@ -204,6 +197,17 @@ func (r *FetchMultiResponse) Decode(b []byte) (rest []byte, err error) {
 		r.Parts = append(r.Parts, p)
 	}
 	return rd.b, rd.err
+}
+
+// decodePartHeader decodes a part's fields up to its records length (which it leaves to
+// the caller) in version's layout.
+func decodePartHeader(rd *reader, version uint16) FetchPart {
+	p := FetchPart{Partition: rd.u32(), Code: Code(rd.u16()), HighWatermark: rd.i64(),
+		LogStartOffset: rd.i64(), Checkpoint: rd.i64()}
+	if version >= 1 {
+		p.NextOffset = rd.i64()
+	}
+	return p
 }
 
 // checkNext checks a version 1 part's next offset: -1 with an error code; after records,
@@ -238,26 +242,20 @@ func checkPart(p *FetchPart) error {
 const FetchMultiPeekSize = FetchMultiFrameHeaderSize + FetchPartHeaderSize + 8
 
 // PeekFirstNext reads the first part's next offset from the front of a version 1
-// fetch_multi answer frame (at least FetchMultiPeekSize bytes), before its records have
-// arrived. ok is false unless the frame is a success with an empty text, holds at least
-// one part, and that part's code is none with a next offset that is not negative: then
-// the caller waits for the whole frame (Response.Decode checks it all again).
-func PeekFirstNext(frame []byte) (next int64, ok bool) {
-	if len(frame) < FetchMultiPeekSize {
+// fetch_multi answer, before its records have arrived: hdr is the frame's header (from
+// PeekResponse) and body what follows it, at least FetchMultiPeekSize -
+// ResponseHeaderSize bytes. ok is false unless the frame is a success with an empty
+// text, holds at least one part, and that part's code is none with a next offset that is
+// not negative: then the caller waits for the whole frame (Response.Decode checks it all
+// again).
+func PeekFirstNext(hdr ResponseHeader, body []byte) (next int64, ok bool) {
+	if hdr.APIKey != APIFetchMulti || hdr.Code != CodeNone || len(body) < FetchMultiPeekSize-ResponseHeaderSize {
 		return 0, false
 	}
-	hdr := frame[:ResponseHeaderSize]
-	if APIKey(le.Uint16(hdr[8:])) != APIFetchMulti || Code(le.Uint16(hdr[10:])) != CodeNone {
+	rd := reader{b: body}
+	if len(rd.bytes16()) != 0 || rd.u32() == 0 { // the text, the part count
 		return 0, false
 	}
-	b := frame[ResponseHeaderSize:]
-	if le.Uint16(b) != 0 || le.Uint32(b[2:]) == 0 { // text length, part count
-		return 0, false
-	}
-	part := b[6:]
-	if Code(le.Uint16(part[4:])) != CodeNone {
-		return 0, false
-	}
-	next = int64(le.Uint64(part[30:]))
-	return next, next >= 0
+	p := decodePartHeader(&rd, 1)
+	return p.NextOffset, rd.err == nil && p.Code == CodeNone && p.NextOffset >= 0
 }

@@ -66,15 +66,22 @@ func TestFetchMultiV1RoundTrip(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("decoded %+v\nwant %+v", got.Body, want.Body)
 	}
-	if next, ok := PeekFirstNext(frame[:FetchMultiPeekSize]); !ok || next != 1003 {
+	peek := func(frame []byte) (int64, bool) {
+		_, hdr, err := PeekResponse(frame, DefaultMaxFrame)
+		if err != nil && !errors.Is(err, ErrShort) {
+			t.Fatal(err)
+		}
+		return PeekFirstNext(hdr, frame[ResponseHeaderSize:])
+	}
+	if next, ok := peek(frame[:FetchMultiPeekSize]); !ok || next != 1003 {
 		t.Fatalf("PeekFirstNext = %d, %v; want 1003, true", next, ok)
 	}
-	if _, ok := PeekFirstNext(frame[:FetchMultiPeekSize-1]); ok {
+	if _, ok := peek(frame[:FetchMultiPeekSize-1]); ok {
 		t.Fatal("PeekFirstNext read a part header it did not have whole")
 	}
 	first := want.Body.(*FetchMultiResponse)
 	first.Parts = first.Parts[1:] // the first part is now out of range
-	if _, ok := PeekFirstNext(want.AppendTo(nil)); ok {
+	if _, ok := peek(want.AppendTo(nil)); ok {
 		t.Fatal("PeekFirstNext took the next offset of a part with an error code")
 	}
 	want = sampleFetchMultiV1()
@@ -124,7 +131,7 @@ func FuzzDecodeFetchMultiV1(f *testing.F) {
 	f.Add(r.Body.AppendTo(nil))
 	f.Add([]byte{1, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		PeekFirstNext(data) // never panics, whatever the bytes
+		PeekFirstNext(ResponseHeader{APIKey: APIFetchMulti}, data) // never panics, whatever the bytes
 		b := FetchMultiResponse{Version: 1}
 		rest, err := b.Decode(data)
 		if err != nil {

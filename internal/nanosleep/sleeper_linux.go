@@ -54,6 +54,10 @@ func (s *Sleeper) Sleep(d time.Duration) {
 	if d <= 0 {
 		return
 	}
+	if s.f == nil {
+		Sleep(d)
+		return
+	}
 	spec := itimerspec{value: syscall.NsecToTimespec(int64(d))}
 	if _, _, errno := syscall.Syscall6(syscall.SYS_TIMERFD_SETTIME, uintptr(s.fd), 0,
 		uintptr(unsafe.Pointer(&spec)), 0, 0, 0); errno != 0 {
@@ -67,4 +71,9 @@ func (s *Sleeper) Sleep(d time.Duration) {
 }
 
 // Close releases the timerfd. The Sleeper must not be sleeping.
-func (s *Sleeper) Close() error { return s.f.Close() }
+func (s *Sleeper) Close() error {
+	if s.f == nil {
+		return nil
+	}
+	return s.f.Close()
+}

@@ -7,7 +7,7 @@ import "time"
 // Sleeper is Sleep where timerfd(2) is not at hand.
 type Sleeper struct{}
 
-// NewSleeper returns a Sleeper.
+// NewSleeper returns a Sleeper (never an error here).
 func NewSleeper() (*Sleeper, error) { return &Sleeper{}, nil }
 
 // Sleep sleeps d.

@@ -64,3 +64,18 @@ func BenchmarkSleep200us(b *testing.B) {
 		}
 	})
 }
+
+// TestSleeperWithoutTimerfd: the Sleeper NewSleeper returns where the kernel gives no
+// timerfd (no file) sleeps with nanosleep(2), and closes without error.
+func TestSleeperWithoutTimerfd(t *testing.T) {
+	var s Sleeper
+	const d = 300 * time.Microsecond
+	t0 := time.Now()
+	s.Sleep(d)
+	if took := time.Since(t0); took < d {
+		t.Fatalf("Sleep(%v) took %v", d, took)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
