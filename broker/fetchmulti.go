@@ -326,8 +326,10 @@ func (m *multiFetch) anyError() bool {
 }
 
 // answer sends every partition's part in one response: the part headers in one buffer,
-// each followed by its arena spans (writev) or its segment region (sendfile). The
-// response holds the spans and regions until written (Done).
+// each followed by its arena spans (writev) or its segment region (sendfile); in version
+// 2 the buffer holds every part's header (the part table) and goes first, and the parts
+// follow with their records only. The response holds the spans and regions until written
+// (Done).
 func (m *multiFetch) answer() {
 	n, partHead := len(m.items), wire.FetchPartHeaderLen(m.version)
 	head := make([]byte, 0, wire.FetchMultiFrameHeaderSize+n*partHead)
@@ -357,6 +359,11 @@ func (m *multiFetch) answer() {
 		}
 		head = part.AppendHeader(head, int(it.res.Len()), m.version)
 		p := netio.Part{Head: head[start:len(head):len(head)], File: -1}
+		if m.version >= 2 {
+			// The table grows in head's room (sized for every header above, so the first
+			// part's Head, set once the table is whole, aliases it); parts carry records.
+			p.Head = nil
+		}
 		first := len(iov)
 		for s := range it.res.Spans {
 			iov = append(iov, it.res.Spans[s].Bytes())
@@ -370,6 +377,9 @@ func (m *multiFetch) answer() {
 		} else {
 			resp.More[i-1] = p
 		}
+	}
+	if m.version >= 2 {
+		resp.Head = head
 	}
 	resp.Done = m.release
 	if rest > n*partHead {

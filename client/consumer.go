@@ -63,9 +63,10 @@ type Consumer struct {
 	// earlyFetches counts the requests fetchers sent before the answer in front of them
 	// was read whole (fetcher.readEarly); read by tests.
 	earlyFetches atomic.Int64
-	// oldFetch holds the brokers that refused fetch_multi version 1: their fetchers ask
-	// for version 0 (owned by the goroutine calling Poll).
-	oldFetch map[string]bool
+	// oldFetch holds the brokers that refused a fetch_multi version, with the version
+	// their fetchers ask for now, one below the refused one (owned by the goroutine
+	// calling Poll).
+	oldFetch map[string]uint16
 
 	mu struct {
 		sync.Mutex
@@ -297,7 +298,7 @@ func (c *Consumer) poll(ctx context.Context) error {
 		if errors.As(a.err, &sf) {
 			return c.fetchSingle(ctx, sf.p)
 		}
-		c.noteOldBroker(a.err) // retriable: the next try starts fetchers of version 0
+		c.noteOldBroker(a.err) // retriable: the next try starts fetchers of an older version
 		return a.err
 	}
 	c.ans, c.partIdx = a, 0

@@ -12,11 +12,12 @@ import (
 )
 
 // fetcher reads some of the consumer's partitions served by one broker (a lane: see
-// fetchLanes): a goroutine that keeps one fetch_multi request for all of them in flight
-// and sends the next one the moment an answer has arrived, before the application looks
-// at the records. So the broker never waits for the application, a quiet partition
-// never holds up a busy one (the broker answers as soon as any has records), and the
-// application iterates one answer while the next one is on the wire.
+// fetchLanes): a goroutine that keeps fetch_multi requests for all of them in flight,
+// sending the next one as soon as an answer's part table has arrived (readEarly), while
+// its records are still on their way, and in any case before the application looks at
+// the records. So the broker never waits for the application nor for a round trip, a
+// quiet partition never holds up a busy one (the broker answers as soon as any has
+// records), and the application iterates one answer while the next one is on the wire.
 //
 // Memory: two answer buffers per fetcher, each one frame of at most the byte budget
 // (FetchMaxBytes, plus part headers and a batch larger than the budget): one being read,
@@ -40,11 +41,13 @@ type fetcher struct {
 	body  wire.FetchMultiResponse // f.resp's body, of f.version
 	wbuf  []byte
 	id    uint32 // of the last request sent
-	// version is the fetch_multi version asked (1, or 0 for a broker that predates it).
-	// With version 1 a lane of one partition sends its next request as soon as it has
-	// read an answer's part header (early), before the records: see readEarly.
+	// version is the fetch_multi version asked (2, or older for a broker that predates
+	// it). With version 2 a lane sends its next request as soon as it has read an
+	// answer's part table (early), before the records; with version 1 only a lane of one
+	// partition does: see readEarly.
 	version uint16
-	early   bool // the request of the next answer is sent already
+	early   bool            // the request of the next answer is sent already
+	peek    []wire.PartNext // the part table of the answer being read (readEarly)
 	// stale is set when an answer's records did not end at its next offset, after the
 	// request for the next answer went out from there: that answer is handed over (its
 	// records are whole batches, checked by the iterator like any), and the fetcher
@@ -213,7 +216,7 @@ func (f *fetcher) fetch(a *answer) error {
 	}
 	if err := f.resp.Err(); err != nil {
 		if wire.CodeOf(err) == wire.CodeUnsupportedVersion && f.version > 0 {
-			return &oldBrokerError{addr: f.addr}
+			return &oldBrokerError{addr: f.addr, version: f.version}
 		}
 		return fmt.Errorf("cannot fetch %s from %s: %w", f.c.topic, f.addr, err)
 	}
@@ -289,38 +292,50 @@ func (f *fetcher) read(a *answer, id uint32) error {
 	return nil
 }
 
-// readEarly is where a lane of one partition keeps two requests in flight. It reads the
-// frame (of which buf holds the header, hdr) up to the end of its part header, takes the next
-// offset from there and sends the next request at once, while the records are still on
-// their way: the broker starts on the next answer (or parks it) instead of waiting a
-// round trip after each one. It returns how many bytes of buf are read. It reads nothing
-// more, and sends nothing, for a lane of several partitions (their part headers are
-// spread through the frame, each after the previous one's records: their answers do
-// not wait, two lanes per broker cover that), with version 0, or when the frame is an
-// error, a part with an error code, or too short.
+// readEarly is where a lane keeps two requests in flight. It reads the frame (of which
+// buf holds the header, hdr) up to the end of its part table (version 2: every part's
+// fields come before the first records), takes each part's next offset from there and
+// sends the next request at once, while the records are still on their way: the broker
+// starts on the next answer (or parks it) instead of waiting a round trip after each
+// one. It returns how many bytes of buf are read. It reads nothing more, and sends
+// nothing, with version 0, with version 1 for a lane of several partitions (their part
+// headers are spread through the frame, each after the previous one's records), or when
+// the frame is an error, has a part with an error code, or is too short.
 //
-// The next offset is checked against the records once the frame is whole (take): an
+// Each next offset is checked against its records once the frame is whole (take): an
 // answer whose records end elsewhere fails the fetcher, and the consumer starts again
 // from its own cursors.
 func (f *fetcher) readEarly(hdr wire.ResponseHeader, buf []byte) (int, error) {
-	got := wire.ResponseHeaderSize
-	if f.version < 1 || len(f.parts) != 1 || len(buf) < wire.FetchMultiPeekSize {
+	got, k := wire.ResponseHeaderSize, len(f.parts)
+	table := wire.FetchMultiTableSize(k)
+	if f.version < 1 || f.version == 1 && k != 1 || len(buf) < table {
 		return got, nil
 	}
-	if _, err := io.ReadFull(f.nc, buf[got:wire.FetchMultiPeekSize]); err != nil {
+	if _, err := io.ReadFull(f.nc, buf[got:table]); err != nil {
 		return got, err
 	}
-	next, ok := wire.PeekFirstNext(hdr, buf[got:wire.FetchMultiPeekSize])
+	var ok bool
+	f.peek, ok = wire.PeekNextOffsets(hdr, buf[got:table], k, f.peek[:0])
 	if !ok {
-		return wire.FetchMultiPeekSize, nil
+		return table, nil
 	}
-	f.pos[0] = next
+	// f.pos holds the offsets this answer was asked for: a part moves past them by its
+	// records, or stays. Anything else waits for the whole frame (take checks it).
+	for _, p := range f.peek {
+		i := f.index(p.Partition)
+		if i < 0 || (p.RecordsLen > 0) != (p.NextOffset > f.pos[i]) || p.NextOffset < f.pos[i] {
+			return table, nil
+		}
+	}
+	for _, p := range f.peek {
+		f.pos[f.index(p.Partition)] = p.NextOffset
+	}
 	if err := f.send(); err != nil {
-		return wire.FetchMultiPeekSize, err
+		return table, err
 	}
 	f.early = true
 	f.c.earlyFetches.Add(1)
-	return wire.FetchMultiPeekSize, nil
+	return table, nil
 }
 
 // grow0 returns b resized to n bytes, contents not kept.
@@ -377,39 +392,50 @@ func (f *fetcher) take(a *answer, part *wire.FetchPart) error {
 	return fmt.Errorf("cannot fetch %s/%d at %d: %w", f.c.topic, p.id, f.pos[i], err)
 }
 
-// maxOldBrokers bounds the brokers a consumer remembers as predating fetch_multi version
-// 1 (beyond it, such a broker is asked for version 1 again, with backoff, until the
-// caller's context ends).
+// maxOldBrokers bounds the brokers a consumer remembers as predating the newest
+// fetch_multi version (beyond it, such a broker is asked for the newest again, with
+// backoff, until the caller's context ends).
 const maxOldBrokers = 256
 
-// fetchVersion returns the fetch_multi version to ask broker addr for: 1, or 0 once it
-// refused 1.
+// newestFetchVersion is the fetch_multi version a consumer asks for: 2, the part table first
+// (every lane keeps two requests in flight). A broker that refuses it is asked for 1
+// (a lane of one partition keeps two in flight), then 0.
+const newestFetchVersion = 2
+
+// fetchVersion returns the fetch_multi version to ask broker addr for: the newest, or
+// one below the last it refused.
 func (c *Consumer) fetchVersion(addr string) uint16 {
-	if c.oldFetch[addr] {
-		return 0
+	if v, ok := c.oldFetch[addr]; ok {
+		return v
 	}
-	return 1
+	return newestFetchVersion
 }
 
-// noteOldBroker remembers the broker of an oldBrokerError, so that its next fetchers
-// ask for version 0.
+// noteOldBroker remembers the broker of an oldBrokerError and the version below the one
+// it refused, so that its next fetchers ask for that.
 func (c *Consumer) noteOldBroker(err error) {
 	var ob *oldBrokerError
-	if !errors.As(err, &ob) || len(c.oldFetch) >= maxOldBrokers {
+	if !errors.As(err, &ob) || ob.version == 0 {
+		return
+	}
+	if _, known := c.oldFetch[ob.addr]; !known && len(c.oldFetch) >= maxOldBrokers {
 		return
 	}
 	if c.oldFetch == nil {
-		c.oldFetch = map[string]bool{}
+		c.oldFetch = map[string]uint16{}
 	}
-	c.oldFetch[ob.addr] = true
+	c.oldFetch[ob.addr] = ob.version - 1
 }
 
-// oldBrokerError says that a broker refused fetch_multi version 1 (it predates it, and
-// closed the connection): the consumer reads it with version 0 from then on.
-type oldBrokerError struct{ addr string }
+// oldBrokerError says that a broker refused a fetch_multi version (it predates it, and
+// closed the connection): the consumer reads it with the version below from then on.
+type oldBrokerError struct {
+	addr    string
+	version uint16 // the version refused
+}
 
 func (e *oldBrokerError) Error() string {
-	return "broker " + e.addr + " does not know fetch_multi version 1: reading it with version 0"
+	return fmt.Sprintf("broker %s does not know fetch_multi version %d: reading it with version %d", e.addr, e.version, e.version-1)
 }
 
 // singleFetchError says that a partition's offset is in its range but the broker could

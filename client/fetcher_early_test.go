@@ -11,18 +11,20 @@ import (
 )
 
 // TestFetcherSendsEarly reads topics while a producer writes them in small batches, and
-// checks that every record comes once and in order while the fetchers of one-partition
-// lanes send their next request before the answer in front of it is read whole (two
-// requests in flight for one partition), and those of lanes of several partitions never
-// do (their part headers are spread through the frame).
+// checks that every record comes once and in order while the fetchers send their next
+// request before the answer in front of it is read whole (two requests in flight per
+// lane): with fetch_multi version 2 every lane does (the part table comes first), with
+// version 1 only lanes of one partition do (the part headers of a lane of several are
+// spread through the frame).
 func TestFetcherSendsEarly(t *testing.T) {
 	b := startBroker(t)
 	for _, c := range []struct {
+		version    uint16
 		partitions int
 		early      bool
-	}{{1, true}, {2, true}, {6, false}} { // 2: two lanes of one; 6: two lanes of three
-		t.Run(fmt.Sprint(c.partitions), func(t *testing.T) {
-			topic := fmt.Sprintf("early%d", c.partitions)
+	}{{2, 1, true}, {2, 2, true}, {2, 6, true}, {1, 1, true}, {1, 2, true}, {1, 6, false}} { // 2: two lanes of one; 6: two lanes of three
+		t.Run(fmt.Sprintf("v%d-%d", c.version, c.partitions), func(t *testing.T) {
+			topic := fmt.Sprintf("early%d-%d", c.version, c.partitions)
 			createTopic(t, b.Addr, topic, c.partitions)
 			const n = 3000
 			ctx := ctxFor(t, 60*time.Second)
@@ -32,6 +34,9 @@ func TestFetcherSendsEarly(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer cons.Close()
+			if c.version != 2 {
+				client.PinFetchVersion(cons, b.Addr, c.version)
+			}
 			var wg sync.WaitGroup
 			wg.Go(func() {
 				p := newProducer(t, b.Addr, topic, client.Linger(100*time.Microsecond))

@@ -86,7 +86,16 @@ func (c *Conn) loadIov(r *Response) {
 	c.iov, c.filePart = c.iov[:0], -1
 	for c.part <= len(r.More) {
 		p := r.part(c.part)
-		c.iov = append(append(c.iov, p.Head), p.Iov...)
+		// No empty buffers: writev of empty buffers only writes 0 bytes (a part may have
+		// no Head: fetch_multi version 2 sends every part header in the first).
+		if len(p.Head) > 0 {
+			c.iov = append(c.iov, p.Head)
+		}
+		for _, b := range p.Iov {
+			if len(b) > 0 {
+				c.iov = append(c.iov, b)
+			}
+		}
 		c.part++
 		if p.Len > 0 {
 			c.filePart = c.part - 1
@@ -106,8 +115,8 @@ func (c *Conn) writeIov() error {
 		n, err := unix.Writev(fd, c.iov[:min(len(c.iov), maxIov)])
 		if n > 0 {
 			c.srv.stats.bytesCopied.Add(uint64(n))
-			c.iov = advance(c.iov, n)
 		}
+		c.iov = advance(c.iov, max(n, 0)) // also drops empty buffers: never a loop writing 0 bytes
 		if err != nil {
 			if err == unix.EINTR {
 				continue

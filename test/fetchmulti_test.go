@@ -146,10 +146,12 @@ func TestFetchMultiBadRequests(t *testing.T) {
 	mustOK(t, resp)
 }
 
-// TestFetchMultiV1NextOffsets reads, with fetch_multi version 1, a partition from its
-// segment files (sendfile) and one from the arena (writev), whole and within small
-// budgets, and checks each part's next offset against its records: the last batch's last
-// offset + 1, the offset asked for without records, -1 with an error code.
+// TestFetchMultiV1NextOffsets reads, with fetch_multi versions 1 and 2 (the part table
+// first), a partition from its segment files (sendfile) and one from the arena (writev),
+// whole and within small budgets, and two segment regions in a row (in version 2 the
+// second part is a file region alone), and checks each part's next offset against its
+// records: the last batch's last offset + 1, the offset asked for without records, -1
+// with an error code.
 func TestFetchMultiV1NextOffsets(t *testing.T) {
 	b := testbroker.Start(t, t.TempDir())
 	w := onDiskThenRestart(t, b, "n")
@@ -184,18 +186,27 @@ func TestFetchMultiV1NextOffsets(t *testing.T) {
 		{"two segment batches", 2 * 50 * 20, []wire.FetchMultiPartition{{Partition: 0, Offset: 200}}, []int64{300}},
 		{"at the end", 1 << 20, []wire.FetchMultiPartition{{Partition: 0, Offset: 400}, {Partition: 1, Offset: 15}},
 			[]int64{400, 15}},
+		{"two segment regions in a row", 1 << 20, []wire.FetchMultiPartition{{Partition: 0, Offset: 10}, {Partition: 0, Offset: 300},
+			{Partition: 1, Offset: 0}}, []int64{400, 400, 15}},
 	} {
-		resp := w.callFetchMultiV1(&wire.FetchMultiRequest{Topic: []byte("n"), MaxBytes: c.maxBytes, Partitions: c.parts})
-		mustOK(t, resp)
-		parts := resp.Body.(*wire.FetchMultiResponse).Parts
-		for i := range parts {
-			p := &parts[i]
-			if p.NextOffset != c.want[i] {
-				t.Errorf("%s: part %d (partition %d at %d, %d bytes): next offset %d, want %d", c.name, i,
-					c.parts[i].Partition, c.parts[i].Offset, len(p.Records), p.NextOffset, c.want[i])
+		for _, version := range []uint16{1, 2} {
+			resp := w.callFetchMultiV(&wire.FetchMultiRequest{Topic: []byte("n"), MaxBytes: c.maxBytes, Partitions: c.parts}, version)
+			mustOK(t, resp)
+			parts := resp.Body.(*wire.FetchMultiResponse).Parts
+			for i := range parts {
+				p := &parts[i]
+				if p.NextOffset != c.want[i] {
+					t.Errorf("version %d, %s: part %d (partition %d at %d, %d bytes): next offset %d, want %d", version, c.name, i,
+						c.parts[i].Partition, c.parts[i].Offset, len(p.Records), p.NextOffset, c.want[i])
+				}
+				if p.Records != nil && lastOf(p) != p.NextOffset {
+					t.Errorf("version %d, %s: part %d: records end at %d, next offset %d", version, c.name, i, lastOf(p), p.NextOffset)
+				}
 			}
-			if p.Records != nil && lastOf(p) != p.NextOffset {
-				t.Errorf("%s: part %d: records end at %d, next offset %d", c.name, i, lastOf(p), p.NextOffset)
+			if c.name == "two segment regions in a row" {
+				if got := multiValues(t, &parts[1], 300); len(got) != 100 || got[0] != "disk6-0" {
+					t.Errorf("version %d: the second region: %d values from %v", version, len(got), got[:min(1, len(got))])
+				}
 			}
 		}
 	}

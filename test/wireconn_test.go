@@ -169,12 +169,12 @@ func (w *wireConn) readFrameInto(buf []byte) ([]byte, error) {
 	return buf[:n], nil
 }
 
-// callFetchMultiV1 sends a fetch_multi of version 1 and decodes its answer in that
-// version's layout.
-func (w *wireConn) callFetchMultiV1(body *wire.FetchMultiRequest) *wire.Response {
+// callFetchMultiV sends a fetch_multi of the given version and decodes its answer in
+// that version's layout.
+func (w *wireConn) callFetchMultiV(body *wire.FetchMultiRequest, version uint16) *wire.Response {
 	w.t.Helper()
 	w.id++
-	req := wire.Request{Header: wire.RequestHeader{APIKey: wire.APIFetchMulti, APIVersion: 1, RequestID: w.id}, Body: body}
+	req := wire.Request{Header: wire.RequestHeader{APIKey: wire.APIFetchMulti, APIVersion: version, RequestID: w.id}, Body: body}
 	if _, err := w.conn.Write(req.AppendTo(nil)); err != nil {
 		w.t.Fatalf("write: %v", err)
 	}
@@ -182,7 +182,7 @@ func (w *wireConn) callFetchMultiV1(body *wire.FetchMultiRequest) *wire.Response
 	if err != nil {
 		w.t.Fatalf("read response: %v", err)
 	}
-	resp := wire.Response{Body: &wire.FetchMultiResponse{Version: 1}}
+	resp := wire.Response{Body: &wire.FetchMultiResponse{Version: version}}
 	if _, err := resp.Decode(frame, wire.DefaultMaxFrame); err != nil {
 		w.t.Fatalf("decode response: %v", err)
 	}

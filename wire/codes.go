@@ -44,7 +44,7 @@ var apis = [...]struct {
 		func() Body { return new(DescribeTopicRequest) }, func() Body { return new(DescribeTopicResponse) }},
 	APIListOffsets: {"list_offsets", 0, 0,
 		func() Body { return new(ListOffsetsRequest) }, func() Body { return new(ListOffsetsResponse) }},
-	APIFetchMulti: {"fetch_multi", 0, 1,
+	APIFetchMulti: {"fetch_multi", 0, 2,
 		func() Body { return new(FetchMultiRequest) }, func() Body { return new(FetchMultiResponse) }},
 	APIAuthenticate: {"authenticate", 0, 0,
 		func() Body { return new(AuthenticateRequest) }, func() Body { return new(AuthenticateResponse) }},

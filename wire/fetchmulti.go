@@ -83,16 +83,19 @@ func (r *FetchMultiRequest) Decode(b []byte) (rest []byte, err error) {
 // FetchMultiResponse answers a fetch_multi request: one part per requested partition, in
 // request order.
 //
-// The frame is laid out for zero copy like a fetch answer: each part's fixed fields,
-// with the exact length of its records, come right before its records, so the broker
-// encodes each part's header in user space and sends the records after it by sendfile
-// (segment files) or writev (arena memory), all parts in one response.
+// The frame is laid out for zero copy like a fetch answer: the parts' fixed fields, with
+// the exact length of their records, are encoded in user space, and the records go by
+// sendfile (segment files) or writev (arena memory), all parts in one response. Versions 0
+// and 1 put each part's fields right before its records; version 2 puts every part's
+// fields first (the part table) and then the records, part after part, so that a consumer
+// learns every part's next offset before the first record arrives.
 type FetchMultiResponse struct {
 	// Parts are the partitions' answers. Decoding reuses the slice's capacity.
 	Parts []FetchPart
 	// Version is the layout of the parts: the version of the request answered (a
-	// response frame does not say it). Version 1 adds each part's NextOffset. A client
-	// sets it before decoding (Response.Decode keeps a body of the right key).
+	// response frame does not say it). Version 1 adds each part's NextOffset; version 2
+	// moves every part's fields before the first records. A client sets it before
+	// decoding (Response.Decode keeps a body of the right key).
 	Version uint16
 }
 
@@ -107,7 +110,7 @@ type FetchPart struct {
 	HighWatermark  int64
 	LogStartOffset int64
 	Checkpoint     int64
-	// NextOffset (version 1) is the offset after the part's last batch, the offset a
+	// NextOffset (versions 1 and 2) is the offset after the part's last batch, the offset a
 	// consumer asks for next: with records, the last batch's last offset + 1; without,
 	// the offset asked for; -1 with a code other than none. It comes before the
 	// records, so that a consumer can send its next request while they arrive. Version 0
@@ -140,6 +143,15 @@ func (r *FetchMultiResponse) Key() APIKey { return APIFetchMulti }
 // AppendTo appends the response body to dst.
 func (r *FetchMultiResponse) AppendTo(dst []byte) []byte {
 	dst = le.AppendUint32(dst, uint32(len(r.Parts)))
+	if r.Version >= 2 {
+		for i := range r.Parts {
+			dst = r.Parts[i].AppendHeader(dst, len(r.Parts[i].Records), r.Version)
+		}
+		for i := range r.Parts {
+			dst = append(dst, r.Parts[i].Records...)
+		}
+		return dst
+	}
 	for i := range r.Parts {
 		dst = r.Parts[i].AppendHeader(dst, len(r.Parts[i].Records), r.Version)
 		dst = append(dst, r.Parts[i].Records...)
@@ -182,21 +194,44 @@ func (r *FetchMultiResponse) Decode(b []byte) (rest []byte, err error) {
 	rd := reader{b: b}
 	n := rd.count(FetchPartHeaderLen(r.Version), MaxFetchPartitions, "fetch part")
 	r.Parts = r.Parts[:0]
+	if r.Version >= 2 {
+		// The part table (count checked it fits) and, after it, the records: two readers,
+		// one through each, in step.
+		size := n * FetchPartHeaderLen(r.Version)
+		if rd.err != nil {
+			return rd.b, rd.err
+		}
+		table, recs := reader{b: rd.b[:size]}, reader{b: rd.b[size:]}
+		for range n {
+			p := decodePartHeader(&table, r.Version)
+			p.Records = recs.take(int(table.u32()))
+			recs.fail(table.err)
+			recs.checkPart(&p, r.Version)
+			r.Parts = append(r.Parts, p)
+		}
+		return recs.b, recs.err
+	}
 	for range n {
 		p := decodePartHeader(&rd, r.Version)
 		p.Records = rd.take(int(rd.u32()))
-		if len(p.Records) == 0 {
-			p.Records = nil
-		}
-		if rd.err == nil {
-			rd.err = checkPart(&p)
-		}
-		if rd.err == nil && r.Version >= 1 {
-			rd.err = checkNext(&p)
-		}
+		rd.checkPart(&p, r.Version)
 		r.Parts = append(r.Parts, p)
 	}
 	return rd.b, rd.err
+}
+
+// checkPart checks a decoded part (its records taken, nil when none) and records the
+// first failure in rd.err.
+func (rd *reader) checkPart(p *FetchPart, version uint16) {
+	if len(p.Records) == 0 {
+		p.Records = nil
+	}
+	if rd.err == nil {
+		rd.err = checkPart(p)
+	}
+	if rd.err == nil && version >= 1 {
+		rd.err = checkNext(p)
+	}
 }
 
 // decodePartHeader decodes a part's fields up to its records length (which it leaves to
@@ -236,26 +271,44 @@ func checkPart(p *FetchPart) error {
 	return checkOffsets(p.LogStartOffset, p.HighWatermark, p.Checkpoint)
 }
 
-// FetchMultiPeekSize is how many bytes of a version 1 fetch_multi answer frame
-// PeekFirstNext needs: the frame header with an empty text, the part count and the first
-// part's header.
-const FetchMultiPeekSize = FetchMultiFrameHeaderSize + FetchPartHeaderSize + 8
+// FetchMultiTableSize returns how many bytes of a fetch_multi answer frame of k parts, in
+// version 2 (or version 1 with k = 1, the same layout), come before the first records
+// when the error text is empty: the frame header, the part count and the part table.
+func FetchMultiTableSize(k int) int {
+	return FetchMultiFrameHeaderSize + k*FetchPartHeaderLen(2)
+}
 
-// PeekFirstNext reads the first part's next offset from the front of a version 1
-// fetch_multi answer, before its records have arrived: hdr is the frame's header (from
-// PeekResponse) and body what follows it, at least FetchMultiPeekSize -
-// ResponseHeaderSize bytes. ok is false unless the frame is a success with an empty
-// text, holds at least one part, and that part's code is none with a next offset that is
-// not negative: then the caller waits for the whole frame (Response.Decode checks it all
-// again).
-func PeekFirstNext(hdr ResponseHeader, body []byte) (next int64, ok bool) {
-	if hdr.APIKey != APIFetchMulti || hdr.Code != CodeNone || len(body) < FetchMultiPeekSize-ResponseHeaderSize {
-		return 0, false
+// PeekNextOffsets reads the part table of a fetch_multi answer of k parts before its
+// records have arrived, in version 2, or in version 1 when k is 1 (one part: the same
+// layout): hdr is the frame's header (from PeekResponse) and body what follows it, at
+// least FetchMultiTableSize(k) - ResponseHeaderSize bytes. It appends each part's
+// partition, next offset and records length to dst, in the answer's order. ok is false unless the frame
+// is a success with an empty text and k parts, each with code none and a next offset
+// that is not negative: then the caller waits for the whole frame (Response.Decode checks
+// it all again, records included).
+func PeekNextOffsets(hdr ResponseHeader, body []byte, k int, dst []PartNext) (_ []PartNext, ok bool) {
+	if hdr.APIKey != APIFetchMulti || hdr.Code != CodeNone || k < 1 || len(body) < FetchMultiTableSize(k)-ResponseHeaderSize {
+		return dst, false
 	}
 	rd := reader{b: body}
-	if len(rd.bytes16()) != 0 || rd.u32() == 0 { // the text, the part count
-		return 0, false
+	if len(rd.bytes16()) != 0 || rd.u32() != uint32(k) { // the text, the part count
+		return dst, false
 	}
-	p := decodePartHeader(&rd, 1)
-	return p.NextOffset, rd.err == nil && p.Code == CodeNone && p.NextOffset >= 0
+	for range k {
+		p := decodePartHeader(&rd, 2)
+		n := rd.u32()
+		if rd.err != nil || p.Code != CodeNone || p.NextOffset < 0 {
+			return dst, false
+		}
+		dst = append(dst, PartNext{Partition: p.Partition, NextOffset: p.NextOffset, RecordsLen: n})
+	}
+	return dst, true
+}
+
+// PartNext is what PeekNextOffsets reads of one part: where its records end, and how many
+// bytes of them follow the table.
+type PartNext struct {
+	Partition  uint32
+	NextOffset int64
+	RecordsLen uint32
 }

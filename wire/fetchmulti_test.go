@@ -35,14 +35,34 @@ func TestFetchMultiFrameHeader(t *testing.T) {
 			t.Fatalf("version %d: zero-copy layout\n%x\nwant\n%x", version, got, frame)
 		}
 	}
+	// Version 2: the part table, then the records part after part.
+	want := sampleFetchMulti(2)
+	body := want.Body.(*FetchMultiResponse)
+	rest := 0
+	for _, p := range body.Parts {
+		rest += FetchPartHeaderLen(2) + len(p.Records)
+	}
+	got := body.AppendFrameHeader(nil, want.Header, len(body.Parts), rest)
+	for i := range body.Parts {
+		got = body.Parts[i].AppendHeader(got, len(body.Parts[i].Records), 2)
+	}
+	if len(got) != FetchMultiTableSize(len(body.Parts)) {
+		t.Fatalf("part table ends at %d, want %d", len(got), FetchMultiTableSize(len(body.Parts)))
+	}
+	for i := range body.Parts {
+		got = append(got, body.Parts[i].Records...)
+	}
+	if frame := want.AppendTo(nil); !bytes.Equal(got, frame) {
+		t.Fatalf("version 2: zero-copy layout\n%x\nwant\n%x", got, frame)
+	}
 }
 
-// sampleFetchMultiV1 is a version 1 answer: next offsets after the records, at the offset
-// asked for without them, -1 with an error code.
-func sampleFetchMultiV1() Response {
+// sampleFetchMulti is an answer of version 1 or 2: next offsets after the records, at the
+// offset asked for without them, -1 with an error code.
+func sampleFetchMulti(version uint16) Response {
 	r := sampleResponses()["fetch-multi"]
 	b := r.Body.(*FetchMultiResponse)
-	b.Version = 1
+	b.Version = version
 	b.Parts[0].NextOffset = 1003
 	b.Parts[1].NextOffset = -1
 	b.Parts[2].NextOffset = -1
@@ -53,7 +73,7 @@ func sampleFetchMultiV1() Response {
 // TestFetchMultiV1RoundTrip decodes a version 1 answer into a body set to version 1, as
 // the client does, and reads the version of a request from its header.
 func TestFetchMultiV1RoundTrip(t *testing.T) {
-	want := sampleFetchMultiV1()
+	want := sampleFetchMulti(1)
 	frame := want.AppendTo(nil)
 	v0r := sampleResponses()["fetch-multi"]
 	if v0 := v0r.AppendTo(nil); len(frame) != len(v0)+8*4 {
@@ -66,25 +86,6 @@ func TestFetchMultiV1RoundTrip(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("decoded %+v\nwant %+v", got.Body, want.Body)
 	}
-	peek := func(frame []byte) (int64, bool) {
-		_, hdr, err := PeekResponse(frame, DefaultMaxFrame)
-		if err != nil && !errors.Is(err, ErrShort) {
-			t.Fatal(err)
-		}
-		return PeekFirstNext(hdr, frame[ResponseHeaderSize:])
-	}
-	if next, ok := peek(frame[:FetchMultiPeekSize]); !ok || next != 1003 {
-		t.Fatalf("PeekFirstNext = %d, %v; want 1003, true", next, ok)
-	}
-	if _, ok := peek(frame[:FetchMultiPeekSize-1]); ok {
-		t.Fatal("PeekFirstNext read a part header it did not have whole")
-	}
-	first := want.Body.(*FetchMultiResponse)
-	first.Parts = first.Parts[1:] // the first part is now out of range
-	if _, ok := peek(want.AppendTo(nil)); ok {
-		t.Fatal("PeekFirstNext took the next offset of a part with an error code")
-	}
-	want = sampleFetchMultiV1()
 	// Read as version 0, the same bytes do not parse: the layouts differ.
 	var v0 Response
 	if _, err := v0.Decode(frame, DefaultMaxFrame); err == nil {
@@ -100,26 +101,98 @@ func TestFetchMultiV1RoundTrip(t *testing.T) {
 	if v := r.Body.(*FetchMultiRequest).Version; v != 1 {
 		t.Fatalf("request version %d, want 1", v)
 	}
-	req.Header.APIVersion = 2
+	req.Header.APIVersion = 3
 	if _, err := r.Decode(req.AppendTo(nil), DefaultMaxFrame); CodeOf(err) != CodeUnsupportedVersion {
-		t.Fatalf("version 2: %v, want unsupported_version", err)
+		t.Fatalf("version 3: %v, want unsupported_version", err)
 	}
 }
 
-// TestFetchMultiV1Malformed checks the next offset of version 1 parts.
+// TestFetchMultiV2RoundTrip decodes a version 2 answer (the part table first) into a body
+// set to version 2: the same parts as version 1 in as many bytes, laid out otherwise.
+func TestFetchMultiV2RoundTrip(t *testing.T) {
+	want := sampleFetchMulti(2)
+	frame := want.AppendTo(nil)
+	v1r := sampleFetchMulti(1)
+	v1 := v1r.AppendTo(nil)
+	if len(frame) != len(v1) || bytes.Equal(frame, v1) {
+		t.Fatalf("version 2 frame of %d bytes, want %d (version 1's) laid out otherwise", len(frame), len(v1))
+	}
+	got := Response{Body: &FetchMultiResponse{Version: 2}}
+	if _, err := got.Decode(frame, DefaultMaxFrame); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("decoded %+v\nwant %+v", got.Body, want.Body)
+	}
+	// One part: versions 1 and 2 are the same bytes.
+	for _, r := range []*Response{&want, &v1r} {
+		b := r.Body.(*FetchMultiResponse)
+		b.Parts = b.Parts[:1]
+	}
+	if !bytes.Equal(want.AppendTo(nil), v1r.AppendTo(nil)) {
+		t.Fatal("one part: version 2 differs from version 1")
+	}
+}
+
+// TestFetchMultiPeekNextOffsets reads the part table of an answer before its records:
+// every part of version 2, the one part of version 1, and refuses a table it does not
+// have whole, a part with an error code, or a count other than asked.
+func TestFetchMultiPeekNextOffsets(t *testing.T) {
+	peek := func(frame []byte, k int) ([]PartNext, bool) {
+		_, hdr, err := PeekResponse(frame, DefaultMaxFrame)
+		if err != nil && !errors.Is(err, ErrShort) {
+			t.Fatal(err)
+		}
+		return PeekNextOffsets(hdr, frame[ResponseHeaderSize:], k, nil)
+	}
+	r := sampleFetchMulti(2)
+	b := r.Body.(*FetchMultiResponse)
+	b.Parts = append(b.Parts[:1], b.Parts[3]) // the two parts with code none
+	frame := r.AppendTo(nil)
+	size := FetchMultiTableSize(2)
+	want := []PartNext{{Partition: b.Parts[0].Partition, NextOffset: 1003, RecordsLen: uint32(len(b.Parts[0].Records))},
+		{Partition: b.Parts[1].Partition, NextOffset: 4}}
+	if got, ok := peek(frame[:size], 2); !ok || !reflect.DeepEqual(got, want) {
+		t.Fatalf("PeekNextOffsets = %+v, %v; want %+v, true", got, ok, want)
+	}
+	if _, ok := peek(frame[:size-1], 2); ok {
+		t.Fatal("PeekNextOffsets read a part table it did not have whole")
+	}
+	if _, ok := peek(frame, 3); ok {
+		t.Fatal("PeekNextOffsets read a table of 2 parts as 3")
+	}
+	r = sampleFetchMulti(2)
+	if _, ok := peek(r.AppendTo(nil), 4); ok {
+		t.Fatal("PeekNextOffsets took the next offsets of a table with error codes")
+	}
+	r = sampleFetchMulti(1)
+	b = r.Body.(*FetchMultiResponse)
+	b.Parts = b.Parts[:1]
+	if got, ok := peek(r.AppendTo(nil)[:FetchMultiTableSize(1)], 1); !ok || got[0].NextOffset != 1003 {
+		t.Fatalf("version 1, one part: PeekNextOffsets = %+v, %v; want 1003, true", got, ok)
+	}
+}
+
+// TestFetchMultiV1Malformed checks the next offset of version 1 and 2 parts.
 func TestFetchMultiV1Malformed(t *testing.T) {
+	for _, version := range []uint16{1, 2} {
+		testNextMalformed(t, version)
+	}
+}
+
+func testNextMalformed(t *testing.T, version uint16) {
 	for name, set := range map[string]func(b *FetchMultiResponse){
 		"negative without records": func(b *FetchMultiResponse) { b.Parts[3].NextOffset = -1 },
 		"set with an error code":   func(b *FetchMultiResponse) { b.Parts[1].NextOffset = 7 },
 		"zero after records":       func(b *FetchMultiResponse) { b.Parts[0].NextOffset = 0 },
 		"past the high watermark":  func(b *FetchMultiResponse) { b.Parts[0].NextOffset = 1004 },
 	} {
-		r := sampleFetchMultiV1()
+		r := sampleFetchMulti(version)
 		set(r.Body.(*FetchMultiResponse))
-		got := Response{Body: &FetchMultiResponse{Version: 1}}
+		got := Response{Body: &FetchMultiResponse{Version: version}}
 		frame := r.AppendTo(nil)
 		if _, err := got.Decode(frame, DefaultMaxFrame); !errors.Is(err, ErrMalformed) {
-			t.Errorf("%s: %v, want malformed", name, err)
+			t.Errorf("version %d, %s: %v, want malformed", version, name, err)
 		}
 	}
 }
@@ -127,12 +200,28 @@ func TestFetchMultiV1Malformed(t *testing.T) {
 // FuzzDecodeFetchMultiV1 feeds arbitrary bodies to a version 1 fetch_multi decoder:
 // an error or a body that encodes back to the same bytes, never a panic.
 func FuzzDecodeFetchMultiV1(f *testing.F) {
-	r := sampleFetchMultiV1()
+	fuzzFetchMulti(f, 1)
+}
+
+// FuzzDecodeFetchMultiV2 is FuzzDecodeFetchMultiV1 for version 2 (the part table first),
+// with the part table peeked too.
+func FuzzDecodeFetchMultiV2(f *testing.F) {
+	fuzzFetchMulti(f, 2)
+}
+
+func fuzzFetchMulti(f *testing.F, version uint16) {
+	r := sampleFetchMulti(version)
 	f.Add(r.Body.AppendTo(nil))
 	f.Add([]byte{1, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		PeekFirstNext(ResponseHeader{APIKey: APIFetchMulti}, data) // never panics, whatever the bytes
-		b := FetchMultiResponse{Version: 1}
+		hdr := ResponseHeader{APIKey: APIFetchMulti}
+		for k := 1; k <= 4; k++ { // never panics, whatever the bytes
+			if len(data) >= 2 {
+				PeekNextOffsets(hdr, data[2:], k, nil)
+			}
+			PeekNextOffsets(hdr, append([]byte{0, 0}, data...), k, nil)
+		}
+		b := FetchMultiResponse{Version: version}
 		rest, err := b.Decode(data)
 		if err != nil {
 			requireTyped(t, err)

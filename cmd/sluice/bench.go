@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"runtime/trace"
 	"strings"
 	"syscall"
 	"time"
@@ -46,6 +47,7 @@ func benchCmd(workload string) func(args []string, _ io.Reader, stdout, stderr i
 		jsonOut := fs.String("json", "", "write the result as JSON to this file")
 		quiet := fs.Bool("quiet", false, "no live progress line")
 		cpuProfile := fs.String("cpuprofile", "", "write the harness's CPU profile (producers and consumers, go tool pprof) to this file")
+		traceOut := fs.String("trace", "", "write the harness's execution trace (go tool trace) to this file")
 		sec := newSecurityFlags(fs)
 		if err := noPositional(fs, args); err != nil {
 			return err
@@ -86,6 +88,13 @@ func benchCmd(workload string) func(args []string, _ io.Reader, stdout, stderr i
 			}
 			defer pprof.StopCPUProfile()
 		}
+		if *traceOut != "" {
+			stopTrace, err := startTrace(*traceOut)
+			if err != nil {
+				return err
+			}
+			defer stopTrace()
+		}
 		res, err := bench.Run(ctx, w, c, progress)
 		if err != nil {
 			return err
@@ -101,6 +110,24 @@ func benchCmd(workload string) func(args []string, _ io.Reader, stdout, stderr i
 		}
 		return nil
 	}
+}
+
+// startTrace writes the process's execution trace to path until the returned function
+// runs: it shows where the harness's goroutines wait (scheduler, syscalls, network),
+// which a CPU profile does not.
+func startTrace(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("cannot write the execution trace: %w", err)
+	}
+	if err := trace.Start(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cannot write the execution trace: %w", err)
+	}
+	return func() {
+		trace.Stop()
+		f.Close()
+	}, nil
 }
 
 // benchRelay runs the relay of the end-to-end latency ceiling (bench/relay.go) until
