@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -34,13 +35,18 @@ type fetcher struct {
 	pos   []int64 // next offset to fetch, per part
 	rot   int     // rotation of the request's partition order, for fairness
 	nc    net.Conn
-	free  chan *answer  // buffers the application gave back; capacity answerBuffers
-	quit  chan struct{} // closed when the consumer stops its fetchers
-	req   wire.FetchMultiRequest
-	resp  wire.Response
-	body  wire.FetchMultiResponse // f.resp's body, of f.version
-	wbuf  []byte
-	id    uint32 // of the last request sent
+	// br reads nc (made on the first read): a small answer, its header, part table and
+	// records, comes in one read(2) instead of three; the records of a large one bypass
+	// it, read straight into the answer's buffer (bufio does so for reads larger than
+	// its buffer once it is empty).
+	br   *bufio.Reader
+	free chan *answer  // buffers the application gave back; capacity answerBuffers
+	quit chan struct{} // closed when the consumer stops its fetchers
+	req  wire.FetchMultiRequest
+	resp wire.Response
+	body wire.FetchMultiResponse // f.resp's body, of f.version
+	wbuf []byte
+	id   uint32 // of the last request sent
 	// version is the fetch_multi version asked (2, or older for a broker that predates
 	// it). With version 2 a lane sends its next request as soon as it has read an
 	// answer's part table (early), before the records; with version 1 only a lane of one
@@ -265,8 +271,11 @@ func (f *fetcher) request() {
 // of a later frame: each buffer holds one answer) and decodes it into f.resp, aliasing
 // a.buf.
 func (f *fetcher) read(a *answer, id uint32) error {
+	if f.br == nil {
+		f.br = bufio.NewReaderSize(f.nc, fetchReadBuf)
+	}
 	a.buf = grow0(a.buf, wire.ResponseHeaderSize)
-	if _, err := io.ReadFull(f.nc, a.buf); err != nil {
+	if _, err := io.ReadFull(f.br, a.buf); err != nil {
 		return err
 	}
 	size, hdr, err := wire.PeekResponse(a.buf, f.c.cfg.maxFrame)
@@ -278,7 +287,7 @@ func (f *fetcher) read(a *answer, id uint32) error {
 	if err != nil {
 		return err
 	}
-	if _, err := io.ReadFull(f.nc, a.buf[got:]); err != nil {
+	if _, err := io.ReadFull(f.br, a.buf[got:]); err != nil {
 		return err
 	}
 	f.body.Version = f.version
@@ -311,7 +320,7 @@ func (f *fetcher) readEarly(hdr wire.ResponseHeader, buf []byte) (int, error) {
 	if f.version < 1 || f.version == 1 && k != 1 || len(buf) < table {
 		return got, nil
 	}
-	if _, err := io.ReadFull(f.nc, buf[got:table]); err != nil {
+	if _, err := io.ReadFull(f.br, buf[got:table]); err != nil {
 		return got, err
 	}
 	var ok bool
@@ -337,6 +346,10 @@ func (f *fetcher) readEarly(hdr wire.ResponseHeader, buf []byte) (int, error) {
 	f.c.earlyFetches.Add(1)
 	return table, nil
 }
+
+// fetchReadBuf is the size of a fetcher's read buffer (fetcher.br): room for a small
+// answer whole; larger records go past it.
+const fetchReadBuf = 32 << 10
 
 // grow0 returns b resized to n bytes, contents not kept.
 func grow0(b []byte, n int) []byte {
