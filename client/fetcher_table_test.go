@@ -3,6 +3,7 @@ package client
 import (
 	"io"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -171,4 +172,34 @@ func TestFetcherNotEarly(t *testing.T) {
 		t.Fatalf("2: err %v stale %v parts %d", r.err, f.stale, len(r.a.parts))
 	}
 	t.Logf("2: early request %v, pos %v, stale: %v", asked3, f.pos, f.stale)
+}
+
+// TestFetcherRefusesRepeatedPartition: an answer with as many parts as asked but one
+// partition twice and another missing fails the fetch (the consumer then restarts from
+// its cursors), in both layouts. A fake broker on a net.Pipe: a real one never sends it.
+func TestFetcherRefusesRepeatedPartition(t *testing.T) {
+	for _, version := range []uint16{1, 2} {
+		c := &Consumer{cfg: defaultCfg(), topic: "t", topicB: []byte("t")}
+		near, far := net.Pipe()
+		f := &fetcher{c: c, addr: "x", parts: []*cpart{{id: 0}, {id: 1}}, pos: []int64{10, 20}, nc: near, version: version}
+		done := make(chan error, 1)
+		go func() { done <- f.fetch(&answer{f: f}) }()
+		h, _, _ := readFetchMulti(t, far)
+		parts := []wire.FetchPart{
+			{Partition: 0, HighWatermark: 100, Checkpoint: -1, NextOffset: 13, Records: testBatchAt(10, 3)},
+			{Partition: 0, HighWatermark: 100, Checkpoint: -1, NextOffset: 10},
+		}
+		resp := wire.Response{Header: wire.ResponseHeader{RequestID: h.RequestID, APIKey: wire.APIFetchMulti},
+			Body: &wire.FetchMultiResponse{Parts: parts, Version: version}}
+		go func() {
+			far.Write(resp.AppendTo(nil))
+			io.Copy(io.Discard, far) // a request sent early: the pipe takes it
+		}()
+		err := <-done
+		near.Close()
+		far.Close()
+		if err == nil || !strings.Contains(err.Error(), "partition 0 twice") {
+			t.Fatalf("version %d: %v, want an error for partition 0 twice", version, err)
+		}
+	}
 }
