@@ -54,7 +54,7 @@ type fetcher struct {
 	version uint16
 	early   bool            // the request of the next answer is sent already
 	peek    []wire.PartNext // the part table of the answer being read (readEarly)
-	seen    []bool          // per part: answered in the answer being taken (fetch)
+	seen    []bool          // per part: taken from the answer being taken (fetch, take)
 	// stale is set when an answer's records did not end at its next offset, after the
 	// request for the next answer went out from there: that answer is handed over (its
 	// records are whole batches, checked by the iterator like any), and the fetcher
@@ -231,17 +231,9 @@ func (f *fetcher) fetch(a *answer) error {
 	if body == nil || len(body.Parts) != len(f.parts) {
 		return fmt.Errorf("cannot fetch %s from %s: answer of the wrong shape", f.c.topic, f.addr)
 	}
-	// Each partition asked exactly once: as many parts as asked, none twice.
+	// Each partition asked exactly once: as many parts as asked (above), none twice
+	// (take).
 	f.seen = append(f.seen[:0], make([]bool, len(f.parts))...)
-	for i := range body.Parts {
-		j := f.index(body.Parts[i].Partition)
-		if j >= 0 && f.seen[j] {
-			return fmt.Errorf("cannot fetch %s from %s: answer for partition %d twice", f.c.topic, f.addr, body.Parts[i].Partition)
-		}
-		if j >= 0 {
-			f.seen[j] = true
-		}
-	}
 	for i := range body.Parts {
 		if err := f.take(a, &body.Parts[i]); err != nil {
 			return err
@@ -391,6 +383,10 @@ func (f *fetcher) take(a *answer, part *wire.FetchPart) error {
 	if i < 0 {
 		return fmt.Errorf("cannot fetch %s from %s: answer for partition %d not asked for", f.c.topic, f.addr, part.Partition)
 	}
+	if f.seen[i] {
+		return fmt.Errorf("cannot fetch %s from %s: answer for partition %d twice", f.c.topic, f.addr, part.Partition)
+	}
+	f.seen[i] = true
 	p := f.parts[i]
 	switch part.Code {
 	case wire.CodeNone:
