@@ -46,28 +46,12 @@ func (h blockingHandler) Handle(c *Conn, sl Slot, req *wire.Request) {
 	c.Respond(sl, Response{Head: r.AppendTo(nil), File: -1})
 }
 
-// startOneLoop starts a server of one event loop on a loopback port, stopped when the
-// test ends.
-func startOneLoop(t *testing.T, h Handler) *Server {
-	t.Helper()
-	s, err := Start(Config{Listen: "127.0.0.1:0", Loops: 1}, h)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		s.Stop(ctx)
-	})
-	return s
-}
-
 // TestDrain: Drain returns only once the handler running has returned; a request read
 // after it is answered not_serving without reaching the handler; the answer given while
 // draining goes out on the open connection (Flushed) before Stop closes it.
 func TestDrain(t *testing.T) {
 	h := blockingHandler{entered: make(chan struct{}, 4), release: make(chan struct{})}
-	s := startOneLoop(t, h)
+	s := startServer(t, Config{}, h)
 	c, err := net.Dial("tcp", s.Addr())
 	if err != nil {
 		t.Fatal(err)

@@ -59,7 +59,7 @@ func TestPartsWithoutHead(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := partsHandler{file: f, want: make(chan []byte, 4)}
-	s := startOneLoop(t, h)
+	s := startServer(t, Config{}, h)
 	c, err := net.Dial("tcp", s.Addr())
 	if err != nil {
 		t.Fatal(err)

@@ -30,8 +30,15 @@ func (echoHandler) Handle(c *Conn, sl Slot, req *wire.Request) {
 
 func startTestServer(t *testing.T, cfg Config) *Server {
 	t.Helper()
+	return startServer(t, cfg, echoHandler{})
+}
+
+// startServer starts a server of one event loop on a loopback port with handler h,
+// stopped when the test ends.
+func startServer(t *testing.T, cfg Config, h Handler) *Server {
+	t.Helper()
 	cfg.Listen, cfg.Loops = "127.0.0.1:0", 1
-	s, err := Start(cfg, echoHandler{})
+	s, err := Start(cfg, h)
 	if err != nil {
 		t.Fatal(err)
 	}
