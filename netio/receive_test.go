@@ -49,8 +49,13 @@ func sendAll(t *testing.T, s *Server, payloads [][]byte) Stats {
 // TestLargeFramesReadDirect: 1 MiB frames reach the inbuf by netio's own reads, straight
 // from the socket: what passes through gnet's buffer (and is copied from there) is at most
 // its small read per readable event, a sliver of each frame.
+//
+// The client pipelines all 32 MiB at once, far past MaxInflight; the connection's cap
+// holds the whole pipeline, so that a loaded host whose handler falls behind the socket
+// does not turn the test into one of the budget (busy is what the default cap answers,
+// as it should: TestPausedConnectionRefusedRead and TestInboundBudgetPolicy cover that).
 func TestLargeFramesReadDirect(t *testing.T) {
-	s := startTestServer(t, Config{MaxFrame: 4 << 20, MaxInflight: 4})
+	s := startTestServer(t, Config{MaxFrame: 4 << 20, MaxInflight: 4, MaxInbound: 40 << 20, MaxInboundTotal: 128 << 20})
 	var payloads [][]byte
 	total := 0
 	for i := range 32 {
