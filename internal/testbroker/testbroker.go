@@ -31,7 +31,8 @@ func Binary(t testing.TB) string {
 	binary.Lock()
 	defer binary.Unlock()
 	if binary.path == "" && binary.err == nil {
-		dir, err := os.MkdirTemp("", "sluice-bin-")
+		sweep(os.TempDir())
+		dir, err := os.MkdirTemp("", fmt.Sprintf("%s%d-", binPrefix, os.Getpid()))
 		if err != nil {
 			t.Fatal(err)
 		}
