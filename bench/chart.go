@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"errors"
 	"fmt"
 	"image/color"
 	"math"
@@ -132,11 +133,33 @@ var percentileTicks = plot.ConstantTicks{
 	{Value: nines(1), Label: "max"},
 }
 
+// ErrNoData is what a chart returns when the suite measured nothing it draws (a narrow
+// run without its part): there is then no file. A log axis with no values would not
+// draw at all (gonum panics on it).
+var ErrNoData = errors.New("nothing to draw")
+
+// hasAny reports whether one of systems has a result of one of the measurements ms that
+// ok accepts.
+func (s *Suite) hasAny(systems, ms []string, ok func(*Result) bool) bool {
+	for _, sys := range systems {
+		for _, m := range ms {
+			if r := s.Results[sys][m]; r != nil && ok(r) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // LatencyChart draws the end-to-end latency distribution of each system, 4 partitions,
 // at half load (solid) and at 10 000 records/s (dashed): x the latency on a log scale, y
 // the percentile on a scale of nines (p50, p90, p99, p99.9 evenly spaced), with p50, p99
 // and p99.9 labelled on each curve.
 func (s *Suite) LatencyChart(path string) error {
+	systems := []string{"sluice", "kafka", "nats", "relay"}
+	if !s.hasAny(systems, []string{ME2EHalf, ME2E10K}, func(r *Result) bool { return r.Latency != nil }) {
+		return ErrNoData
+	}
 	p := newPlot("End-to-end latency, 4 partitions: half of each system's maximum rate (solid), 10 000 records/s (dashed)",
 		"latency (log scale)", "percentile")
 	p.Title.TextStyle.Font.Size = vg.Points(11)
@@ -147,7 +170,7 @@ func (s *Suite) LatencyChart(path string) error {
 		m    string
 		dash bool
 	}{{ME2EHalf, false}, {ME2E10K, true}} {
-		for _, sys := range []string{"sluice", "kafka", "nats", "relay"} {
+		for _, sys := range systems {
 			r := s.Results[sys][run.m]
 			if r == nil || r.Latency == nil {
 				continue
@@ -218,10 +241,14 @@ func (latencyTicks) Ticks(lo, hi float64) []plot.Tick {
 // system the p99 of every 250 ms (solid) and its max (dashed), log scale, so that spikes
 // show.
 func (s *Suite) LatencyOverTimeChart(path string) error {
+	systems := []string{"sluice", "kafka", "nats"}
+	if !s.hasAny(systems, []string{ME2EHalf}, func(r *Result) bool { return len(r.LatencySeries) > 0 }) {
+		return ErrNoData
+	}
 	p := newPlot("End-to-end latency over time at half load: p99 (solid) and max (dashed) of each 250 ms",
 		"seconds into the measured run", "latency (log scale)")
 	p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, latencyTicks{}
-	for _, sys := range []string{"sluice", "kafka", "nats"} {
+	for _, sys := range systems {
 		r := s.Results[sys][ME2EHalf]
 		if r == nil || len(r.LatencySeries) == 0 {
 			continue

@@ -9,6 +9,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -85,7 +86,10 @@ func run(ctx context.Context, o bench.SuiteOptions, out, chartDir, jsonOut, from
 		if narrow && ch.name == "sustained.png" {
 			continue // a narrow run has no sustained runs
 		}
-		if err := ch.draw(filepath.Join(chartDir, prefix+ch.name)); err != nil {
+		if err := ch.draw(filepath.Join(chartDir, prefix+ch.name)); errors.Is(err, bench.ErrNoData) {
+			os.Remove(filepath.Join(chartDir, prefix+ch.name)) // an older run's would be taken for this one's
+			continue
+		} else if err != nil {
 			return err
 		}
 		charts = append(charts, filepath.ToSlash(filepath.Join(rel, prefix+ch.name)))
