@@ -18,9 +18,8 @@ package client
 // back at once), and buffers are recycled in classes of powers of two from minBatchBuf
 // up, the last class the largest batch. Free buffers are bounded by their capacity in
 // bytes (limit), not by their number, so that a burst of small ones is kept whole. A
-// held batch keeps a buffer of at most twice its bytes, or minBatchBuf: MaxBufferedBytes
-// counts batch bytes, so with many partitions of batches far below 16 KiB the memory
-// held is still above it.
+// held batch keeps a buffer of at most twice its bytes, or minBatchBuf, and a batch
+// below minBatchBuf counts its whole buffer against MaxBufferedBytes (chargeOf).
 //
 // The producer's lock guards it (it is part of winShared).
 type batchBufs struct {

@@ -155,6 +155,41 @@ func TestHeldBatchKeepsItsSize(t *testing.T) {
 	}
 }
 
+// TestSmallBatchesChargeTheirBuffer: a batch below the smallest buffer class counts the
+// buffer it pins against MaxBufferedBytes, a larger one its bytes, and releasing them
+// gives back exactly what they counted. Before, a held batch of one 1 KiB record
+// counted 1 KiB while it pinned 16 KiB.
+func TestSmallBatchesChargeTheirBuffer(t *testing.T) {
+	sh, w := mibWindow(batch.CodecNone)
+	kib := make([]byte, 1024)
+	for range 100 {
+		w.add(&Record{Value: kib}, 0, 1, 0)
+		w.seal()
+	}
+	for _, b := range w.q {
+		if cap(b.buf) > minBatchBuf || b.charge != minBatchBuf {
+			t.Fatalf("a batch of %d bytes in a buffer of %d counts %d", len(b.buf), cap(b.buf), b.charge)
+		}
+	}
+	if sh.buffered != 100*minBatchBuf {
+		t.Fatalf("100 small batches count %d bytes, want %d", sh.buffered, 100*minBatchBuf)
+	}
+	for _, v := range repeat(kib, 1000) {
+		w.add(&Record{Value: v}, 0, 1, 0)
+	}
+	w.seal()
+	big := w.q[len(w.q)-1]
+	if big.charge != int64(len(big.buf)) || cap(big.buf) > 2*len(big.buf) {
+		t.Fatalf("a batch of %d bytes in a buffer of %d counts %d", len(big.buf), cap(big.buf), big.charge)
+	}
+	for _, b := range w.q {
+		w.release(b)
+	}
+	if sh.buffered != 0 {
+		t.Fatalf("%d bytes still counted after every batch was released", sh.buffered)
+	}
+}
+
 // TestAlternatingBatchesRecycle: big and small batches in turn are built in recycled
 // buffers; none grows a buffer again (found by review: each big batch started from a
 // small buffer, 5.6 MB allocated per pair).
