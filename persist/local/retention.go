@@ -79,17 +79,21 @@ func (l *Log) ApplyRetention(limit int64) (int, error) {
 
 // deleteSegments removes the files of segments already taken out of the list and drops
 // the log's references. The .log goes first: a crash in between leaves only index files,
-// which Open removes.
+// which Open removes. Each segment is dropped before its files go: a reader that took
+// it from the list before it left (and opens it now, its descriptor closed by the pool)
+// must find it dead, which reads as offset out of range, and not a missing file, which
+// reads as a storage error (TestReadRacingDelete; TestFilePoolConcurrent found it).
+// Descriptors open in readers stay valid after the files are removed.
 func (l *Log) deleteSegments(segs []*segment) error {
 	var firstErr error
 	for _, s := range segs {
+		s.drop()
 		for _, suffix := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
 			if err := removeIfExists(l.fs, segmentName(l.dir, s.base, suffix)); err != nil && firstErr == nil {
 				firstErr = err
 			}
 		}
 		l.opts.Logger.Info("deleted segment", "segment", s.path, "bytes", s.size)
-		s.drop()
 	}
 	return firstErr
 }
