@@ -18,8 +18,7 @@ package client
 // back at once), and buffers are recycled in classes of powers of two from minBatchBuf
 // up, the last class the largest batch. Free buffers are bounded by their capacity in
 // bytes (limit), not by their number, so that a burst of small ones is kept whole. A
-// held batch keeps a buffer of at most twice its bytes, or minBatchBuf, and a batch
-// below minBatchBuf counts its whole buffer against MaxBufferedBytes (chargeOf).
+// held batch keeps a buffer of at most twice its bytes, or minBatchBuf.
 //
 // The producer's lock guards it (it is part of winShared).
 type batchBufs struct {
@@ -29,9 +28,14 @@ type batchBufs struct {
 	limit int64      // bound of bytes
 }
 
-// minBatchBuf is the smallest class: below it a batch is a few records, and growing
-// one costs less than keeping classes for it.
-const minBatchBuf = 16 << 10
+// minBatchBuf is the smallest class. It was 16 KiB, and a held batch of one 1 KiB record
+// then pinned 16 KiB while it counted 1 KiB against MaxBufferedBytes (which counts batch
+// bytes): a producer of small batches whose checkpoint lagged (an HDFS outage, a slow
+// disk) held 16 times its bound, more with smaller records. With classes down to 256
+// bytes a held batch pins at most twice its bytes (seal copies one that fills less than
+// half of its buffer into one of its size), or 256 bytes, so the bound holds within
+// twice; the extra classes cost get and put a few more comparisons.
+const minBatchBuf = 256
 
 // init sets the classes up for batches of at most maxCap bytes, keeping at most limit
 // bytes of free buffers (never less than two of the largest).

@@ -156,9 +156,9 @@ func Compression(codec batch.Codec) Opt { return optFunc(func(c *cfg) { c.codec 
 // while its disk stalls nothing becomes durable, and once the bound is reached Produce
 // waits for the disk. Size it for the rate times the longest stall to ride out: 64 MiB is
 // 0.25 s at 256 MB/s. (On the shared hosts of the benchmarks the disk stalled for over a
-// second at a time: BENCHMARKS.md.) A batch counts the memory it holds: its bytes, or
-// 16 KiB, its buffer, when it is smaller (a producer of one-record batches of 1 KiB, in
-// LowLatency mode at a low rate, holds 4 096 of them in 64 MiB).
+// second at a time: BENCHMARKS.md.) The bound counts batch bytes; a held batch keeps a
+// buffer of at most twice its bytes (or 256 bytes), so the memory held stays within
+// twice the bound.
 func MaxBufferedBytes(n int64) Opt { return optFunc(func(c *cfg) { c.maxBuffered = n }) }
 
 // BlockOnFull says what Produce does when the buffer is full: block until there is room

@@ -67,11 +67,10 @@ type pbatch struct {
 	// known. last is exact when exact is set, else an upper bound of the true last offset.
 	base, last int64
 	exact      bool
-	writing    int   // requests being written that point at buf
-	accepted   bool  // accepted at least once (for ProduceSync and Flush)
-	durable    bool  // a checkpoint covered it; it has left the window
-	released   bool  // left the window: buf goes back to the pool once writing is 0
-	charge     int64 // what it counts in winShared.buffered while held (chargeOf)
+	writing    int  // requests being written that point at buf
+	accepted   bool // accepted at least once (for ProduceSync and Flush)
+	durable    bool // a checkpoint covered it; it has left the window
+	released   bool // left the window: buf goes back to the pool once writing is 0
 	// sync is set when a ProduceSync waits for it. moved is set when an expansion routed
 	// its records again (no partition held it): its last record is in moved, of movedWin.
 	sync     bool
@@ -212,30 +211,18 @@ func (w *window) seal() bool {
 		w.sh.putBuf(buf)
 		buf = held
 	}
-	b := &pbatch{buf: buf, count: n, pid: w.pid, ord: w.nextOrd, prog: w.openProg, base: -1, last: -1, opened: w.openFirst,
-		charge: chargeOf(buf)}
+	b := &pbatch{buf: buf, count: n, pid: w.pid, ord: w.nextOrd, prog: w.openProg, base: -1, last: -1, opened: w.openFirst}
 	for _, p := range b.prog {
 		if p > 0 && (b.minProg == 0 || p < b.minProg) {
 			b.minProg = p
 		}
 	}
-	w.sh.buffered += b.charge - int64(before)
+	w.sh.buffered += int64(len(buf) - before)
 	w.nextOrd++
 	w.seq += int32(n)
 	w.open, w.openProg = false, nil
 	w.q = append(w.q, b)
 	return true
-}
-
-// chargeOf returns what a sealed batch in buf counts against MaxBufferedBytes: the
-// memory it pins. That is its bytes, or for a batch below the smallest buffer class the
-// buffer (a batch of one 1 KiB record pins 16 KiB). Counting bytes alone let a producer
-// of small batches whose checkpoint lagged (an HDFS outage in distributed mode, a slow
-// disk) hold 16 times its MaxBufferedBytes with batches of 1 KiB, and more with smaller
-// ones. A larger batch keeps a buffer of at most twice its bytes (seal), counted as its
-// bytes: the memory held stays within twice the bound.
-func chargeOf(buf []byte) int64 {
-	return int64(max(len(buf), min(cap(buf), minBatchBuf)))
 }
 
 // lastOrd is the ord of the newest batch, counting the open one as if sealed.

@@ -186,7 +186,7 @@ func (w *window) durable(c int64) {
 // release takes b out of the window's memory count; its buffer is recycled once no
 // request being written points at it.
 func (w *window) release(b *pbatch) {
-	w.sh.buffered -= b.charge
+	w.sh.buffered -= int64(len(b.buf))
 	b.released = true
 	if b.writing == 0 {
 		w.sh.putBuf(b.buf)

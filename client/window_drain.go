@@ -58,7 +58,7 @@ func (w *window) takeUnheld(v uint32) []*pbatch {
 	w.seal()
 	out := w.q
 	for _, b := range out {
-		w.sh.buffered -= b.charge
+		w.sh.buffered -= int64(len(b.buf))
 		b.released = true // its buffer stays with it: the producer reads the records back
 	}
 	if len(out) > 0 {
