@@ -1,26 +1,18 @@
 package testbroker
 
 import (
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 )
 
-// TestSweep: the build directory of a process that has ended goes; this process's, one
-// of a process alive and one of another shape stay.
+// TestSweep: a build directory whose lock nobody holds (its process ended) goes; one
+// whose lock is held, one without a lock file and one of another name stay. The holder
+// here is this process through a second open file: flock locks of two open files
+// conflict even within one process, as they do across processes and PID namespaces.
 func TestSweep(t *testing.T) {
 	root := t.TempDir()
-	ended := exec.Command("true")
-	if err := ended.Run(); err != nil {
-		t.Fatal(err)
-	}
-	alive := exec.Command("sleep", "60")
-	if err := alive.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { alive.Process.Kill(); alive.Wait() }()
 	dir := func(name string) string {
 		d := filepath.Join(root, name)
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -31,20 +23,36 @@ func TestSweep(t *testing.T) {
 		}
 		return d
 	}
-	gone := dir(fmt.Sprintf("%s%d-123", binPrefix, ended.Process.Pid))
-	keep := []string{
-		dir(fmt.Sprintf("%s%d-456", binPrefix, os.Getpid())),
-		dir(fmt.Sprintf("%s%d-789", binPrefix, alive.Process.Pid)),
-		dir(binPrefix + "754924682"), // the shape before pids: whose it is, is not known
-		dir("sluice-binary"),
+	ended := dir(binPrefix + "ended")
+	f, err := claim(ended)
+	if err != nil {
+		t.Fatal(err)
 	}
+	f.Close() // the process ends: its lock goes with it
+	live := dir(binPrefix + "live")
+	held, err := claim(live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	keep := []string{live, dir(binPrefix + "754924682"), dir("sluice-binary")}
 	sweep(root)
-	if _, err := os.Stat(gone); !os.IsNotExist(err) {
-		t.Fatalf("%s of an ended process is still there (%v)", gone, err)
+	if _, err := os.Stat(ended); !os.IsNotExist(err) {
+		t.Fatalf("%s of an ended process is still there (%v)", ended, err)
 	}
 	for _, d := range keep {
 		if _, err := os.Stat(filepath.Join(d, "sluice")); err != nil {
 			t.Fatalf("%s was removed: %v", d, err)
 		}
+	}
+	// The live directory's lock is still its owner's: the sweep's look closed its own
+	// open file only.
+	other, err := os.Open(filepath.Join(live, lockName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if err := syscall.Flock(int(other.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != syscall.EWOULDBLOCK {
+		t.Fatalf("locking the live directory's file again: %v, want EWOULDBLOCK (the owner lost its lock)", err)
 	}
 }

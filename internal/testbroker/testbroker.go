@@ -23,6 +23,7 @@ var binary struct {
 	sync.Mutex
 	path string
 	err  error
+	lock *os.File // held until the process ends: its directory is in use (sweep)
 }
 
 // Binary returns the path of a freshly built sluice binary (built once per test process).
@@ -32,8 +33,11 @@ func Binary(t testing.TB) string {
 	defer binary.Unlock()
 	if binary.path == "" && binary.err == nil {
 		sweep(os.TempDir())
-		dir, err := os.MkdirTemp("", fmt.Sprintf("%s%d-", binPrefix, os.Getpid()))
+		dir, err := os.MkdirTemp("", binPrefix)
 		if err != nil {
+			t.Fatal(err)
+		}
+		if binary.lock, err = claim(dir); err != nil {
 			t.Fatal(err)
 		}
 		path := filepath.Join(dir, "sluice")
