@@ -147,9 +147,8 @@ func TestCharts(t *testing.T) {
 
 // TestChartsWithoutLatency: a narrow run without the latency part (ONLY=consume) has no
 // latency charts, and says so with ErrNoData instead of panicking on an empty log axis
-// (gonum does); the throughput chart is still drawn. The relay's 10 000/s run alone
-// (it runs even without sluice's) does not make the over-time chart, which leaves the
-// relay out.
+// (gonum does); the throughput chart is still drawn. A relay's half-load series alone
+// does not make the over-time chart, which leaves the relay out.
 func TestChartsWithoutLatency(t *testing.T) {
 	s := &Suite{Results: map[string]map[string]*Result{}}
 	s.put("sluice", MConsumeMem, &Result{MBPerSec: 900})
