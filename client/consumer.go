@@ -414,6 +414,7 @@ func (c *Consumer) Next() bool {
 		c.cur, c.curC = ap.p, ap.checkpoint
 		c.ri.topic, c.ri.part = c.topic, ap.p.id
 		c.ri.reset(ap.records, &ap.p.cur)
+		c.ri.verified = ap.verified
 		c.ri.limit, c.ri.stamp = limit, stamp
 	}
 }

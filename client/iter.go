@@ -22,7 +22,7 @@ type cursor struct {
 
 // recordIter walks the records of a fetch answer (whole batches back to back): it checks
 // that the batches' offsets are dense and continue where reading stands (see nextBatch),
-// checks each batch (CRC), decompresses it, skips the records below the position and
+// checks each batch (CRC, unless the fetcher did: verified), decompresses it, skips the records below the position and
 // those whose logical id is outside [lo, hi], and advances the position past every record
 // it passes. It allocates nothing per record, nor per batch once the decompressor's
 // buffer has grown. Used by one goroutine at a time.
@@ -32,12 +32,15 @@ type recordIter struct {
 	part    int    // for errors
 	dec     codec.Decompressor
 	it      batch.Iter
-	records []byte  // batches not started yet
-	cur     *cursor // the partition's position
-	started bool    // a batch of this answer was started
-	older   int64   // records stamped before this are passed (start at a time)
-	rec     *batch.Record
-	err     error
+	records []byte // batches not started yet
+	// verified is how many bytes at the start of records are batches whose CRC was
+	// checked already (by the fetcher: verifyBatches); they are iterated without it.
+	verified int
+	cur      *cursor // the partition's position
+	started  bool    // a batch of this answer was started
+	older    int64   // records stamped before this are passed (start at a time)
+	rec      *batch.Record
+	err      error
 	// limit and stamp bound the partition's delivery (an expansion's gate, layout.go):
 	// a batch at or past limit, or stamped with a layout newer than stamp (0: any), is not
 	// started; held says the iteration stopped there, stale that it was for the stamp.
@@ -49,7 +52,7 @@ type recordIter struct {
 // reset starts iterating records, the batches of one fetch answer for the offset
 // cur.next, advancing cur.
 func (ri *recordIter) reset(records []byte, cur *cursor) {
-	ri.records, ri.cur, ri.rec, ri.err = records, cur, nil, nil
+	ri.records, ri.cur, ri.rec, ri.err, ri.verified = records, cur, nil, nil, 0
 	ri.started, ri.older = false, math.MinInt64
 	ri.limit, ri.stamp, ri.held, ri.stale = math.MaxInt64, 0, false, false
 	ri.it = batch.Iter{}
@@ -114,7 +117,14 @@ func (ri *recordIter) nextBatch() bool {
 	}
 	b := ri.records[:h.Size()]
 	ri.records = ri.records[h.Size():]
-	if err := ri.dec.Iter(&ri.it, b); err != nil {
+	if ri.verified >= len(b) {
+		ri.verified -= len(b)
+		err = ri.dec.IterVerified(&ri.it, b)
+	} else {
+		ri.verified = 0
+		err = ri.dec.Iter(&ri.it, b)
+	}
+	if err != nil {
 		ri.fail(err)
 		return false
 	}

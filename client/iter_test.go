@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -212,20 +213,36 @@ func TestRecordIterSkipOlder(t *testing.T) {
 }
 
 // FuzzRecordIter: arbitrary fetched bytes never panic the consumer's decoding, and the
-// records it returns are dense from the position.
+// records it returns are dense from the position. Iterated again with the prefix the
+// fetcher verifies (verifyBatches), the same records come out and the same error ends
+// them: the fetcher's check changes where the CRC is computed, nothing a reader sees.
 func FuzzRecordIter(f *testing.F) {
 	f.Add(sealAll(f, batch.CodecNone, testRecords(5), 2))
 	f.Add(sealAll(f, batch.CodecLZ4, testRecords(40), 0))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		var ri recordIter
-		ri.hi = wire.LogicalPartitions - 1
-		cur := cursor{next: 2}
-		ri.reset(data, &cur)
-		for want := int64(2); ri.next(); want++ {
-			if ri.rec.Offset != want || cur.next != want+1 {
-				t.Fatalf("record at %d, want %d (position %d)", ri.rec.Offset, want, cur.next)
+		read := func(verified int) (offsets []int64, values [][]byte, err error) {
+			var ri recordIter
+			ri.hi = wire.LogicalPartitions - 1
+			cur := cursor{next: 2}
+			ri.reset(data, &cur)
+			ri.verified = verified
+			for want := int64(2); ri.next(); want++ {
+				if ri.rec.Offset != want || cur.next != want+1 {
+					t.Fatalf("record at %d, want %d (position %d)", ri.rec.Offset, want, cur.next)
+				}
+				offsets = append(offsets, ri.rec.Offset)
+				values = append(values, bytes.Clone(ri.rec.Value))
 			}
+			return offsets, values, ri.err
+		}
+		offs, vals, err := read(0)
+		_, verified := verifyBatches(data)
+		offs2, vals2, err2 := read(verified)
+		if !slices.Equal(offs, offs2) || !slices.EqualFunc(vals, vals2, bytes.Equal) || (err == nil) != (err2 == nil) ||
+			(err != nil && err.Error() != err2.Error()) {
+			t.Fatalf("checked in the iterator: %d records, %v; with %d bytes verified: %d records, %v",
+				len(offs), err, verified, len(offs2), err2)
 		}
 	})
 }
