@@ -64,8 +64,12 @@ func (b *Builder) Add(logical uint16, timestamp int64, key, value []byte, header
 	delta := timestamp - b.first // wraps around for extreme pairs; decoding wraps back
 	body := bodyLen(delta, key, value, headers)
 	// Grow once for the whole record so that the appends below never reallocate: with a
-	// reused buffer Grow is a capacity check, and the appends are plain stores.
-	d := slices.Grow(b.dst, uvarintLen(uint64(body))+body)
+	// reused buffer this is a capacity check, and the appends are plain stores.
+	need := uvarintLen(uint64(body)) + body
+	if cap(b.dst)-len(b.dst) < need {
+		b.grow(need)
+	}
+	d := b.dst
 	d = binary.AppendUvarint(d, uint64(body))
 	d = binary.LittleEndian.AppendUint16(d, logical)
 	d = binary.AppendVarint(d, delta)
@@ -78,6 +82,15 @@ func (b *Builder) Add(logical uint16, timestamp int64, key, value []byte, header
 	}
 	b.dst = d
 	b.count++
+}
+
+// grow reallocates the buffer with room for need more bytes and at least twice its
+// capacity. Doubling bounds the bytes a batch that outgrows its buffer is copied to its
+// final size, in all. append grows a large slice by a quarter at a time, so a 1 MiB batch
+// begun in a 64 KiB buffer was copied about five times over (the producer's profile at
+// 300 000 records/s into one partition: 6 % of the process's CPU in these copies).
+func (b *Builder) grow(need int) {
+	b.dst = slices.Grow(b.dst, max(need, 2*cap(b.dst)-len(b.dst)))
 }
 
 // LenWith returns what Len would be after Add with these arguments, so that a caller can
