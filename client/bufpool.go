@@ -13,12 +13,14 @@ package client
 // that run, 97 % of the harness's allocation).
 //
 // Now a window builds a batch in a buffer sized from its recent batches (window.seal: a
-// batch that outgrows it grows it, batch.Builder's append), a sealed batch that fills
-// less than half of its buffer is copied into one of its size (the build buffer goes
-// back at once), and buffers are recycled in classes of powers of two from minBatchBuf
-// up, the last class the largest batch. Free buffers are bounded by their capacity in
-// bytes (limit), not by their number, so that a burst of small ones is kept whole. A
-// held batch keeps a buffer of at most twice its bytes, or minBatchBuf.
+// batch that outgrows it doubles it, batch.Builder's grow), a sealed batch stays in its
+// build buffer, and once the held buffers pass twice MaxBufferedBytes every held batch
+// that fills less than half of its buffer is copied into one of its size (window.compact:
+// the big one goes back to be built in again), and buffers are recycled in classes of
+// powers of two from minBatchBuf up, the last class the largest batch. Free buffers are
+// bounded by their capacity in bytes (limit), not by their number, so that a burst of
+// small ones is kept whole. After a compaction a held batch keeps a buffer of at most
+// twice its bytes, or minBatchBuf.
 //
 // The producer's lock guards it (it is part of winShared).
 type batchBufs struct {
@@ -32,9 +34,9 @@ type batchBufs struct {
 // then pinned 16 KiB while it counted 1 KiB against MaxBufferedBytes (which counts batch
 // bytes): a producer of small batches whose checkpoint lagged (an HDFS outage, a slow
 // disk) held 16 times its bound, more with smaller records. With classes down to 256
-// bytes a held batch pins at most twice its bytes (seal copies one that fills less than
-// half of its buffer into one of its size), or 256 bytes, so the bound holds within
-// twice; the extra classes cost get and put a few more comparisons.
+// bytes a compacted batch pins at most twice its bytes (window.compact copies one that
+// fills less than half of its buffer into one of its size), or 256 bytes, so the bound
+// holds within twice; the extra classes cost get and put a few more comparisons.
 const minBatchBuf = 256
 
 // init sets the classes up for batches of at most maxCap bytes, keeping at most limit

@@ -127,9 +127,10 @@ func repeat(v []byte, n int) [][]byte {
 	return out
 }
 
-// TestHeldBatchKeepsItsSize: a batch keeps a buffer of at most twice its bytes (or the
-// smallest class) when it shrank in compression, or came after a bigger one. Found by
-// review: the buffer was sized from the last batch before compression and kept.
+// TestHeldBatchKeepsItsSize: once compacted (mibWindow has no room: every seal
+// compacts), a batch keeps a buffer of at most twice its bytes (or the smallest class)
+// when it shrank in compression, or came after a bigger one. Found by review: the buffer
+// was sized from the last batch before compression and kept.
 func TestHeldBatchKeepsItsSize(t *testing.T) {
 	rnd := rand.New(rand.NewPCG(1, 2))
 	var json [][]byte // 1 KiB records that zstd shrinks about 4 times
@@ -157,7 +158,7 @@ func TestHeldBatchKeepsItsSize(t *testing.T) {
 	}
 }
 
-// TestSmallBatchesKeepSmallBuffers: a held batch of one record, 1 KiB or 10 bytes,
+// TestSmallBatchesKeepSmallBuffers: a compacted batch of one record, 1 KiB or 10 bytes,
 // keeps a buffer of at most twice its bytes (or the smallest class), so that
 // MaxBufferedBytes, which counts batch bytes, bounds the memory held within twice; and
 // releasing the batches gives back exactly what they counted. With a smallest class of
@@ -215,5 +216,64 @@ func TestAlternatingBatchesRecycle(t *testing.T) {
 	runtime.ReadMemStats(&m1)
 	if per := (m1.TotalAlloc - m0.TotalAlloc) / n; per > 64<<10 {
 		t.Fatalf("%d bytes allocated per pair of batches: the buffers are not recycled", per)
+	}
+}
+
+// TestHeldBatchesCompactUnderPressure: a sealed batch stays in the buffer it was built
+// in, uncopied, while the held buffers are within twice MaxBufferedBytes (pinLimit);
+// past it, every held batch over twice its size is copied into one of its size, except
+// one a request being written points at, and pinned counts exactly the buffers held,
+// down to 0 once every batch is released.
+func TestHeldBatchesCompactUnderPressure(t *testing.T) {
+	sh, w := mibWindow(batch.CodecNone)
+	sh.pinLimit, sh.compactAt = 8<<20, 8<<20
+	kib := make([]byte, 1024)
+	w.release(sealValues(w, repeat(kib, 1000)...)) // the next batches are built in 1 MiB buffers
+	pinned := func() (n int64) {
+		for _, b := range w.q {
+			n += int64(cap(b.buf))
+		}
+		return n
+	}
+	w.add(&Record{Value: kib}, 0, 1, 0)
+	w.seal()
+	first := w.q[0]
+	if cap(first.buf) < 1<<20 {
+		t.Fatalf("a 1 KiB batch after a 1 MiB one was copied at seal into %d bytes, with room to spare", cap(first.buf))
+	}
+	first.writing++ // a request being written points at it: compaction must leave it
+	orig := &first.buf[0]
+	for compacted := false; !compacted; {
+		before := sh.pinned
+		w.add(&Record{Value: kib}, 0, 1, 0)
+		w.seal()
+		if got := pinned(); got != sh.pinned {
+			t.Fatalf("pinned %d, the held buffers %d", sh.pinned, got)
+		}
+		if len(w.q) > 30 {
+			t.Fatalf("%d batches of 1 KiB held, pinned %d: no compaction past the limit %d", len(w.q), sh.pinned, sh.pinLimit)
+		}
+		compacted = sh.pinned < before
+		if !compacted && sh.pinned > sh.pinLimit {
+			t.Fatalf("pinned %d past the limit %d without a compaction", sh.pinned, sh.pinLimit)
+		}
+	}
+	if got := pinned(); got != sh.pinned || sh.pinned > sh.pinLimit {
+		t.Fatalf("after the compaction pinned %d, the held buffers %d, limit %d", sh.pinned, got, sh.pinLimit)
+	}
+	for _, b := range w.q[1:] {
+		if cap(b.buf) > max(2*len(b.buf), minBatchBuf) {
+			t.Fatalf("a batch of %d bytes holds a buffer of %d after the compaction", len(b.buf), cap(b.buf))
+		}
+	}
+	if &first.buf[0] != orig {
+		t.Fatal("compaction moved a batch a request was writing")
+	}
+	first.writing--
+	for _, b := range w.q {
+		w.release(b)
+	}
+	if sh.pinned != 0 || sh.buffered != 0 {
+		t.Fatalf("pinned %d, buffered %d after every batch was released", sh.pinned, sh.buffered)
 	}
 }

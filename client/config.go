@@ -156,9 +156,11 @@ func Compression(codec batch.Codec) Opt { return optFunc(func(c *cfg) { c.codec 
 // while its disk stalls nothing becomes durable, and once the bound is reached Produce
 // waits for the disk. Size it for the rate times the longest stall to ride out: 64 MiB is
 // 0.25 s at 256 MB/s. (On the shared hosts of the benchmarks the disk stalled for over a
-// second at a time: BENCHMARKS.md.) The bound counts batch bytes; a held batch keeps a
-// buffer of at most twice its bytes (or 256 bytes), so the memory held stays within
-// twice the bound.
+// second at a time: BENCHMARKS.md.) The bound counts batch bytes; the buffers that hold
+// them stay within twice the bound: a batch keeps the buffer it was built in, which may
+// be larger than it, until the held buffers reach twice the bound, and then each held
+// batch is copied into a buffer of at most twice its bytes (or 256 bytes) if its own is
+// larger.
 func MaxBufferedBytes(n int64) Opt { return optFunc(func(c *cfg) { c.maxBuffered = n }) }
 
 // BlockOnFull says what Produce does when the buffer is full: block until there is room

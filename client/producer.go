@@ -88,7 +88,13 @@ func NewProducer(ctx context.Context, topic string, opts ...Opt) (*Producer, err
 		p.pid = newPID()
 	}
 	p.mu.sh = winShared{codec: c.codec, batchBytes: c.batchBytes, requestBytes: c.requestBytes,
-		maxInflight: c.maxInflight, linger: int64(c.linger), freeBytes: c.maxBuffered / 4, newPID: newPID}
+		maxInflight: c.maxInflight, linger: int64(c.linger), freeBytes: c.maxBuffered / 4, newPID: newPID,
+		pinLimit: 2 * c.maxBuffered, compactAt: 2 * c.maxBuffered}
+	p.mu.sh.compactAll = func() { // under p.mu, as every seal is
+		for _, w := range p.mu.wins {
+			w.compact()
+		}
+	}
 	p.mu.changed = make(chan struct{})
 	p.mu.rt = router{p: len(t.Partitions)}
 	p.mu.version = t.Version

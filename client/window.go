@@ -34,6 +34,15 @@ type winShared struct {
 	// freeBytes bounds the capacity of the recycled batch buffers (0: two of the
 	// largest).
 	freeBytes int64
+	// pinned is the capacity of the buffers of the sealed batches that count in
+	// buffered. A batch keeps the buffer it was built in, however much of it is empty,
+	// until pinned passes compactAt: then every held batch whose buffer is over twice its
+	// size is copied into one of its size (compact). pinLimit is the most pinned may
+	// reach without a compaction: twice MaxBufferedBytes, the memory the producer
+	// promises to stay within (0, in tests: every seal compacts, as if always short).
+	pinned, pinLimit, compactAt int64
+	// compactAll compacts every window of the producer (nil: only the one sealing).
+	compactAll func()
 	// newPID returns a fresh producer id, for a window whose sequences would pass
 	// math.MaxInt32.
 	newPID func() int64
@@ -201,16 +210,14 @@ func (w *window) seal() bool {
 	// shrinks by an eighth a batch, so that a partition alternating big and small
 	// batches builds each big one in a buffer of its size instead of growing one.
 	w.lastLen = max(before, w.lastLen-w.lastLen/8)
+	// The batch stays in the buffer it was built in, which may be far larger (compressed,
+	// or small after big ones: a zstd batch of 12 KiB in 128 KiB, 1 KiB in 1.1 MiB), until
+	// a checkpoint releases it, in a few milliseconds when the broker keeps up. Copying
+	// every such batch into a buffer of its size at once, as the producer did, moved half
+	// of all the bytes produced a second time at 300 000 records/s into one partition
+	// (batches cut by linger at sizes that swing by more than twice): the copy now waits
+	// until the held buffers pass twice MaxBufferedBytes (compact).
 	buf := w.sh.comp.Finish(&w.bld, w.sh.codec)
-	if cap(buf) > minBatchBuf && cap(buf) > 2*len(buf) {
-		// Held until a checkpoint covers it, a batch keeps a buffer of its own size
-		// (compressed, or small after big ones), and the one it was built in goes back to
-		// be built in again: one copy of the batch, against a buffer up to 70 times its
-		// size held (a zstd batch of 12 KiB in a 128 KiB buffer; 1 KiB in 1.1 MiB).
-		held := append(w.sh.getBuf(len(buf)), buf...)
-		w.sh.putBuf(buf)
-		buf = held
-	}
 	b := &pbatch{buf: buf, count: n, pid: w.pid, ord: w.nextOrd, prog: w.openProg, base: -1, last: -1, opened: w.openFirst}
 	for _, p := range b.prog {
 		if p > 0 && (b.minProg == 0 || p < b.minProg) {
@@ -218,11 +225,52 @@ func (w *window) seal() bool {
 		}
 	}
 	w.sh.buffered += int64(len(buf) - before)
+	w.sh.pinned += int64(cap(buf))
 	w.nextOrd++
 	w.seq += int32(n)
 	w.open, w.openProg = false, nil
 	w.q = append(w.q, b)
+	if w.sh.pinned > w.sh.compactAt {
+		w.sh.compact(w)
+	}
 	return true
+}
+
+// compact copies the held batches whose buffers are over twice their size (and over the
+// smallest class) into buffers of their size, in every window (w's alone without a
+// producer), and recycles the big ones: a held batch then pins at most twice its bytes,
+// so the memory held is within twice MaxBufferedBytes. A batch a request being written
+// points at keeps its buffer. The next compaction waits until pinned grows by an eighth
+// of the limit again, so that batches which cannot be moved yet do not make every seal
+// scan the windows.
+func (sh *winShared) compact(w *window) {
+	if sh.compactAll != nil {
+		sh.compactAll()
+	} else {
+		w.compact()
+	}
+	sh.compactAt = max(sh.pinLimit, sh.pinned+sh.pinLimit/8)
+}
+
+// compact is winShared.compact for the batches of one window.
+func (w *window) compact() {
+	for _, b := range w.q {
+		if b.writing > 0 || cap(b.buf) <= minBatchBuf || cap(b.buf) <= 2*len(b.buf) {
+			continue
+		}
+		held := append(w.sh.getBuf(len(b.buf)), b.buf...)
+		w.sh.pinned += int64(cap(held) - cap(b.buf))
+		w.sh.putBuf(b.buf)
+		b.buf = held
+	}
+}
+
+// unpin takes a batch's buffer out of pinned as the batch stops counting in buffered.
+func (sh *winShared) unpin(b *pbatch) {
+	sh.pinned -= int64(cap(b.buf))
+	if sh.pinned <= sh.pinLimit {
+		sh.compactAt = sh.pinLimit
+	}
 }
 
 // lastOrd is the ord of the newest batch, counting the open one as if sealed.

@@ -187,6 +187,7 @@ func (w *window) durable(c int64) {
 // request being written points at it.
 func (w *window) release(b *pbatch) {
 	w.sh.buffered -= int64(len(b.buf))
+	w.sh.unpin(b)
 	b.released = true
 	if b.writing == 0 {
 		w.sh.putBuf(b.buf)

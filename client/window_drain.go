@@ -59,6 +59,7 @@ func (w *window) takeUnheld(v uint32) []*pbatch {
 	out := w.q
 	for _, b := range out {
 		w.sh.buffered -= int64(len(b.buf))
+		w.sh.unpin(b)
 		b.released = true // its buffer stays with it: the producer reads the records back
 	}
 	if len(out) > 0 {
