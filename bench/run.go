@@ -116,13 +116,17 @@ func produceLoop(ctx context.Context, p Producer, c *Config, rate float64, quota
 					rec.Record(time.Now().UnixNano() - stamp)
 				}
 			}
+			// Counted before it goes: counted after, a record could reach the consumer
+			// (and the consumer's count) first, and if the warm-up's reset of both counts
+			// fell in between, the run reported it sent and never consumed (one of 6 M in
+			// a relay run of 2026-12-03).
+			cnt.add(1, int64(len(v)))
 			if err := p.Send(ctx, v, a); err != nil {
 				if ctx.Err() == nil {
 					cnt.fail(err)
 				}
 				return
 			}
-			cnt.add(1, int64(len(v)))
 		}
 		sent += n
 	}
