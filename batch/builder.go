@@ -3,7 +3,6 @@ package batch
 import (
 	"encoding/binary"
 	"math/bits"
-	"slices"
 )
 
 // RecordHeader is one key/value header of a record.
@@ -89,8 +88,14 @@ func (b *Builder) Add(logical uint16, timestamp int64, key, value []byte, header
 // final size, in all. append grows a large slice by a quarter at a time, so a 1 MiB batch
 // begun in a 64 KiB buffer was copied about five times over (the producer's profile at
 // 300 000 records/s into one partition: 6 % of the process's CPU in these copies).
+//
+// The capacity is exactly that: slices.Grow asked for twice the capacity goes on growing
+// by quarters past it, to 2.5-3 times (found by review), and a buffer that much larger
+// than its batch would go back to the producer's pool in a class it overfills.
 func (b *Builder) grow(need int) {
-	b.dst = slices.Grow(b.dst, max(need, 2*cap(b.dst)-len(b.dst)))
+	d := make([]byte, len(b.dst), max(2*cap(b.dst), len(b.dst)+need))
+	copy(d, b.dst)
+	b.dst = d
 }
 
 // LenWith returns what Len would be after Add with these arguments, so that a caller can

@@ -258,7 +258,14 @@ func (w *window) compact() {
 		if b.writing > 0 || cap(b.buf) <= minBatchBuf || cap(b.buf) <= 2*len(b.buf) {
 			continue
 		}
-		held := append(w.sh.getBuf(len(b.buf)), b.buf...)
+		held := w.sh.getBuf(len(b.buf))
+		if cap(held) > max(2*len(b.buf), minBatchBuf) {
+			// A class keeps buffers of up to twice its size (bufpool.go put): one that
+			// large would not bound this batch, nor lower pinned. Found by review.
+			w.sh.putBuf(held)
+			held = make([]byte, 0, len(b.buf))
+		}
+		held = append(held, b.buf...)
 		w.sh.pinned += int64(cap(held) - cap(b.buf))
 		w.sh.putBuf(b.buf)
 		b.buf = held
