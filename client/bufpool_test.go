@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"slices"
 	"testing"
+	"unsafe"
 
 	"sluice/batch"
 )
@@ -275,5 +276,26 @@ func TestHeldBatchesCompactUnderPressure(t *testing.T) {
 	}
 	if sh.pinned != 0 || sh.buffered != 0 {
 		t.Fatalf("pinned %d, buffered %d after every batch was released", sh.pinned, sh.buffered)
+	}
+}
+
+// TestBuildBufferRoomToGrow: after a batch of 100 KiB the next one is built in a buffer
+// with room for twice that (buildHint), so a batch of 180 KiB is not moved as it grows;
+// built in a buffer of the recent maximum's class (128 KiB), it was.
+func TestBuildBufferRoomToGrow(t *testing.T) {
+	_, w := mibWindow(batch.CodecNone)
+	kib := make([]byte, 1024)
+	w.release(sealValues(w, repeat(kib, 100)...))
+	w.add(&Record{Value: kib}, 0, 1, 0)
+	first := unsafe.SliceData(w.bld.Records())
+	for range 179 {
+		w.add(&Record{Value: kib}, 0, 1, 0)
+	}
+	if unsafe.SliceData(w.bld.Records()) != first {
+		t.Fatalf("a 180 KiB batch after a 100 KiB one was moved while built")
+	}
+	w.seal()
+	if b := w.q[len(w.q)-1]; cap(b.buf) > 4*len(b.buf) {
+		t.Fatalf("a batch of %d bytes built in %d", len(b.buf), cap(b.buf))
 	}
 }
