@@ -20,6 +20,9 @@ type Config struct {
 	// MetricsAddr is the sluice broker's metrics endpoint (host:port): an e2e run then
 	// reads the broker's stages into its breakdown (stages.go). Empty: not read.
 	MetricsAddr string `json:"metrics_addr,omitempty"`
+	// ServerPid is the server's process id, when the harness knows it: an e2e run then
+	// reports the server's processor time with its own (cpu.go). 0: not known.
+	ServerPid int `json:"-"`
 	// Topic is the topic (Kafka topic, NATS stream, ceiling file) to use.
 	Topic string `json:"topic"`
 	// RecordSize is the size of each record value in bytes (at least 8: the timestamp).

@@ -13,8 +13,8 @@ var e2eRuns = []struct{ m, title string }{
 // where sluice's time went (the breakdown of breakdown.go).
 func (s *Suite) latencyMarkdown(w func(string, ...any)) {
 	w("\n### End-to-end latency\n\n")
-	w("One producer and one consumer reading the tail, linger %v; latency from each record's intended send time (fixed-rate schedule, corrected for coordinated omission) to its arrival at the consumer, after a warm-up. Half load is half of each system's own 1 KiB produce rate above; 10 000 records/s is the same for every system. **relay** is the ceiling: a process that passes the producer's bytes straight on to the consumer (`sluice bench relay`, bench/relay.go), at sluice's rate of each run with the same records and linger, so its latency is what this host gives any broker before the broker does any work (two processes, loopback TCP both ways, woken threads).\n\n", e2eLinger)
-	w("| run | system | rate (records/s) | p50 | p99 | p99.9 | max | p99 ÷ Kafka's | p99 ÷ relay's | errors |\n|---|---|---|---|---|---|---|---|---|---|\n")
+	w("One producer and one consumer reading the tail, linger %v; latency from each record's intended send time (fixed-rate schedule, corrected for coordinated omission) to its arrival at the consumer, after a warm-up. Half load is half of each system's own 1 KiB produce rate above; 10 000 records/s is the same for every system. **relay** is the ceiling: a process that passes the producer's bytes straight on to the consumer (`sluice bench relay`, bench/relay.go), at sluice's rate of each run with the same records and linger, so its latency is what this host gives any broker before the broker does any work (two processes, loopback TCP both ways, woken threads). **Cores used** is the processor time of the harness (producer and consumer) and of the server over the measured part, in cores, with the host's share busy and stolen by the hypervisor over the same time (`bench/cpu.go`): a tail on these two shared cores is mostly waiting for a core, and grows fast as the cores fill.\n\n", e2eLinger)
+	w("| run | system | rate (records/s) | p50 | p99 | p99.9 | max | p99 ÷ Kafka's | p99 ÷ relay's | cores used: harness + server | host busy / steal | errors |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, run := range e2eRuns {
 		kafka, relay := s.Results["kafka"][run.m], s.Results["relay"][run.m]
 		for _, sys := range []string{"sluice", "kafka", "nats", "relay"} {
@@ -39,8 +39,9 @@ func (s *Suite) latencyMarkdown(w func(string, ...any)) {
 			if sys == "relay" {
 				name = "relay (ceiling)"
 			}
-			w("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %d |\n", run.title, name, rate, fmtMicros(l.P50), fmtMicros(l.P99),
-				fmtMicros(l.P999), fmtMicros(l.Max), vsKafka, vsRelay, r.Errors)
+			cores, host := cpuCells(r.CPU)
+			w("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d |\n", run.title, name, rate, fmtMicros(l.P50), fmtMicros(l.P99),
+				fmtMicros(l.P999), fmtMicros(l.Max), vsKafka, vsRelay, cores, host, r.Errors)
 		}
 	}
 	w("\nWhere the time goes (p50 / p99 of each stage; see `bench/breakdown.go` and `bench/stages.go`). Per record, from the harness: **schedule** is the harness handing the record to the producer late (its own sleep overshoot, a full producer buffer), **transit** from the producer call to the consumer's poll returning it, **delivery** from that poll to the record (iterating the answer). Within transit, sluice's components time their own stages, per batch or request (so they do not add up to transit): the producer's **client queue** (a batch's first record to the request carrying it written: linger, a request slot) and **round trip** (a produce request written to its answer read: network both ways, broker queue and append); the broker's (sluice_request_stage_seconds) **broker queue** (a produce on its event loop before its handler), **append** (the produce handler), **wake** (an append that found long polls parked, to those polls answered: the hop to the partition's shard) and **send** (a fetch answer with records queued, to its last byte written).\n\n")
@@ -58,6 +59,24 @@ func (s *Suite) latencyMarkdown(w func(string, ...any)) {
 				stage(b.Transit), stage(b.Delivery))
 		}
 	}
+}
+
+// cpuCells formats a run's processor use for the latency table: "1.64 = 0.86 + 0.78
+// of 2" (harness + server, in cores) and "87 % / 4 %" (the host busy / stolen).
+func cpuCells(u *CPUUse) (cores, host string) {
+	cores, host = "—", "—"
+	if u == nil || u.Wall <= 0 {
+		return cores, host
+	}
+	h, sv := u.Harness/u.Wall, u.Server/u.Wall
+	cores = fmt.Sprintf("%.2f = %.2f + %.2f of %d", h+sv, h, sv, u.Cores)
+	if u.Server == 0 {
+		cores = fmt.Sprintf("%.2f (harness) of %d", h, u.Cores)
+	}
+	if u.HostBusy > 0 {
+		host = fmt.Sprintf("%.0f %% / %.0f %%", 100*u.HostBusy, 100*u.HostSteal)
+	}
+	return cores, host
 }
 
 // stage formats a stage's p50 / p99.

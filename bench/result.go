@@ -30,6 +30,8 @@ type Result struct {
 	Latency *Latency `json:"latency,omitempty"`
 	// Breakdown splits an e2e run's latency into stages (breakdown.go).
 	Breakdown *Breakdown `json:"breakdown,omitempty"`
+	// CPU is the processor time of an e2e run's measured part (cpu.go).
+	CPU *CPUUse `json:"cpu,omitempty"`
 	// LatencySeries is an e2e run's latency over time, one point per 250 ms.
 	LatencySeries []SeriesPoint `json:"latency_series,omitempty"`
 	// Series is a produce run's MB/s of value bytes sent, one figure per second (sends,
@@ -102,6 +104,9 @@ func Summary(r *Result) string {
 				s += fmt.Sprintf("; %s p50 %s p99 %s", strings.ReplaceAll(name, "_", " "), fmtMicros(l.P50), fmtMicros(l.P99))
 			}
 		}
+	}
+	if c := r.CPU.String(); c != "" {
+		s += "; cpu " + c
 	}
 	return s
 }

@@ -382,9 +382,13 @@ func RunE2E(ctx context.Context, d Driver, c Config, progress io.Writer) (*Resul
 	// The broker's stages at the start of the measured part (stages.go); set by the
 	// warm-up's goroutine.
 	var brokerBefore atomic.Pointer[map[string]*stageBuckets]
+	// The processor times at the start of the measured part; also moved by the warm-up.
+	var cpuBefore atomic.Pointer[cpuMark]
 	if c.Warmup == 0 {
 		b := scrapeBefore(ctx, &c)
 		brokerBefore.Store(&b)
+		m := markCPU(c.ServerPid)
+		cpuBefore.Store(&m)
 	}
 	rctx, cancel := runContext(ctx, c.Duration+c.Warmup)
 	defer cancel()
@@ -403,6 +407,8 @@ func RunE2E(ctx context.Context, d Driver, c Config, progress io.Writer) (*Resul
 				got.records.Store(0)
 				got.bytes.Store(0)
 				sent.records.Store(0)
+				m := markCPU(c.ServerPid)
+				cpuBefore.Store(&m)
 			case <-rctx.Done():
 			}
 		}()
@@ -421,6 +427,9 @@ func RunE2E(ctx context.Context, d Driver, c Config, progress io.Writer) (*Resul
 	}
 	pwg.Wait()
 	end := time.Now()
+	if before := cpuBefore.Load(); before != nil {
+		res.CPU = cpuSince(*before, markCPU(c.ServerPid))
+	}
 	stopSeries()
 	for deadline := time.Now().Add(drainWait); got.records.Load() < sent.records.Load() && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)

@@ -260,6 +260,7 @@ func baseConfig(system, addr, topic string, recSize int) Config {
 func runSystem(ctx context.Context, s *Suite, o *SuiteOptions, srv *Server, sz suiteSizes, logf func(string, ...any)) error {
 	name := srv.Name
 	run := func(m, w string, c Config) (*Result, error) {
+		c.ServerPid = srv.Pid()
 		r, err := Run(ctx, w, c, nil)
 		srv.SampleRSS()
 		if err != nil {
@@ -377,6 +378,7 @@ func runRelay(ctx context.Context, s *Suite, o *SuiteOptions, dir string, logf f
 		if ref != nil {
 			e.Rate = ref.Config.Rate
 		}
+		e.ServerPid = srv.Pid()
 		r, err := Run(ctx, "e2e", e, nil)
 		if err != nil {
 			return fmt.Errorf("relay %s: %w", run.m, err)

@@ -25,6 +25,7 @@ func benchCmd(workload string) func(args []string, _ io.Reader, stdout, stderr i
 		fs.StringVar(&c.System, "system", "sluice", "system to drive: "+strings.Join(bench.Systems(), ", "))
 		fs.StringVar(&c.Broker, "broker", "127.0.0.1:9440", "server address (for sendfile: a directory for its file)")
 		fs.StringVar(&c.MetricsAddr, "metrics", "", "e2e: the sluice broker's metrics address (host:port), to read its stages into the breakdown")
+		fs.IntVar(&c.ServerPid, "server-pid", 0, "e2e: the server's process id (on this host), to report its processor time with the harness's")
 		fs.StringVar(&c.Topic, "topic", "bench", "topic (Kafka topic, NATS stream)")
 		fs.IntVar(&c.RecordSize, "record-size", 1024, "record value size in bytes")
 		fs.IntVar(&c.BatchBytes, "batch-size", 1<<20, "producer batch size in bytes")

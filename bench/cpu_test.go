@@ -1,0 +1,65 @@
+package bench
+
+import (
+	"os"
+	"testing"
+	"time"
+)
+
+func TestParseProcStat(t *testing.T) {
+	// A command name with spaces and parentheses: fields count from the last ')'.
+	line := []byte("4242 (my (odd) cmd) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 37 0 0 20 0 9 0 1000 1 1 18446744073709551615\n")
+	d, ok := parseProcStat(line)
+	if !ok || d != 2870*time.Millisecond {
+		t.Fatalf("parseProcStat = %v, %v; want 2.87s (250 + 37 ticks)", d, ok)
+	}
+	for _, bad := range []string{"", "4242 (cmd", "4242 (cmd) S 1 2", "4242 (cmd) S 1 4242 4242 0 -1 4194560 100 0 0 0 x 37 0"} {
+		if _, ok := parseProcStat([]byte(bad)); ok {
+			t.Errorf("parseProcStat(%q) accepted", bad)
+		}
+	}
+}
+
+func TestParseHostTicks(t *testing.T) {
+	b := []byte("cpu  642287 0 292845 1248121 21461 0 27628 50421 0 0\ncpu0 1 2 3 4 5 6 7 8 0 0\n")
+	h, ok := parseHostTicks(b)
+	want := hostTicks{total: 642287 + 292845 + 1248121 + 21461 + 27628 + 50421, idle: 1248121 + 21461, steal: 50421}
+	if !ok || h != want {
+		t.Fatalf("parseHostTicks = %+v, %v; want %+v", h, ok, want)
+	}
+	for _, bad := range []string{"", "cpu0 1 2 3 4 5 6 7 8", "cpu 1 2 3", "cpu 1 2 3 4 5 6 7 x"} {
+		if _, ok := parseHostTicks([]byte(bad)); ok {
+			t.Errorf("parseHostTicks(%q) accepted", bad)
+		}
+	}
+}
+
+// TestCPUSince burns processor time and reads it back as the harness's and, through
+// /proc, as a server's (this process standing in for one).
+func TestCPUSince(t *testing.T) {
+	if _, ok := procCPU(os.Getpid()); !ok {
+		t.Skip("no /proc here: the server's time cannot be read")
+	}
+	a := markCPU(os.Getpid())
+	x := uint64(1)
+	for start := time.Now(); time.Since(start) < 200*time.Millisecond; {
+		for range 1000 {
+			x = x*6364136223846793005 + 1442695040888963407
+		}
+	}
+	u := cpuSince(a, markCPU(os.Getpid()))
+	if x == 0 {
+		t.Log(x) // keeps the loop
+	}
+	// At least half of the 200 ms busy (the host may take the rest); /proc's 10 ms ticks
+	// and getrusage agree to within a few ticks.
+	if u.Harness < 0.1 || u.Server < 0.08 || u.Server > u.Harness+0.05 || u.Wall < 0.2 {
+		t.Fatalf("cpu use over a 200 ms busy loop: %+v", u)
+	}
+	if u.HostBusy <= 0 || u.HostBusy > 1 || u.HostSteal < 0 || u.HostSteal > u.HostBusy {
+		t.Fatalf("host shares: %+v", u)
+	}
+	if s := u.String(); s == "" {
+		t.Fatal("no text")
+	}
+}
