@@ -16,6 +16,11 @@ import (
 // over the same wall-clock time. On two shared cores a latency tail is mostly queueing
 // for a core, so a latency figure means little without the share of the cores the run
 // kept busy; steal is the hypervisor running someone else on them.
+//
+// The processes' times may include time stolen while they ran (on these hosts they do:
+// the kernel counts a task's time by the clock, and a stolen vCPU's clock goes on), so a
+// run under heavy steal looks heavier than the same run without; read Harness and
+// Server beside HostSteal.
 type CPUUse struct {
 	// Wall is the measured part's length; Harness and Server the processes' user and
 	// system time over it, all in seconds. Server is 0 when the server's pid is unknown.
@@ -26,7 +31,7 @@ type CPUUse struct {
 	Cores int `json:"cores"`
 	// HostBusy and HostSteal are the host's processors' shares (0-1) busy with anything
 	// (this run, other processes, the kernel) and stolen by the hypervisor, from
-	// /proc/stat; both 0 where it cannot be read.
+	// /proc/stat; apart, so HostBusy+HostSteal <= 1; both 0 where it cannot be read.
 	HostBusy  float64 `json:"host_busy"`
 	HostSteal float64 `json:"host_steal"`
 }
@@ -57,13 +62,20 @@ func cpuSince(a, b cpuMark) *CPUUse {
 		u.Server = (b.server - a.server).Seconds()
 	}
 	if a.hostOK && b.hostOK {
-		if total := b.host.total - a.host.total; total > 0 {
-			u.HostBusy = 1 - float64(b.host.idle-a.host.idle)/float64(total)
-			u.HostSteal = float64(b.host.steal-a.host.steal) / float64(total)
+		// Signed differences: the kernel says iowait may go backwards.
+		total := float64(int64(b.host.total - a.host.total))
+		idle := float64(int64(b.host.idle - a.host.idle))
+		steal := float64(int64(b.host.steal - a.host.steal))
+		if total > 0 {
+			u.HostSteal = clamp01(steal / total)
+			u.HostBusy = clamp01((total - idle - steal) / total)
 		}
 	}
 	return u
 }
+
+// clamp01 bounds v to [0, 1].
+func clamp01(v float64) float64 { return min(max(v, 0), 1) }
 
 // selfCPU returns this process's user and system time (every thread's).
 func selfCPU() time.Duration {

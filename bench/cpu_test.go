@@ -42,7 +42,9 @@ func TestCPUSince(t *testing.T) {
 	}
 	a := markCPU(os.Getpid())
 	x := uint64(1)
-	for start := time.Now(); time.Since(start) < 200*time.Millisecond; {
+	// Busy until this process has used 200 ms of processor time (however long the host
+	// takes to give it), or 10 s have passed.
+	for start, from := time.Now(), selfCPU(); selfCPU()-from < 200*time.Millisecond && time.Since(start) < 10*time.Second; {
 		for range 1000 {
 			x = x*6364136223846793005 + 1442695040888963407
 		}
@@ -51,12 +53,13 @@ func TestCPUSince(t *testing.T) {
 	if x == 0 {
 		t.Log(x) // keeps the loop
 	}
-	// At least half of the 200 ms busy (the host may take the rest); /proc's 10 ms ticks
-	// and getrusage agree to within a few ticks.
-	if u.Harness < 0.1 || u.Server < 0.08 || u.Server > u.Harness+0.05 || u.Wall < 0.2 {
-		t.Fatalf("cpu use over a 200 ms busy loop: %+v", u)
+	// getrusage and /proc's 10 ms ticks read the same process: they agree to within a
+	// few ticks. The wall time can be below 200 ms: the process's other threads (the
+	// collector, the race detector's) count too.
+	if u.Harness < 0.2 || u.Server < 0.15 || u.Server > u.Harness+0.05 || u.Wall < 0.1 {
+		t.Fatalf("cpu use over 200 ms of busy loop: %+v", u)
 	}
-	if u.HostBusy <= 0 || u.HostBusy > 1 || u.HostSteal < 0 || u.HostSteal > u.HostBusy {
+	if u.HostBusy <= 0 || u.HostSteal < 0 || u.HostBusy+u.HostSteal > 1 {
 		t.Fatalf("host shares: %+v", u)
 	}
 	if s := u.String(); s == "" {

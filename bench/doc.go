@@ -31,7 +31,8 @@
 // (sluice.go, kafka.go, nats.go, ceiling.go), disk.go (disk ceilings), sustain.go
 // (sustained runs, the copy count), report.go and report_sustained.go (the BENCHMARKS.md
 // section), chart.go (PNG charts), procs.go and suite.go (starting the systems and
-// running the suite that `make bench` runs).
+// running the suite that `make bench` runs), suite_latency.go (its end-to-end runs, the
+// systems side by side), cpu.go (the processor time of an end-to-end run).
 //
 // The HDFS tier's benchmarks (`make bench-hdfs`) are apart from the suite: hdfs.go
 // starts a MiniDFSCluster (internal/peer/hdfstest) and runs, against it, the raw

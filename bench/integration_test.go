@@ -34,15 +34,15 @@ func TestSluiceIntegration(t *testing.T) {
 		t.Fatalf("consume %d records of %d: %+v, %v", r.Records, p.Records, r, err)
 	}
 	e := Config{System: "sluice", Broker: b.Addr, Topic: "it-e2e", RecordSize: 256, Rate: 2000, Duration: time.Second, Linger: time.Millisecond,
-		ServerPid: b.Pid()}
+		Warmup: 500 * time.Millisecond, ServerPid: b.Pid()}
 	res, err := Run(ctx, "e2e", e, nil)
 	if err != nil || res.Errors > 0 || res.Latency == nil || !res.Latency.Corrected || res.Records < 1500 {
 		t.Fatalf("e2e: %+v, %v", res, err)
 	}
 	// The broker served 2000 records/s for a second, the harness produced and consumed
 	// them: each took some processor time (/proc counts in 10 ms ticks, so not much more
-	// can be asked of a broker this idle), and the run took about its duration.
-	if u := res.CPU; u == nil || u.Harness <= 0 || u.Server <= 0 || u.Wall < 0.9 || u.Cores < 1 {
+	// can be asked of a broker this idle), over the measured second, not the warm-up.
+	if u := res.CPU; u == nil || u.Harness <= 0 || u.Server <= 0 || u.Wall < 0.9 || u.Wall > 1.4 || u.Cores < 1 {
 		t.Fatalf("e2e processor use: %+v", res.CPU)
 	}
 }

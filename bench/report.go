@@ -193,7 +193,7 @@ func (s *Suite) Markdown(charts []string) string {
 	w("\n")
 	s.sustainedMarkdown(w)
 	s.latencyMarkdown(w)
-	w("\n### Broker memory\n\nPeak resident set (VmHWM) of each server process over its runs (the larger of the two processes, before and after the restart).\n\n| system | peak RSS |\n|---|---|\n")
+	w("\n### Broker memory\n\nPeak resident set (VmHWM) of each server over its burst, consume and latency runs (the largest of its processes: before the restart, after it, and the one the latency runs start).\n\n| system | peak RSS |\n|---|---|\n")
 	for _, sys := range []string{"sluice", "kafka", "nats"} {
 		if v := s.RSS[sys]; v > 0 {
 			w("| %s | %.0f MiB |\n", sys, float64(v)/(1<<20))

@@ -204,6 +204,12 @@ func RunSuite(ctx context.Context, o SuiteOptions) (*Suite, error) {
 	if !o.NewOnly && !ceilingsDone {
 		ceilings()
 	}
+	if !o.NewOnly && o.has("latency") && ctx.Err() == nil {
+		logf("== end-to-end latency, the systems side by side")
+		if err := runLatency(ctx, s, &o, servers, filepath.Join(o.Work, "relay"), sz, logf); err != nil {
+			return s, err
+		}
+	}
 	return s, ctx.Err()
 }
 
@@ -252,11 +258,11 @@ func baseConfig(system, addr, topic string, recSize int) Config {
 		Linger: suiteLinger, Partitions: suitePartitions, Producers: 1, Consumers: 1}
 }
 
-// runSystem runs the workloads against one started server: produce (1 KiB, then 100 B),
-// consume what was produced from the start (memory, or whatever the system reads from),
-// restart the server, consume again (page cache), and the end-to-end runs: at half the
-// 1 KiB produce rate with 4 partitions and with 1, and at a fixed 10 000 records/s. With
-// o.Only, only the parts asked for and the 1 KiB produce run they need.
+// runSystem runs the throughput workloads against one started server: produce (1 KiB,
+// then 100 B), consume what was produced from the start (memory, or whatever the system
+// reads from), restart the server, consume again (page cache). The end-to-end runs come
+// later, every system's side by side (runLatency). With o.Only, only the parts asked for
+// and the 1 KiB produce run they need (its rate sets the end-to-end runs' half load).
 func runSystem(ctx context.Context, s *Suite, o *SuiteOptions, srv *Server, sz suiteSizes, logf func(string, ...any)) error {
 	name := srv.Name
 	run := func(m, w string, c Config) (*Result, error) {
@@ -296,21 +302,6 @@ func runSystem(ctx context.Context, s *Suite, o *SuiteOptions, srv *Server, sz s
 			return err
 		}
 	}
-	if !o.has("latency") {
-		return nil
-	}
-	for _, e2e := range []struct {
-		m     string
-		parts int
-		rate  float64
-	}{{ME2EHalf, suitePartitions, p1k.RecordsPerSec / 2}, {ME2EHalf1P, 1, p1k.RecordsPerSec / 2}, {ME2E10K, suitePartitions, e2eRate10K}} {
-		e := baseConfig(name, srv.Addr, fmt.Sprintf("be2e%d", e2e.parts), 1024)
-		e.Partitions, e.Rate, e.Duration, e.Warmup, e.Linger = e2e.parts, e2e.rate, sz.e2e, sz.warmup, e2eLinger
-		e.MetricsAddr = srv.MetricsAddr // sluice's: the broker's stages (stages.go)
-		if _, err := run(e2e.m, "e2e", e); err != nil {
-			return err
-		}
-	}
 	return nil
 }
 
@@ -335,11 +326,6 @@ func runCeilings(ctx context.Context, s *Suite, o *SuiteOptions, dir string, sz 
 		{"sendfile", MProduce1K, "produce", 1024, sz.count1K, false},
 		{"sendfile", MConsumePage, "consume", 1024, sz.count1K, true},
 	}
-	if o.has("latency") {
-		if err := runRelay(ctx, s, o, filepath.Join(dir, "relay"), logf); err != nil {
-			return err
-		}
-	}
 	for _, st := range steps {
 		needed := o.has("produce") && st.w == "produce" ||
 			o.has("consume") && (st.m == MConsumeMem || st.m == MConsumePage || st.system == "sendfile")
@@ -354,37 +340,6 @@ func runCeilings(ctx context.Context, s *Suite, o *SuiteOptions, dir string, sz 
 		}
 		s.put(st.system, st.m, r)
 		logf("%-8s %-18s %s", st.system, st.m, Summary(r))
-	}
-	return nil
-}
-
-// runRelay measures the end-to-end latency ceiling (relay.go) at the rates of sluice's
-// end-to-end runs of this suite (the 10 000 records/s run also when sluice was not
-// measured), with the same records and producer settings.
-func runRelay(ctx context.Context, s *Suite, o *SuiteOptions, dir string, logf func(string, ...any)) error {
-	srv := RelayServer(o.SluiceBin, dir, "127.0.0.1:19600")
-	if err := srv.Start(ctx); err != nil {
-		return err
-	}
-	defer srv.Stop()
-	sz := sizesOf(o.Quick)
-	for _, run := range e2eRuns {
-		ref := s.Results["sluice"][run.m]
-		if ref == nil && run.m != ME2E10K {
-			continue
-		}
-		e := baseConfig("relay", srv.Addr, "relay-"+run.m, 1024)
-		e.Partitions, e.Rate, e.Duration, e.Warmup, e.Linger = 1, e2eRate10K, sz.e2e, sz.warmup, e2eLinger
-		if ref != nil {
-			e.Rate = ref.Config.Rate
-		}
-		e.ServerPid = srv.Pid()
-		r, err := Run(ctx, "e2e", e, nil)
-		if err != nil {
-			return fmt.Errorf("relay %s: %w", run.m, err)
-		}
-		s.put("relay", run.m, r)
-		logf("%-8s %-18s %s", "relay", run.m, Summary(r))
 	}
 	return nil
 }
