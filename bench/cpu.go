@@ -61,15 +61,17 @@ func cpuSince(a, b cpuMark) *CPUUse {
 	if a.serverOK && b.serverOK {
 		u.Server = (b.server - a.server).Seconds()
 	}
-	if a.hostOK && b.hostOK {
-		// Signed differences: the kernel says iowait may go backwards.
-		total := float64(int64(b.host.total - a.host.total))
+	if a.hostOK && b.hostOK && u.Wall > 0 {
+		// Shares of the wall-clock time of every processor, not of the sum of /proc/stat's
+		// fields: that sum falls short of it when the busy time is many short bursts
+		// (idle and steal are kept to the nanosecond, busy time is sampled at the
+		// timer tick, which a burst that ended before it misses). Signed differences:
+		// the kernel says iowait may go backwards.
+		ticks := u.Wall * float64(u.Cores) * clockTicks
 		idle := float64(int64(b.host.idle - a.host.idle))
 		steal := float64(int64(b.host.steal - a.host.steal))
-		if total > 0 {
-			u.HostSteal = clamp01(steal / total)
-			u.HostBusy = clamp01((total - idle - steal) / total)
-		}
+		u.HostSteal = clamp01(steal / ticks)
+		u.HostBusy = clamp01(1 - (idle+steal)/ticks)
 	}
 	return u
 }
@@ -122,7 +124,7 @@ func parseProcStat(b []byte) (time.Duration, bool) {
 }
 
 // hostTicks are the host's processor times summed over its processors, in clock ticks.
-type hostTicks struct{ total, idle, steal uint64 }
+type hostTicks struct{ idle, steal uint64 }
 
 // readHostTicks reads the first line of /proc/stat.
 func readHostTicks() (hostTicks, bool) {
@@ -150,12 +152,7 @@ func parseHostTicks(b []byte) (hostTicks, bool) {
 		}
 		v[i] = n
 	}
-	var t hostTicks
-	for _, n := range v {
-		t.total += n
-	}
-	t.idle, t.steal = v[3]+v[4], v[7]
-	return t, true
+	return hostTicks{idle: v[3] + v[4], steal: v[7]}, true
 }
 
 // String formats the use as "1.64 of 2 cores (harness 0.86, server 0.78); host 85 %
