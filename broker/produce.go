@@ -51,6 +51,7 @@ func (b *Broker) handleProduce(c *netio.Conn, slot netio.Slot, hdr wire.Response
 	failpoint.Panic("produce", pt.topic.meta.Name)
 	t := &produceTask{b: b, pt: pt, c: c, slot: slot, hdr: hdr, wait: r.WaitDurableMs}
 	res, err := pt.p.Produce(r.Version, r.Session, r.Batches, start)
+	wake := false // long polls are parked on the partition: wake them
 	t.res = res
 	if n := uint64(res.AppendedBytes); n > 0 {
 		b.produced.Add(n)
@@ -61,7 +62,7 @@ func (b *Broker) handleProduce(c *netio.Conn, slot netio.Slot, hdr wire.Response
 		if pt.p.FetchesParked() {
 			// The first append since the polls were last woken starts their wake stage.
 			pt.arrivedAt.CompareAndSwap(0, time.Now().UnixNano())
-			_ = pt.shard.SubmitFunc(pt.dataArrived) // a full queue: the polls answer at their deadline
+			wake = true
 		}
 		b.kickPersister(pt)
 	}
@@ -79,6 +80,15 @@ func (b *Broker) handleProduce(c *netio.Conn, slot netio.Slot, hdr wire.Response
 	now := time.Now().UnixNano()
 	since(b.stages.queue, c.ReadAt(), start.UnixNano())
 	since(b.stages.append, start.UnixNano(), now)
+	if wake {
+		// After the producer's answer, which it should not wait for. An idle shard's
+		// polls are answered here, on this loop, without waking the shard's goroutine
+		// (sched.Shard.TryRun says why); a busy one gets the work queued, behind what
+		// it has.
+		if !pt.shard.TryRun(pt.dataArrived) {
+			_ = pt.shard.SubmitFunc(pt.dataArrived) // a full queue: the polls answer at their deadline
+		}
+	}
 }
 
 // Run parks a produce that waits for durability on its partition's shard, or answers at

@@ -21,6 +21,15 @@
 // wakes the shard once, because producers signal only a shard that found its
 // queue empty. Submit allocates nothing.
 //
+// # Running inline
+//
+// A task handed to a parked shard costs its goroutine's wake-up, a thread
+// hand-off. TryRun skips it when the shard is idle (parked, nothing queued):
+// the caller runs the function itself, holding the shard's turn, a mutex the
+// shard goroutine holds whenever it is not parked (inline.go). The shard
+// still runs one thing at a time, and queued work keeps its order: a busy
+// shard or one with work queued runs nothing inline.
+//
 // # Timers
 //
 // Shard.Every (periodic jobs) and Shard.After (one-shots, with a Timer to

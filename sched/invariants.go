@@ -26,13 +26,29 @@ func goid() int64 {
 }
 
 // checkOwner panics, under the invariants build tag, when a shard-only
-// method is called off the shard goroutine after Start.
+// method is called off the shard goroutine after Start, other than by a
+// function TryRun runs.
 func (s *Shard) checkOwner(method string) {
 	if !invariants.Enabled {
 		return
 	}
-	if owner := s.goid.Load(); owner != 0 && owner != goid() {
+	me := goid()
+	if owner := s.goid.Load(); owner != 0 && owner != me && s.inline.Load() != me {
 		panic("BUG: sched: " + method + " called off shard " + strconv.Itoa(s.id) + "'s goroutine")
+	}
+}
+
+// enterInline records, under the invariants build tag, that the calling
+// goroutine runs the shard's work (TryRun); exitInline ends it.
+func (s *Shard) enterInline() {
+	if invariants.Enabled {
+		s.inline.Store(goid())
+	}
+}
+
+func (s *Shard) exitInline() {
+	if invariants.Enabled {
+		s.inline.Store(0)
 	}
 }
 

@@ -81,6 +81,13 @@ func (m *mailbox) take(spare []Task) (batch []Task, closed bool) {
 	return batch, m.mu.closed
 }
 
+// empty reports whether no task is queued. Safe from any goroutine.
+func (m *mailbox) empty() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.mu.q) == 0
+}
+
 // close makes push refuse and wakes the consumer so it sees it.
 func (m *mailbox) close() {
 	m.mu.Lock()

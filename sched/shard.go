@@ -30,7 +30,14 @@ type Shard struct {
 	base    time.Time // timer deadlines are nanoseconds since base
 	closing atomic.Bool
 	goid    atomic.Int64 // the shard goroutine's id, under invariants only
-	pinErr  error        // written by the shard goroutine before it signals ready
+	// inline is the id of the goroutine running the shard's work in TryRun, under
+	// invariants only (0: none).
+	inline atomic.Int64
+	// turn is held by whoever runs the shard's work: the shard goroutine, except while
+	// it is parked, when TryRun may take it. Locked from the start (the shard goroutine
+	// inherits it) and never unlocked once the goroutine has finished.
+	turn   sync.Mutex
+	pinErr error // written by the shard goroutine before it signals ready
 
 	// Owned by the shard goroutine (or by the goroutine that calls Start,
 	// before Start).
@@ -49,7 +56,7 @@ type Shard struct {
 
 // counters feed Stats; written by the shard goroutine only.
 type counters struct {
-	tasks, batches, wakeups, fired atomic.Uint64
+	tasks, batches, wakeups, fired, inline atomic.Uint64
 }
 
 func newShard(id int, cfg *Config) *Shard {
@@ -67,6 +74,7 @@ func newShard(id int, cfg *Config) *Shard {
 	s.timers.tick = int64(cfg.TickInterval)
 	s.clock = time.NewTimer(time.Hour)
 	s.clock.Stop()
+	s.turn.Lock() // the shard goroutine's until it parks: nothing runs inline before Start
 	return s
 }
 
@@ -99,7 +107,9 @@ func (s *Shard) SubmitFunc(fn func(*Shard)) error {
 func (s *Shard) Closing() bool { return s.closing.Load() }
 
 // run is the shard goroutine: pin, signal ready, serve until closed and
-// drained, then fire the remaining one-shots and run the close hooks.
+// drained, then fire the remaining one-shots and run the close hooks. It holds
+// the shard's turn throughout but while parked, and keeps it when it returns:
+// a finished shard runs nothing inline.
 func (s *Shard) run(ready chan<- struct{}) {
 	s.goid.Store(shardGoid())
 	if s.core >= 0 {
@@ -169,7 +179,8 @@ func (s *Shard) runTimers() {
 }
 
 // park waits for a submission or the earliest timer. The clock is re-armed
-// only when the earliest deadline changed since it was armed.
+// only when the earliest deadline changed since it was armed. While parked, the
+// shard's turn is free for TryRun.
 func (s *Shard) park() {
 	var fire <-chan time.Time
 	if when, ok := s.timers.next(); ok {
@@ -179,9 +190,15 @@ func (s *Shard) park() {
 		}
 		fire = s.clock.C
 	}
+	s.turn.Unlock()
+	fired := false
 	select {
 	case <-s.mb.wake:
 	case <-fire:
+		fired = true
+	}
+	s.turn.Lock()
+	if fired {
 		s.armed = -1
 	}
 	s.c.wakeups.Add(1)

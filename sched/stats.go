@@ -17,6 +17,7 @@ type Stats struct {
 	Busy     uint64 // submissions refused with ErrBusy
 	Wakeups  uint64 // times the parked shard woke, for a task or a timer
 	Fired    uint64 // one-shot timers run
+	Inline   uint64 // tasks run by TryRun in their caller's goroutine (counted in TasksRun too)
 
 	Jobs []JobStats // periodic jobs not stopped, in registration order
 }
@@ -38,6 +39,7 @@ func (s *Shard) Stats() Stats {
 		Batches:  s.c.batches.Load(),
 		Wakeups:  s.c.wakeups.Load(),
 		Fired:    s.c.fired.Load(),
+		Inline:   s.c.inline.Load(),
 	}
 	st.Queued, st.Busy, st.MaxBatch = s.mb.stats()
 	s.jobs.Lock()
