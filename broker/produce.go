@@ -81,15 +81,21 @@ func (b *Broker) handleProduce(c *netio.Conn, slot netio.Slot, hdr wire.Response
 	since(b.stages.queue, c.ReadAt(), start.UnixNano())
 	since(b.stages.append, start.UnixNano(), now)
 	if wake {
-		// After the producer's answer, which it should not wait for. An idle shard's
-		// polls are answered here, on this loop, without waking the shard's goroutine
-		// (sched.Shard.TryRun says why); a busy one gets the work queued, behind what
-		// it has.
-		if !pt.shard.TryRun(pt.dataArrived) {
+		// An idle shard's polls are answered here, on this loop, without waking the
+		// shard's goroutine (sched.Shard.TryRun says why); a busy one gets the work
+		// queued, behind what it has. The producer's answer, queued above, goes out
+		// when this loop flushes, after this: so only a few polls are answered here
+		// (each a read of memory and an answer queued, µs), and a partition with many
+		// consumers parked leaves them to its shard.
+		if pt.p.ParkedFetches() > inlineWakeMax || !pt.shard.TryRun(pt.dataArrived) {
 			_ = pt.shard.SubmitFunc(pt.dataArrived) // a full queue: the polls answer at their deadline
 		}
 	}
 }
+
+// inlineWakeMax is the most long polls an event loop answers itself after an append
+// (handleProduce); more are woken on the partition's shard.
+const inlineWakeMax = 4
 
 // Run parks a produce that waits for durability on its partition's shard, or answers at
 // once when C covers it already.

@@ -67,6 +67,10 @@ func (p *Partition) produceLocking(v uint32, s uint64, batches []byte, now time.
 // the owner to wake them (DataArrived). Safe from any goroutine; see fetchParked.
 func (p *Partition) FetchesParked() bool { return p.fetchParked.Load() > 0 }
 
+// ParkedFetches returns how many long polls are parked here, as FetchesParked reads it.
+// Safe from any goroutine.
+func (p *Partition) ParkedFetches() int64 { return p.fetchParked.Load() }
+
 func (p *Partition) produce(v uint32, s uint64, batches []byte, now time.Time, res *ProduceResult) error {
 	if v < p.version.Load() && len(batches) > 0 {
 		return p.drain(batches, res) // an older layout's resend: acknowledged or refused, never appended

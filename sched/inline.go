@@ -31,15 +31,18 @@ func (s *Shard) TryRun(fn func(*Shard)) bool {
 	if !s.mb.empty() {
 		return false
 	}
-	before, had := s.timers.next()
 	s.enterInline()
-	defer s.exitInline()
+	defer func() {
+		// Also when fn panics: a timer it set before is not left waiting.
+		s.exitInline()
+		if when, ok := s.timers.next(); ok && (s.armed < 0 || when < s.armed) {
+			// The parked goroutine waits on no clock, or on a later one: wake it to
+			// re-arm.
+			s.mb.signal()
+		}
+	}()
 	fn(s)
 	s.c.tasks.Add(1)
 	s.c.inline.Add(1)
-	if when, ok := s.timers.next(); ok && (!had || when < before) && when != s.armed {
-		// The parked goroutine's clock is armed for a later deadline, or none.
-		s.mb.signal()
-	}
 	return true
 }

@@ -40,7 +40,7 @@ func TestTryRunIdle(t *testing.T) {
 	if !ran {
 		t.Fatal("fn did not run with its shard")
 	}
-	<-fired // the timer set inline runs on the shard goroutine
+	waitClosed(t, fired, "the timer set inline to run on the shard goroutine")
 	if st := s.Stats(); st.Inline != 1 || st.TasksRun < 1 {
 		t.Fatalf("stats after one inline run: %+v", st)
 	}
@@ -55,9 +55,8 @@ func TestTryRunIdle(t *testing.T) {
 	}
 }
 
-// TestTryRunBusyOrQueued: a shard running a task, or with tasks queued, runs nothing
-// inline: queued work keeps its order.
-func TestTryRunBusyOrQueued(t *testing.T) {
+// TestTryRunBusy: a shard running a task runs nothing inline.
+func TestTryRunBusy(t *testing.T) {
 	sc := start(t, Config{Shards: 1})
 	s := sc.Shard(0)
 	hold, holding := make(chan struct{}), make(chan struct{})
@@ -65,24 +64,31 @@ func TestTryRunBusyOrQueued(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-holding
+	defer close(hold)
 	if s.TryRun(func(*Shard) { t.Error("ran inline while the shard ran a task") }) {
 		t.Fatal("TryRun took a busy shard")
 	}
+}
+
+// TestTryRunQueued: a parked shard with a task queued (pushed, its wake-up not yet
+// delivered) runs nothing inline: the queued task goes first.
+func TestTryRunQueued(t *testing.T) {
+	sc := start(t, Config{Shards: 1})
+	s := sc.Shard(0)
+	idle(t, s)
 	var order []int
-	if err := s.SubmitFunc(func(*Shard) { order = append(order, 1) }); err != nil {
-		t.Fatal(err)
+	// Queue a task without waking the shard, as a push caught between its append and
+	// its signal would leave it.
+	s.mb.mu.Lock()
+	s.mb.mu.q = append(s.mb.mu.q, funcTask(func(*Shard) { order = append(order, 1) }))
+	s.mb.mu.Unlock()
+	if s.TryRun(func(*Shard) { order = append(order, 2) }) {
+		t.Fatal("TryRun ran ahead of a queued task")
 	}
-	close(hold)
-	// Until the queued task has run, TryRun must not run ahead of it.
-	for {
-		if s.TryRun(func(*Shard) { order = append(order, 2) }) {
-			break
-		}
-		time.Sleep(50 * time.Microsecond)
-	}
-	do(t, s, func(*Shard) {})
-	if len(order) != 2 || order[0] != 1 || order[1] != 2 {
-		t.Fatalf("order %v, want the queued task first", order)
+	s.mb.signal()
+	do(t, s, func(*Shard) { order = append(order, 3) })
+	if len(order) != 2 || order[0] != 1 || order[1] != 3 {
+		t.Fatalf("order %v, want the queued task, then the next", order)
 	}
 }
 
@@ -97,10 +103,55 @@ func TestTryRunEarlierTimer(t *testing.T) {
 	if !s.TryRun(func(sh *Shard) { sh.After(time.Millisecond, func(time.Time) { close(fired) }) }) {
 		t.Fatal("TryRun refused on an idle shard")
 	}
+	waitClosed(t, fired, "the timer set inline (the parked goroutine waits for an hour)")
+}
+
+// TestTryRunTimerAfterStop: a shard whose only timer was stopped parks without a clock;
+// a timer set inline then, even at the stopped one's deadline, fires.
+func TestTryRunTimerAfterStop(t *testing.T) {
+	sc := start(t, Config{Shards: 1, TickInterval: 100 * time.Millisecond})
+	s := sc.Shard(0)
+	var tm Timer
+	do(t, s, func(sh *Shard) { tm = sh.After(300*time.Millisecond, func(time.Time) {}) })
+	idle(t, s) // parked, its clock armed for the timer
+	do(t, s, func(*Shard) { tm.Stop() })
+	idle(t, s) // parked with no timer
+	fired := make(chan struct{})
+	if !s.TryRun(func(sh *Shard) { sh.After(300*time.Millisecond, func(time.Time) { close(fired) }) }) {
+		t.Fatal("TryRun refused on an idle shard")
+	}
+	waitClosed(t, fired, "the timer set inline on a shard parked without a clock")
+}
+
+// TestTryRunPanic: fn panicking releases the shard, and a timer it set first still fires.
+func TestTryRunPanic(t *testing.T) {
+	sc := start(t, Config{Shards: 1})
+	s := sc.Shard(0)
+	do(t, s, func(sh *Shard) { sh.After(time.Hour, func(time.Time) {}) })
+	idle(t, s)
+	fired := make(chan struct{})
+	func() {
+		defer func() {
+			if r := recover(); r != "boom" {
+				t.Fatalf("recovered %v", r)
+			}
+		}()
+		s.TryRun(func(sh *Shard) {
+			sh.After(time.Millisecond, func(time.Time) { close(fired) })
+			panic("boom")
+		})
+	}()
+	waitClosed(t, fired, "the timer set before the panic")
+	do(t, s, func(*Shard) {}) // the shard runs tasks again
+}
+
+// waitClosed waits for ch to close, failing the test after 10 s.
+func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
 	select {
-	case <-fired:
+	case <-ch:
 	case <-time.After(10 * time.Second):
-		t.Fatal("the timer set inline did not fire: the parked goroutine kept its hour")
+		t.Fatalf("timed out waiting for %s", what)
 	}
 }
 

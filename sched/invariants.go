@@ -53,14 +53,15 @@ func (s *Shard) exitInline() {
 }
 
 // checkNotShard panics, under the invariants build tag, when Close is called
-// from a shard goroutine, which would wait for itself forever.
+// from a shard goroutine or from a function TryRun runs, which would wait for
+// itself forever.
 func (sc *Scheduler) checkNotShard() {
 	if !invariants.Enabled {
 		return
 	}
 	me := goid()
 	for _, s := range sc.shards {
-		if s.goid.Load() == me {
+		if s.goid.Load() == me || s.inline.Load() == me {
 			panic("BUG: sched: Scheduler.Close called from shard " + strconv.Itoa(s.id) + "'s goroutine")
 		}
 	}

@@ -54,7 +54,8 @@ type Shard struct {
 	c counters
 }
 
-// counters feed Stats; written by the shard goroutine only.
+// counters feed Stats; written by whoever holds the shard's turn (the shard
+// goroutine, or TryRun's caller).
 type counters struct {
 	tasks, batches, wakeups, fired, inline atomic.Uint64
 }
@@ -189,6 +190,10 @@ func (s *Shard) park() {
 			s.armed = when
 		}
 		fire = s.clock.C
+	} else {
+		// Not waiting on the clock: armed says so, for TryRun (a tick of a stopped
+		// timer left behind is dropped by the next Reset).
+		s.armed = -1
 	}
 	s.turn.Unlock()
 	fired := false
