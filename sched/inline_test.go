@@ -95,10 +95,7 @@ func TestTryRunQueued(t *testing.T) {
 // TestTryRunEarlierTimer: a timer set inline earlier than the one the parked goroutine
 // waits for fires without waiting for that one (an hour).
 func TestTryRunEarlierTimer(t *testing.T) {
-	sc := start(t, Config{Shards: 1})
-	s := sc.Shard(0)
-	do(t, s, func(sh *Shard) { sh.After(time.Hour, func(time.Time) {}) })
-	idle(t, s)
+	s := parkedForAnHour(t)
 	fired := make(chan struct{})
 	if !s.TryRun(func(sh *Shard) { sh.After(time.Millisecond, func(time.Time) { close(fired) }) }) {
 		t.Fatal("TryRun refused on an idle shard")
@@ -125,10 +122,7 @@ func TestTryRunTimerAfterStop(t *testing.T) {
 
 // TestTryRunPanic: fn panicking releases the shard, and a timer it set first still fires.
 func TestTryRunPanic(t *testing.T) {
-	sc := start(t, Config{Shards: 1})
-	s := sc.Shard(0)
-	do(t, s, func(sh *Shard) { sh.After(time.Hour, func(time.Time) {}) })
-	idle(t, s)
+	s := parkedForAnHour(t)
 	fired := make(chan struct{})
 	func() {
 		defer func() {
@@ -143,6 +137,16 @@ func TestTryRunPanic(t *testing.T) {
 	}()
 	waitClosed(t, fired, "the timer set before the panic")
 	do(t, s, func(*Shard) {}) // the shard runs tasks again
+}
+
+// parkedForAnHour returns the shard of a started one-shard scheduler, parked with its
+// clock armed for a timer an hour away.
+func parkedForAnHour(t *testing.T) *Shard {
+	t.Helper()
+	s := start(t, Config{Shards: 1}).Shard(0)
+	do(t, s, func(sh *Shard) { sh.After(time.Hour, func(time.Time) {}) })
+	idle(t, s)
+	return s
 }
 
 // waitClosed waits for ch to close, failing the test after 10 s.
