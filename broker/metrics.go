@@ -60,6 +60,8 @@ var (
 		"Panics recovered while serving a request (each answered with an internal error and logged with its stack), by where: loop or shard.", []string{"where"}, nil)
 	descReleased = prometheus.NewDesc("sluice_long_polls_released_total",
 		"Parked long polls answered early because a later answer on their connection was ready (answers keep request order).", nil, nil)
+	descWakes = prometheus.NewDesc("sluice_long_poll_wakes_total",
+		"Appends that found long polls parked and woke them, by where the wake ran: on the appending event loop (the partition's shard idle) or on the shard.", []string{"where"}, nil)
 	descParked = prometheus.NewDesc("sluice_parked_requests",
 		"Requests waiting on a partition, by kind: fetch (long polls) or durable (produces waiting for the checkpoint).", []string{"kind"}, nil)
 	descProduced = prometheus.NewDesc("sluice_produce_bytes_total",
@@ -106,7 +108,7 @@ var (
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descSent, descConns, descRequests, descProtoErr, descArena, descReclaimed,
-		descFull, descLag, descHits, descState, descDirect, descPanics, descReleased, descSkipped, descParked, descProduced, descCopied,
+		descFull, descLag, descHits, descState, descDirect, descPanics, descReleased, descWakes, descSkipped, descParked, descProduced, descCopied,
 		descInbound, descOutbound, descRefused, descTimedOut, descExpired, descPaused, descClamped, descDirectRead,
 		descHDFSLag, descHDFSLagBytes, descHDFSLagSec, descHDFSFailing, descHDFSRounds, descHDFSSwitches, descHDFSBytes, descHDFSRead,
 		descAuth, descAuthRefused, descAuthReloads, descAuthFailing, descAuthUsers, descTLS, descCertExpiry, descTLSReloads} {
@@ -139,6 +141,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descPanics, float64(ns.Panics), "loop")
 	counter(descPanics, float64(c.b.panics.Load()), "shard")
 	counter(descReleased, float64(ns.Released))
+	counter(descWakes, float64(c.b.wakesLoop.Load()), "loop")
+	counter(descWakes, float64(c.b.wakesShard.Load()), "shard")
 	gauge(descSkipped, float64(c.b.skippedDirs.Load()))
 	counter(descProduced, float64(c.b.produced.Load()))
 	counter(descCopied, float64(c.b.copied.Load()+ns.BytesHeld)) // the arena copy, and netio's of cut frames

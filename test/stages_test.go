@@ -7,17 +7,31 @@ import (
 	"sluice/wire"
 )
 
+// metricsBroker starts a broker that serves its metrics, with a topic of one partition
+// and a connection to it.
+func metricsBroker(t *testing.T, topic string) (*testbroker.Broker, *wireConn) {
+	t.Helper()
+	b := testbroker.Start(t, t.TempDir(), "-metrics", "127.0.0.1:0")
+	w := dial(t, b.Addr)
+	createTopic(t, w, topic, 1)
+	return b, w
+}
+
+// scrapeLabel reads metric{label="value"} from b's metrics.
+func scrapeLabel(t *testing.T, b *testbroker.Broker, metric, label, value string) float64 {
+	t.Helper()
+	return scrape(t, b.MetricsAddr, metric+`{`+label+`="`+value+`"}`)
+}
+
 // TestRequestStages: the broker's stage histograms (sluice_request_stage_seconds, the
 // broker's part of the bench's latency breakdown) count what they say, one observation
 // per request: every produce a queue and an append; a long poll parked and woken by an
 // append a wake (the append's) and a send (its answer with records); a fetch answered at
 // once with records a send but no wake; an empty answer at the poll's deadline neither.
 func TestRequestStages(t *testing.T) {
-	b := testbroker.Start(t, t.TempDir(), "-metrics", "127.0.0.1:0")
-	w := dial(t, b.Addr)
-	createTopic(t, w, "st", 1)
+	b, w := metricsBroker(t, "st")
 	count := func(stage string) float64 {
-		return scrape(t, b.MetricsAddr, `sluice_request_stage_seconds_count{stage="`+stage+`"}`)
+		return scrapeLabel(t, b, "sluice_request_stage_seconds_count", "stage", stage)
 	}
 	want := func(what string, queue, appends, wake, send float64) {
 		t.Helper()
