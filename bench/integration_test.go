@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -40,10 +41,11 @@ func TestSluiceIntegration(t *testing.T) {
 		t.Fatalf("e2e: %+v, %v", res, err)
 	}
 	// The broker served 2000 records/s for a second, the harness produced and consumed
-	// them: each took some processor time (/proc counts in 10 ms ticks, so not much more
-	// can be asked of a broker this idle), over the measured second, not the warm-up.
-	if u := res.CPU; u == nil || u.Harness <= 0 || u.Server <= 0 || u.Wall < 0.9 || u.Wall > 1.4 || u.Cores < 1 {
-		t.Fatalf("e2e processor use: %+v", res.CPU)
+	// them: each took some processor time (not much more can be asked of a broker this
+	// idle), over the measured part, not the warm-up: the same span as the run's
+	// seconds, marked microseconds apart, however slow the host.
+	if u := res.CPU; u == nil || u.Harness <= 0 || u.Server <= 0 || math.Abs(u.Wall-res.Seconds) > 0.05 || u.Cores < 1 {
+		t.Fatalf("e2e processor use: %+v over a measured part of %.3fs", res.CPU, res.Seconds)
 	}
 }
 
