@@ -87,10 +87,10 @@ func (b *Broker) handleProduce(c *netio.Conn, slot netio.Slot, hdr wire.Response
 		// when this loop flushes, after this: so only a few polls are answered here
 		// (each a read of memory and an answer queued, µs), and a partition with many
 		// consumers parked leaves them to its shard.
-		if pt.p.ParkedFetches() <= inlineWakeMax && pt.shard.TryRun(pt.dataArrived) {
-			b.wakesLoop.Add(1)
-		} else if pt.shard.SubmitFunc(pt.dataArrived) == nil { // a full queue: the polls answer at their deadline
-			b.wakesShard.Add(1)
+		if pt.p.ParkedFetches() > inlineWakeMax || !pt.shard.TryRun(pt.dataArrived) {
+			if pt.shard.SubmitFunc(pt.dataArrived) == nil { // a full queue: the polls answer at their deadline
+				b.wakesShard.Add(1)
+			}
 		}
 	}
 }

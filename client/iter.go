@@ -24,8 +24,9 @@ type cursor struct {
 // that the batches' offsets are dense and continue where reading stands (see nextBatch),
 // checks each batch (CRC, unless the fetcher did: verified), decompresses it, skips the
 // records below the position and those whose logical id is outside [lo, hi], and
-// advances the position past every record it passes. It allocates nothing per record, nor per batch once the decompressor's
-// buffer has grown. Used by one goroutine at a time.
+// advances the position past every record it passes. It allocates nothing per record,
+// nor per batch once the decompressor's buffer has grown. Used by one goroutine at a
+// time.
 type recordIter struct {
 	lo, hi  uint16
 	topic   string // for errors

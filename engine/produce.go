@@ -65,10 +65,10 @@ func (p *Partition) produceLocking(v uint32, s uint64, batches []byte, now time.
 
 // FetchesParked reports whether long polls are parked: an appender that appended asks
 // the owner to wake them (DataArrived). Safe from any goroutine; see fetchParked.
-func (p *Partition) FetchesParked() bool { return p.fetchParked.Load() > 0 }
+func (p *Partition) FetchesParked() bool { return p.ParkedFetches() > 0 }
 
-// ParkedFetches returns how many long polls are parked here, as FetchesParked reads it.
-// Safe from any goroutine.
+// ParkedFetches returns how many long polls are parked here. Safe from any goroutine;
+// see fetchParked.
 func (p *Partition) ParkedFetches() int64 { return p.fetchParked.Load() }
 
 func (p *Partition) produce(v uint32, s uint64, batches []byte, now time.Time, res *ProduceResult) error {
