@@ -65,14 +65,13 @@ type Broker struct {
 	produced    atomic.Uint64 // batch bytes accepted by produce requests
 	copied      atomic.Uint64 // bytes the produce path copied in user space
 	parkedFetch atomic.Int64  // long polls parked on partitions
-	// wakesShard counts appends that woke parked long polls on the partition's shard;
-	// those woken on the appending event loop are the shards' Inline runs (TryRun is
-	// used for nothing else).
-	wakesShard  atomic.Uint64
-	parkedAck   atomic.Int64  // produces waiting for their checkpoint
-	skippedDirs atomic.Int64  // data directory entries that are not topics
-	remoteBytes atomic.Uint64 // batch bytes fetches read from HDFS
-	stages      *stages       // where requests wait (stages.go)
+	// wakesLoop and wakesShard count appends that woke parked long polls, on the
+	// appending event loop or on the partition's shard (produce.go).
+	wakesLoop, wakesShard atomic.Uint64
+	parkedAck             atomic.Int64  // produces waiting for their checkpoint
+	skippedDirs           atomic.Int64  // data directory entries that are not topics
+	remoteBytes           atomic.Uint64 // batch bytes fetches read from HDFS
+	stages                *stages       // where requests wait (stages.go)
 }
 
 // Start opens the data directory (recovering every partition), starts the shards and

@@ -21,7 +21,11 @@ type fetchTask struct {
 	slot    netio.Slot
 	hdr     wire.ResponseHeader
 	req     wire.FetchRequest
-	started bool // shard-owned: Run ran once (a later Run is a release)
+	started bool // shard-owned: Run ran once (a later Run is a release, or onShard)
+	// onShard is set when serve ran inline (an append's event loop answering the polls:
+	// broker/produce.go) and found the records on disk: the task is queued to its shard,
+	// whose goroutine serves it. Shard-owned.
+	onShard bool
 	// multi is set when the task is a waiter of a multi-partition fetch (fetchmulti.go):
 	// it only parks, and its wake-up goes to the multiFetch.
 	multi *multiFetch
@@ -45,6 +49,11 @@ func (b *Broker) handleFetch(c *netio.Conn, slot netio.Slot, hdr wire.ResponseHe
 func (t *fetchTask) Run(*sched.Shard) {
 	defer t.b.recoverRequest("fetch", t.pt, t.c, t.slot, t.hdr)
 	pt := t.pt
+	if t.onShard {
+		t.onShard = false
+		t.serve()
+		return
+	}
 	if t.started {
 		if pt.p.Release(t) { // still parked: answer now with what there is
 			t.b.settle(pt)
@@ -78,7 +87,22 @@ func (t *fetchTask) serve() {
 		t.multi.woken(t.pt.shard) // serve runs on the partition's shard
 		return
 	}
-	res, err := t.pt.p.Fetch(t.req.Offset, int(max(t.req.MaxBytes, 1)), nil)
+	var res engine.FetchResult
+	var err error
+	if t.pt.shard.Inline() {
+		var ok bool
+		if res, ok, err = t.pt.fetchMemory(t.req.Offset, int(max(t.req.MaxBytes, 1))); !ok {
+			// Not in the arena: the event loop does not wait for the disk.
+			t.onShard = true
+			if t.pt.shard.Submit(t) != nil {
+				t.onShard = false
+				t.b.respond(t.c, t.slot, t.hdr, wire.NewError(wire.CodeBusy, "shard queue full"), nil)
+			}
+			return
+		}
+	} else {
+		res, err = t.pt.p.Fetch(t.req.Offset, int(max(t.req.MaxBytes, 1)), nil)
+	}
 	if err != nil {
 		if rr := t.b.remote; rr != nil && codeOf(err) == wire.CodeOffsetOutOfRange && t.req.Offset < t.pt.p.LocalStart() {
 			// Below what this broker holds: HDFS may have it (remote.go).

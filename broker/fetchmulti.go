@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"sluice/engine"
+	"sluice/internal/failpoint"
 	"sluice/memarena"
 	"sluice/netio"
 	"sluice/sched"
@@ -147,7 +148,7 @@ func (m *multiFetch) Run(*sched.Shard) {
 		m.parkPass()
 		return
 	}
-	m.gatherGroup()
+	m.gatherGroup(false)
 	if m.pass+1 < len(m.groups) {
 		m.submit(m.pass + 1)
 		return
@@ -181,8 +182,11 @@ func (m *multiFetch) parkPass() {
 }
 
 // gatherGroup reads the current group's partitions. In the final gather it first
-// releases the group's waiters still parked (their wake-ups are ignored). Shard only.
-func (m *multiFetch) gatherGroup() {
+// releases the group's waiters still parked (their wake-ups are ignored). With
+// memoryOnly (a wake-up run inline: answerFrom) it reads the arena only, and returns
+// false as soon as a partition's records are not there, for the caller to have them read
+// on the shard's goroutine (every read is made again then). Shard only.
+func (m *multiFetch) gatherGroup(memoryOnly bool) bool {
 	for _, i := range m.groups[m.pass].items {
 		it := &m.items[i]
 		pt := it.pt
@@ -199,7 +203,16 @@ func (m *multiFetch) gatherGroup() {
 		if left <= 0 && m.spent > 0 {
 			continue // the budget is spent: offsets only
 		}
-		res, err := pt.p.Fetch(it.offset, max(left, 1), nil)
+		var res engine.FetchResult
+		var err error
+		if memoryOnly {
+			var ok bool
+			if res, ok, err = pt.fetchMemory(it.offset, max(left, 1)); !ok {
+				return false
+			}
+		} else {
+			res, err = pt.p.Fetch(it.offset, max(left, 1), nil)
+		}
 		if err != nil {
 			it.code = codeOf(err)
 			if it.code != wire.CodeOffsetOutOfRange {
@@ -210,6 +223,7 @@ func (m *multiFetch) gatherGroup() {
 		it.res, it.win = res, res.Window
 		m.spent += int(res.Len())
 	}
+	return true
 }
 
 // parkGroup parks a waiter on each of the current group's partitions. A partition that
@@ -252,7 +266,7 @@ func (m *multiFetch) woken(sh *sched.Shard) {
 		case mfParked:
 			if m.state.CompareAndSwap(mfParked, mfWoken) {
 				if g := m.groupOf(sh); g >= 0 {
-					m.answerFrom(g)
+					m.answerFrom(g, sh)
 				} else {
 					m.startFinal()
 				}
@@ -274,11 +288,17 @@ func (m *multiFetch) groupOf(sh *sched.Shard) int {
 	return -1
 }
 
-// answerFrom gathers group g (on its shard, where the wake-up came from), answers, and
-// has every other shard release its waiters.
-func (m *multiFetch) answerFrom(g int) {
+// answerFrom gathers group g (on its shard sh, where the wake-up came from), answers,
+// and has every other shard release its waiters. Woken inline (an append's event loop
+// answering the polls: broker/produce.go) with records that are not in the arena, it
+// starts the final gather of every group instead, which reads them on the shards'
+// goroutines.
+func (m *multiFetch) answerFrom(g int, sh *sched.Shard) {
 	m.phase, m.pass, m.spent = mfFinal, g, 0
-	m.gatherGroup()
+	if !m.gatherGroup(sh.Inline()) {
+		m.startFinal()
+		return
+	}
 	m.answer()
 	for o := range m.groups {
 		if o != g {
@@ -400,4 +420,16 @@ func (m *multiFetch) release() {
 		res.Spans = memarena.ReleaseAll(res.Spans)
 		res.Region.Release()
 	}
+}
+
+// fetchMemory is pt.p.FetchMemory, for the reads an event loop runs inline (a long poll
+// woken by an append: broker/produce.go): ok is false when the records are not in the
+// arena, and the caller has the shard's goroutine read them. The failpoint arena_miss
+// makes every such read miss (tests: the arena cannot be made to reclaim records on cue
+// between an append and its wake-up). Shard only.
+func (pt *part) fetchMemory(offset int64, maxBytes int) (engine.FetchResult, bool, error) {
+	if failpoint.On("arena_miss", pt.topic.meta.Name) {
+		return engine.FetchResult{NextOffset: offset}, false, nil
+	}
+	return pt.p.FetchMemory(offset, maxBytes, nil)
 }

@@ -141,11 +141,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descPanics, float64(ns.Panics), "loop")
 	counter(descPanics, float64(c.b.panics.Load()), "shard")
 	counter(descReleased, float64(ns.Released))
-	var inline uint64
-	for _, st := range c.b.sched.Stats() {
-		inline += st.Inline
-	}
-	counter(descWakes, float64(inline), "loop")
+	counter(descWakes, float64(c.b.wakesLoop.Load()), "loop")
 	counter(descWakes, float64(c.b.wakesShard.Load()), "shard")
 	gauge(descSkipped, float64(c.b.skippedDirs.Load()))
 	counter(descProduced, float64(c.b.produced.Load()))

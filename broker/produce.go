@@ -86,11 +86,14 @@ func (b *Broker) handleProduce(c *netio.Conn, slot netio.Slot, hdr wire.Response
 		// queued, behind what it has. The producer's answer, queued above, goes out
 		// when this loop flushes, after this: so only a few polls are answered here
 		// (each a read of memory and an answer queued, µs), and a partition with many
-		// consumers parked leaves them to its shard.
-		if pt.p.ParkedFetches() > inlineWakeMax || !pt.shard.TryRun(pt.dataArrived) {
-			if pt.shard.SubmitFunc(pt.dataArrived) == nil { // a full queue: the polls answer at their deadline
-				b.wakesShard.Add(1)
-			}
+		// consumers parked leaves them to its shard. The loop never reads the disk: a
+		// poll whose records are no longer in the arena is handed to the shard's
+		// goroutine (fetchMemory).
+		switch {
+		case pt.p.ParkedFetches() <= inlineWakeMax && pt.shard.TryRun(pt.dataArrived):
+			b.wakesLoop.Add(1)
+		case pt.shard.SubmitFunc(pt.dataArrived) == nil: // a full queue: the polls answer at their deadline
+			b.wakesShard.Add(1)
 		}
 	}
 }

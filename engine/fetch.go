@@ -50,30 +50,58 @@ func (r *FetchResult) Release() {
 // reads themselves are safe anywhere; the counters and the buffer's order are the
 // owner's).
 func (p *Partition) Fetch(offset int64, maxBytes int, dst []memarena.Span) (FetchResult, error) {
+	res, _, err := p.fetch(offset, maxBytes, dst, false)
+	return res, err
+}
+
+// FetchMemory is Fetch for a caller that must not wait for the disk (an event loop
+// running the owner's work: sched.Shard.TryRun): it reads the write buffer only. ok is
+// false, and nothing is held, when Fetch would have to ask the store: the records at
+// offset are not in the buffer (reclaimed, or never there after a restart), or offset
+// is outside the log (rare: let the owner's goroutine answer it). An offset equal to the
+// end returns no batches, as Fetch does, without asking the store (unless the partition
+// is damaged or closing: the store's answer says so). Owner only.
+func (p *Partition) FetchMemory(offset int64, maxBytes int, dst []memarena.Span) (res FetchResult, ok bool, err error) {
+	return p.fetch(offset, maxBytes, dst, true)
+}
+
+// fetch is Fetch, or FetchMemory when memoryOnly is set.
+func (p *Partition) fetch(offset int64, maxBytes int, dst []memarena.Span, memoryOnly bool) (FetchResult, bool, error) {
 	res := FetchResult{Spans: dst[:0], NextOffset: offset}
-	if start, next := p.store.Bounds(); offset >= start && offset < next {
+	start, next := p.store.Bounds()
+	if offset >= start && offset < next {
 		spans, after, err := p.buf.ReadNext(offset, maxBytes, res.Spans)
 		switch {
 		case err == nil && len(spans) > 0:
 			p.hits.Add(1)
 			res.Spans, res.NextOffset = spans, after
 			res.Window = p.Window()
-			return res, nil
+			return res, true, nil
 		case err != nil && !errors.Is(err, memarena.ErrMiss):
-			return res, err
+			return res, true, err
+		}
+		if memoryOnly {
+			return res, false, nil
 		}
 		p.misses.Add(1)
 	}
+	if memoryOnly {
+		if offset != next || p.closing || p.Damage() != nil { // (the store answers those)
+			return res, false, nil
+		}
+		res.Region, res.Window = persist.EmptyRegion(offset), p.Window()
+		return res, true, nil
+	}
 	r, err := p.store.ReadRegion(offset, int64(maxBytes))
 	if err != nil {
-		return res, err
+		return res, true, err
 	}
 	res.Region = r
 	if r.Len > 0 {
 		res.NextOffset = r.NextOffset
 	}
 	res.Window = p.Window()
-	return res, nil
+	return res, true, nil
 }
 
 // OffsetForTime returns the base offset of the first batch whose max timestamp is at

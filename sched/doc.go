@@ -28,7 +28,9 @@
 // the caller runs the function itself, holding the shard's turn, a mutex the
 // shard goroutine holds whenever it is not parked (inline.go). The shard
 // still runs one thing at a time, and queued work keeps its order: a busy
-// shard or one with work queued runs nothing inline.
+// shard or one with work queued runs nothing inline. Work that must not make
+// its caller wait (an event loop, for the disk) asks Inline and submits that
+// part instead.
 //
 // # Timers
 //

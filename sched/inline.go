@@ -18,8 +18,9 @@ package sched
 // (After, Every, Timer.Stop) and Submit; a timer it sets earlier than the one
 // the parked goroutine waits for wakes that goroutine to re-arm. fn must not
 // wait for the shard (it would wait for itself). Before Start and after the
-// shard has finished, TryRun returns false. Safe from any goroutine but the
-// shard's own (which runs its tasks itself).
+// shard has finished, TryRun returns false. Safe from any goroutine; the
+// shard's own, and one running the shard's work inline already, get false (the
+// turn is theirs).
 func (s *Shard) TryRun(fn func(*Shard)) bool {
 	if fn == nil {
 		panic("BUG: sched: TryRun of a nil func")
@@ -32,8 +33,10 @@ func (s *Shard) TryRun(fn func(*Shard)) bool {
 		return false
 	}
 	s.enterInline()
+	s.running = true
 	defer func() {
 		// Also when fn panics: a timer it set before is not left waiting.
+		s.running = false
 		s.exitInline()
 		if when, ok := s.timers.next(); ok && (s.armed < 0 || when < s.armed) {
 			// The parked goroutine waits on no clock, or on a later one: wake it to
@@ -45,4 +48,13 @@ func (s *Shard) TryRun(fn func(*Shard)) bool {
 	s.c.tasks.Add(1)
 	s.c.inline.Add(1)
 	return true
+}
+
+// Inline reports whether the work running now runs inline, in the goroutine that
+// called TryRun (an event loop), rather than on the shard's goroutine: work that
+// must not make an event loop wait for the disk checks it and submits that part
+// instead. Shard only (from a task or a TryRun function).
+func (s *Shard) Inline() bool {
+	s.checkOwner("Inline")
+	return s.running
 }

@@ -224,3 +224,43 @@ func TestTryRunBeforeStartAndAfterClose(t *testing.T) {
 		t.Fatal("TryRun after Close")
 	}
 }
+
+// TestInline: work knows whether it runs inline (TryRun, in the caller's goroutine) or
+// on the shard goroutine; TryRun from the shard's own goroutine, or nested in an inline
+// run of the same shard, runs nothing (the turn is the caller's already) and does not
+// deadlock; one of another, idle shard runs.
+func TestInline(t *testing.T) {
+	sc := start(t, Config{Shards: 2})
+	s, other := sc.Shard(0), sc.Shard(1)
+	onShard := make(chan [2]bool, 1)
+	if err := s.SubmitFunc(func(sh *Shard) {
+		nested := sh.TryRun(func(*Shard) { t.Error("ran inline on its own shard's goroutine") })
+		onShard <- [2]bool{sh.Inline(), nested}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-onShard; got != [2]bool{false, false} {
+		t.Fatalf("on the shard goroutine: Inline, TryRun = %v, want false, false", got)
+	}
+	idle(t, s)
+	idle(t, other)
+	var inline, nested, otherInline, otherRan bool
+	if !s.TryRun(func(sh *Shard) {
+		inline = sh.Inline()
+		nested = sh.TryRun(func(*Shard) { t.Error("ran nested on a shard already run inline") })
+		otherRan = other.TryRun(func(o *Shard) { otherInline = o.Inline() })
+	}) {
+		t.Fatal("TryRun refused on an idle shard")
+	}
+	if !inline || nested || !otherRan || !otherInline {
+		t.Fatalf("inline run: Inline %v, nested TryRun %v, other shard's %v (Inline %v); want true, false, true, true",
+			inline, nested, otherRan, otherInline)
+	}
+	// After the inline run, work on the shard goroutine sees false again.
+	if err := s.SubmitFunc(func(sh *Shard) { onShard <- [2]bool{sh.Inline(), false} }); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-onShard; got[0] {
+		t.Fatal("Inline true on the shard goroutine after an inline run")
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"sluice/internal/testbroker"
 	"sluice/wire"
 )
 
@@ -55,3 +56,57 @@ func TestLongPollWakes(t *testing.T) {
 // inlineWakeMaxPlus is one more long poll than an event loop answers itself
 // (broker.inlineWakeMax).
 const inlineWakeMaxPlus = 5
+
+// TestInlineWakeArenaMiss: an event loop that answers the long polls an append woke
+// reads memory only; when the records are not in the arena it hands the polls to the
+// partition's shard, whose goroutine reads them (broker/produce.go, fetchMemory). Both a
+// fetch and a fetch_multi parked there are answered with the record, never with an
+// empty answer. The miss is the failpoint arena_miss (the one fake here: the arena
+// cannot be made to reclaim records between an append and its wake-up on cue); each kind
+// of poll is parked until one of its wakes ran on the loop (the shard may be busy at the
+// moment of an append, and then the wake is the shard's anyway).
+func TestInlineWakeArenaMiss(t *testing.T) {
+	const topic = "am"
+	b := testbroker.StartEnv(t, t.TempDir(), []string{"SLUICE_FAILPOINTS=arena_miss=" + topic}, "-metrics", "127.0.0.1:0")
+	w := dial(t, b.Addr)
+	createTopic(t, w, topic, 2)
+	loopWakes := func() float64 { return scrapeLabel(t, b, "sluice_long_poll_wakes_total", "where", "loop") }
+	var offset int64
+	for _, multi := range []bool{false, true} {
+		for round := 0; ; round++ {
+			if round == 20 {
+				t.Fatalf("multi %v: no wake ran on the event loop in 20 rounds", multi)
+			}
+			before := loopWakes()
+			c := dial(t, b.Addr)
+			var req wire.Body = &wire.FetchRequest{Topic: []byte(topic), Offset: offset, MaxBytes: 1 << 20, MaxWaitMs: 60_000}
+			parked := 1.0
+			if multi {
+				req = &wire.FetchMultiRequest{Topic: []byte(topic), MaxWaitMs: 60_000, MaxBytes: 1 << 20,
+					Partitions: []wire.FetchMultiPartition{{Partition: 0, Offset: offset}, {Partition: 1}}}
+				parked = 2 // a waiter on each partition
+			}
+			id := c.send(req)
+			waitMetric(t, b.MetricsAddr, `sluice_parked_requests{kind="fetch"}`, parked)
+			v := fmt.Sprintf("m%d", offset)
+			mustOK(t, w.call(&wire.ProduceRequest{Topic: []byte(topic), Version: 1, Batches: records(0, -1, v, 1)}))
+			resp := c.recv()
+			mustOK(t, resp)
+			var got []string
+			if multi {
+				part := resp.Body.(*wire.FetchMultiResponse).Parts[0]
+				got = multiValues(t, &part, offset)
+			} else {
+				got = multiValues(t, &wire.FetchPart{Records: resp.Body.(*wire.FetchResponse).Records}, offset)
+			}
+			if resp.Header.RequestID != id || fmt.Sprint(got) != "["+v+"-0]" {
+				t.Fatalf("multi %v, offset %d: answered %v (request %d of %d)", multi, offset, got, resp.Header.RequestID, id)
+			}
+			waitMetric(t, b.MetricsAddr, `sluice_parked_requests{kind="fetch"}`, 0)
+			offset++
+			if loopWakes() > before {
+				break
+			}
+		}
+	}
+}

@@ -6,5 +6,7 @@
 // The points do nothing unless the binary is built with the tag `failpoints` (the test
 // harness internal/testbroker builds it so); then SLUICE_FAILPOINTS, read once at
 // start, lists `point=topic` pairs separated by commas: Panic(point, topic) panics for
-// each listed pair.
+// each listed pair, and On(point, topic) reports it listed (a fault the code meets by
+// another path: "arena_miss" makes the reads an event loop runs inline find no records
+// in memory, as if the arena had reclaimed them).
 package failpoint

@@ -26,3 +26,7 @@ func Panic(point, topic string) {
 		panic("failpoint " + point + " hit for topic " + topic)
 	}
 }
+
+// On reports whether SLUICE_FAILPOINTS lists point=topic: for a fault the code meets by
+// another path rather than a panic.
+func On(point, topic string) bool { return points[point+"="+topic] }

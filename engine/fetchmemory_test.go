@@ -1,0 +1,82 @@
+package engine
+
+import (
+	"bytes"
+	"testing"
+
+	"sluice/memarena"
+	"sluice/persist/local"
+)
+
+// spanBytes returns the bytes a result's spans hold.
+func spanBytes(res FetchResult) []byte {
+	var b []byte
+	for i := range res.Spans {
+		b = append(b, res.Spans[i].Bytes()...)
+	}
+	return b
+}
+
+// TestFetchMemory: FetchMemory answers what Fetch answers as long as the write buffer
+// holds the records (and at the end of the log), and refuses, holding nothing, where
+// Fetch would ask the store: records only on disk (after a reload), offsets outside the
+// log, a closing partition.
+func TestFetchMemory(t *testing.T) {
+	a := newArena(t, 8<<20, 64<<10)
+	dir := t.TempDir()
+	p := openPartition(t, dir, a, local.Options{Sync: local.SyncEveryBatch}, 1)
+	for seq := int32(0); seq < 6; seq += 3 {
+		if _, err := p.Produce(1, 0, mkBatch(5, seq, 3, 100), testNow); err != nil {
+			t.Fatal(err)
+		}
+	}
+	persistNow(t, p) // written too: the buffer keeps the records until the arena needs room
+	for _, off := range []int64{0, 4} {
+		mem, ok, err := p.FetchMemory(off, 1<<16, nil)
+		if !ok || err != nil || len(mem.Spans) == 0 {
+			t.Fatalf("FetchMemory(%d) with the records in memory: ok %v, err %v, %d spans", off, ok, err, len(mem.Spans))
+		}
+		full, err := p.Fetch(off, 1<<16, nil)
+		if err != nil || !bytes.Equal(spanBytes(mem), spanBytes(full)) || mem.NextOffset != full.NextOffset || mem.Window != full.Window {
+			t.Fatalf("FetchMemory(%d) answered %d bytes to %d, Fetch %d bytes to %d (%v)",
+				off, len(spanBytes(mem)), mem.NextOffset, len(spanBytes(full)), full.NextOffset, err)
+		}
+		mem.Release()
+		full.Release()
+	}
+	end := p.Window().Next
+	res, ok, err := p.FetchMemory(end, 1<<16, nil)
+	if !ok || err != nil || res.Len() != 0 || res.NextOffset != end || res.Window.Next != end {
+		t.Fatalf("FetchMemory at the end %d: ok %v, err %v, %d bytes, next %d, window %+v", end, ok, err, res.Len(), res.NextOffset, res.Window)
+	}
+	if _, ok, _ := p.FetchMemory(end+1, 1<<16, nil); ok {
+		t.Fatal("FetchMemory past the end answered: the store's out-of-range error is the owner's to give")
+	}
+	if err := p.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	p.Close()
+
+	// Reloaded: the records are on disk only.
+	p = openPartition(t, dir, a, local.Options{Sync: local.SyncEveryBatch}, 2)
+	defer p.Close()
+	var dst [4]memarena.Span
+	res, ok, err = p.FetchMemory(0, 1<<16, dst[:0])
+	if ok || err != nil || res.Len() != 0 || len(res.Spans) != 0 || res.Region.File != nil {
+		t.Fatalf("FetchMemory of records on disk only: ok %v, err %v, %d bytes held", ok, err, res.Len())
+	}
+	full, err := p.Fetch(0, 1<<16, nil)
+	if err != nil || full.Region.Len == 0 {
+		t.Fatalf("Fetch of the same records: %d bytes from the store, %v", full.Region.Len, err)
+	}
+	full.Release()
+	if res, ok, err = p.FetchMemory(p.Window().Next, 1<<16, nil); !ok || err != nil || res.Len() != 0 {
+		t.Fatalf("FetchMemory at the end after a reload: ok %v, err %v", ok, err)
+	}
+	if err := p.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := p.FetchMemory(p.Window().Next, 1<<16, nil); ok {
+		t.Fatal("FetchMemory at the end of a closing partition answered: the store's answer is the owner's to give")
+	}
+}
