@@ -23,8 +23,9 @@ type fetchTask struct {
 	req     wire.FetchRequest
 	started bool // shard-owned: Run ran once (a later Run is a release, or onShard)
 	// onShard is set when serve ran inline (an append's event loop answering the polls:
-	// broker/produce.go) and found the records on disk: the task is queued to its shard,
-	// whose goroutine serves it. Shard-owned.
+	// broker/produce.go) and the read needs more than the arena (records on disk, an
+	// offset out of range, a closing or damaged partition): the task is queued to its
+	// shard, whose goroutine serves it. Shard-owned.
 	onShard bool
 	// multi is set when the task is a waiter of a multi-partition fetch (fetchmulti.go):
 	// it only parks, and its wake-up goes to the multiFetch.
@@ -101,7 +102,7 @@ func (t *fetchTask) serve() {
 			return
 		}
 	} else {
-		res, err = t.pt.p.Fetch(t.req.Offset, int(max(t.req.MaxBytes, 1)), nil)
+		res, err = t.pt.fetch(t.req.Offset, int(max(t.req.MaxBytes, 1)))
 	}
 	if err != nil {
 		if rr := t.b.remote; rr != nil && codeOf(err) == wire.CodeOffsetOutOfRange && t.req.Offset < t.pt.p.LocalStart() {

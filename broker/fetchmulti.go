@@ -211,7 +211,7 @@ func (m *multiFetch) gatherGroup(memoryOnly bool) bool {
 				return false
 			}
 		} else {
-			res, err = pt.p.Fetch(it.offset, max(left, 1), nil)
+			res, err = pt.fetch(it.offset, max(left, 1))
 		}
 		if err != nil {
 			it.code = codeOf(err)
@@ -296,6 +296,9 @@ func (m *multiFetch) groupOf(sh *sched.Shard) int {
 func (m *multiFetch) answerFrom(g int, sh *sched.Shard) {
 	m.phase, m.pass, m.spent = mfFinal, g, 0
 	if !m.gatherGroup(sh.Inline()) {
+		for _, i := range m.groups[g].items { // not held across the final gather's hops
+			m.items[i].res.Release()
+		}
 		m.startFinal()
 		return
 	}
@@ -432,4 +435,15 @@ func (pt *part) fetchMemory(offset int64, maxBytes int) (engine.FetchResult, boo
 		return engine.FetchResult{NextOffset: offset}, false, nil
 	}
 	return pt.p.FetchMemory(offset, maxBytes, nil)
+}
+
+// fetch is pt.p.Fetch, which may read the disk: for the shard's goroutine, never for an
+// event loop running the shard's work inline. Under the failpoint arena_miss (tests) a
+// call inline panics, so that a test sees a loop that could wait for the disk. Shard
+// only.
+func (pt *part) fetch(offset int64, maxBytes int) (engine.FetchResult, error) {
+	if failpoint.On("arena_miss", pt.topic.meta.Name) && pt.shard.Inline() {
+		panic("BUG: broker: a read that may wait for the disk ran on an event loop")
+	}
+	return pt.p.Fetch(offset, maxBytes, nil)
 }

@@ -45,8 +45,8 @@ type Shard struct {
 	timers timerSet
 	clock  *time.Timer // armed for the earliest timer while parked
 	armed  int64       // the deadline clock is armed for, or -1
-	// running is set while TryRunTask runs a task in another goroutine (Inline);
-	// written and read under the turn only.
+	// running is set while TryRun runs work in another goroutine (Inline); written
+	// and read under the turn only.
 	running bool
 	hooks   []func()
 

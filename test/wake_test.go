@@ -62,7 +62,9 @@ const inlineWakeMaxPlus = 5
 // partition's shard, whose goroutine reads them (broker/produce.go, fetchMemory). Both a
 // fetch and a fetch_multi parked there are answered with the record, never with an
 // empty answer. The miss is the failpoint arena_miss (the one fake here: the arena
-// cannot be made to reclaim records between an append and its wake-up on cue); each kind
+// cannot be made to reclaim records between an append and its wake-up on cue), which
+// also makes a read that may touch the disk panic when it runs on the loop (so the poll
+// would go unanswered and this test fail: broker part.fetch); each kind
 // of poll is parked until one of its wakes ran on the loop (the shard may be busy at the
 // moment of an append, and then the wake is the shard's anyway).
 func TestInlineWakeArenaMiss(t *testing.T) {
