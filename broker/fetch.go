@@ -88,21 +88,14 @@ func (t *fetchTask) serve() {
 		t.multi.woken(t.pt.shard) // serve runs on the partition's shard
 		return
 	}
-	var res engine.FetchResult
-	var err error
-	if t.pt.shard.Inline() {
-		var ok bool
-		if res, ok, err = t.pt.fetchMemory(t.req.Offset, int(max(t.req.MaxBytes, 1))); !ok {
-			// Not in the arena: the event loop does not wait for the disk.
-			t.onShard = true
-			if t.pt.shard.Submit(t) != nil {
-				t.onShard = false
-				t.b.respond(t.c, t.slot, t.hdr, wire.NewError(wire.CodeBusy, "shard queue full"), nil)
-			}
-			return
+	res, ok, err := t.pt.read(t.req.Offset, int(max(t.req.MaxBytes, 1)), t.pt.shard.Inline())
+	if !ok { // not in the arena: the event loop does not wait for the disk
+		t.onShard = true
+		if t.pt.shard.Submit(t) != nil {
+			t.onShard = false
+			t.b.respond(t.c, t.slot, t.hdr, wire.NewError(wire.CodeBusy, "shard queue full"), nil)
 		}
-	} else {
-		res, err = t.pt.fetch(t.req.Offset, int(max(t.req.MaxBytes, 1)))
+		return
 	}
 	if err != nil {
 		if rr := t.b.remote; rr != nil && codeOf(err) == wire.CodeOffsetOutOfRange && t.req.Offset < t.pt.p.LocalStart() {

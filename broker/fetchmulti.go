@@ -203,15 +203,9 @@ func (m *multiFetch) gatherGroup(memoryOnly bool) bool {
 		if left <= 0 && m.spent > 0 {
 			continue // the budget is spent: offsets only
 		}
-		var res engine.FetchResult
-		var err error
-		if memoryOnly {
-			var ok bool
-			if res, ok, err = pt.fetchMemory(it.offset, max(left, 1)); !ok {
-				return false
-			}
-		} else {
-			res, err = pt.fetch(it.offset, max(left, 1))
+		res, ok, err := pt.read(it.offset, max(left, 1), memoryOnly)
+		if !ok {
+			return false
 		}
 		if err != nil {
 			it.code = codeOf(err)
@@ -425,25 +419,25 @@ func (m *multiFetch) release() {
 	}
 }
 
-// fetchMemory is pt.p.FetchMemory, for the reads an event loop runs inline (a long poll
-// woken by an append: broker/produce.go): ok is false when the records are not in the
-// arena, and the caller has the shard's goroutine read them. The failpoint arena_miss
-// makes every such read miss (tests: the arena cannot be made to reclaim records on cue
-// between an append and its wake-up). Shard only.
-func (pt *part) fetchMemory(offset int64, maxBytes int) (engine.FetchResult, bool, error) {
-	if failpoint.On("arena_miss", pt.topic.meta.Name) {
-		return engine.FetchResult{NextOffset: offset}, false, nil
+// read reads the records at offset for a fetch answer. With memoryOnly (an event loop
+// running the shard's work inline: a long poll woken by an append, broker/produce.go)
+// it reads the arena only (Partition.FetchMemory): ok is false when the records are not
+// there, and the caller has the shard's goroutine read them. Otherwise it reads through
+// Partition.Fetch, which may read the disk, and ok is true. The failpoint arena_miss
+// (tests: the arena cannot be made to reclaim records on cue between an append and its
+// wake-up) makes every memory-only read miss, and a disk-capable read run inline
+// panic, so that a test sees a loop that could wait for the disk. Shard only.
+func (pt *part) read(offset int64, maxBytes int, memoryOnly bool) (engine.FetchResult, bool, error) {
+	miss := failpoint.On("arena_miss", pt.topic.meta.Name)
+	if memoryOnly {
+		if miss {
+			return engine.FetchResult{NextOffset: offset}, false, nil
+		}
+		return pt.p.FetchMemory(offset, maxBytes, nil)
 	}
-	return pt.p.FetchMemory(offset, maxBytes, nil)
-}
-
-// fetch is pt.p.Fetch, which may read the disk: for the shard's goroutine, never for an
-// event loop running the shard's work inline. Under the failpoint arena_miss (tests) a
-// call inline panics, so that a test sees a loop that could wait for the disk. Shard
-// only.
-func (pt *part) fetch(offset int64, maxBytes int) (engine.FetchResult, error) {
-	if failpoint.On("arena_miss", pt.topic.meta.Name) && pt.shard.Inline() {
+	if miss && pt.shard.Inline() {
 		panic("BUG: broker: a read that may wait for the disk ran on an event loop")
 	}
-	return pt.p.Fetch(offset, maxBytes, nil)
+	res, err := pt.p.Fetch(offset, maxBytes, nil)
+	return res, true, err
 }

@@ -88,7 +88,7 @@ func (b *Broker) handleProduce(c *netio.Conn, slot netio.Slot, hdr wire.Response
 		// (each a read of memory and an answer queued, µs), and a partition with many
 		// consumers parked leaves them to its shard. The loop never reads the disk: a
 		// poll whose records are no longer in the arena is handed to the shard's
-		// goroutine (fetchMemory).
+		// goroutine (part.read).
 		switch {
 		case pt.p.ParkedFetches() <= inlineWakeMax && pt.shard.TryRun(pt.dataArrived):
 			b.wakesLoop.Add(1)

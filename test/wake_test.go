@@ -59,12 +59,12 @@ const inlineWakeMaxPlus = 5
 
 // TestInlineWakeArenaMiss: an event loop that answers the long polls an append woke
 // reads memory only; when the records are not in the arena it hands the polls to the
-// partition's shard, whose goroutine reads them (broker/produce.go, fetchMemory). Both a
+// partition's shard, whose goroutine reads them (broker/produce.go, part.read). Both a
 // fetch and a fetch_multi parked there are answered with the record, never with an
 // empty answer. The miss is the failpoint arena_miss (the one fake here: the arena
 // cannot be made to reclaim records between an append and its wake-up on cue), which
 // also makes a read that may touch the disk panic when it runs on the loop (so the poll
-// would go unanswered and this test fail: broker part.fetch); each kind
+// would go unanswered and this test fail: broker part.read); each kind
 // of poll is parked until one of its wakes ran on the loop (the shard may be busy at the
 // moment of an append, and then the wake is the shard's anyway).
 func TestInlineWakeArenaMiss(t *testing.T) {
