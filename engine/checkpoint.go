@@ -51,7 +51,7 @@ func (p *Partition) ApplyRetention() (int, error) {
 // shutting down. Owner only.
 func (p *Partition) ParkFetch(w Waiter, offset, deadline int64) bool {
 	p.fetchParked.Add(1) // before reading the end: see fetchParked
-	if _, next := p.store.Bounds(); offset != next || p.closing || p.Damage() != nil {
+	if _, next := p.bounds(); offset != next || p.closing || p.Damage() != nil {
 		p.fetchParked.Add(-1)
 		return false
 	}

@@ -68,7 +68,7 @@ func (p *Partition) FetchMemory(offset int64, maxBytes int, dst []memarena.Span)
 // fetch is Fetch, or FetchMemory when memoryOnly is set.
 func (p *Partition) fetch(offset int64, maxBytes int, dst []memarena.Span, memoryOnly bool) (FetchResult, bool, error) {
 	res := FetchResult{Spans: dst[:0], NextOffset: offset}
-	start, next := p.store.Bounds()
+	start, next := p.bounds()
 	if offset >= start && offset < next {
 		spans, after, err := p.buf.ReadNext(offset, maxBytes, res.Spans)
 		switch {
@@ -114,7 +114,7 @@ func (p *Partition) OffsetForTime(ts int64) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	start, next := p.store.Bounds()
+	start, next := p.bounds()
 	off = min(max(off, start), next)
 	var hb [batch.HeaderSize]byte
 	for off < next {

@@ -3,7 +3,9 @@ package engine
 import (
 	"bytes"
 	"testing"
+	"time"
 
+	"sluice/batch"
 	"sluice/memarena"
 	"sluice/persist/local"
 )
@@ -79,4 +81,55 @@ func TestFetchMemory(t *testing.T) {
 	if _, ok, _ := p.FetchMemory(p.Window().Next, 1<<16, nil); ok {
 		t.Fatal("FetchMemory at the end of a closing partition answered: the store's answer is the owner's to give")
 	}
+}
+
+// TestPlacedNotCopied: between the store placing a batch (its end moves) and the copy
+// into the write buffer (under the append lock, on an appender's goroutine), the owner
+// may read or park a long poll. For it the batch does not exist yet: a poll at the old
+// end parks (the appender wakes it once the copy is done), Fetch and FetchMemory there
+// answer empty without asking the store or counting a miss, and the window's end is the
+// old one. Before, the poll took the store's end: it was answered at once, empty (the
+// batch in neither the buffer nor the file), and counted as an arena miss; a benchmark
+// of the wake (test/wake_timing_test.go) caught it once in a few thousand polls. The
+// test places the batch on the store directly, holding the append lock as an appender
+// does: the window is a few instructions wide, too narrow to hit on purpose.
+func TestPlacedNotCopied(t *testing.T) {
+	a := newArena(t, 8<<20, 64<<10)
+	p := openPartition(t, t.TempDir(), a, local.Options{Sync: local.SyncNever}, 1)
+	if _, err := p.Produce(1, 0, mkBatch(5, 0, 3, 100), testNow); err != nil {
+		t.Fatal(err)
+	}
+	end := p.Window().Next
+	b := mkBatch(5, 3, 2, 100)
+	h, err := batch.ParseHeader(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.app.Lock() // an appender, between Place and the copy
+	if _, err := p.store.Place(h, int64(len(b)), testNow); err != nil {
+		t.Fatal(err)
+	}
+	if _, next := p.store.Bounds(); next != end+2 {
+		t.Fatalf("the store's end after placing 2 records at %d is %d", end, next)
+	}
+	_, missesBefore := p.Counters()
+	if w := p.Window(); w.Next != end {
+		t.Errorf("window end %d while the batch at %d is not copied, want %d", w.Next, end, end)
+	}
+	for _, memoryOnly := range []bool{false, true} {
+		res, ok, err := p.fetch(end, 1<<16, nil, memoryOnly)
+		if !ok || err != nil || res.Len() != 0 || res.NextOffset != end {
+			t.Errorf("fetch (memory only %v) at %d: ok %v, err %v, %d bytes, next %d", memoryOnly, end, ok, err, res.Len(), res.NextOffset)
+		}
+	}
+	if _, misses := p.Counters(); misses != missesBefore {
+		t.Errorf("a read at the end counted %d misses", misses-missesBefore)
+	}
+	var w Wait
+	if !p.ParkFetch(&w, end, testNow.Add(time.Minute).UnixNano()) {
+		t.Errorf("a long poll at %d was not parked while the batch there is not copied", end)
+	} else if !p.FetchesParked() {
+		t.Error("the parked poll is not counted: the appender would not wake it")
+	}
+	p.app.Unlock()
 }

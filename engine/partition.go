@@ -39,6 +39,13 @@ type Partition struct {
 	// sequentially consistent atomics, either the appender sees the poll and has the
 	// owner wake it (DataArrived), or the poll sees the new end and does not park.
 	fetchParked atomic.Int64
+	// end is the readers' end of the log: the offset after the last batch copied into
+	// the write buffer. The store's end moves first, when it places a batch, and the
+	// copy follows under the append lock; a reader that took the store's end in between
+	// would find the batch in neither the buffer nor the file, and answer a long poll
+	// empty (not parked) though its record had come. So reads, parking and the window
+	// use end, which the appender moves once the bytes are there.
+	end atomic.Int64
 
 	// replicated is set when C also waits for a replica (PartitionConfig.Replicated);
 	// shipped is the offset below which the replica acknowledged everything.
@@ -118,6 +125,7 @@ func Open(cfg PartitionConfig, store persist.Store, arena *memarena.Arena) (*Par
 	// The buffer's stream follows the active segment's file: it starts where the next
 	// batch goes, with the segment's byte 0 at stream position 0 (docs/writepath.md §1).
 	_, next := store.Bounds()
+	p.end.Store(next)
 	seg, pos := store.Tail()
 	buf, err := arena.NewWriteBufferAt(next, pos)
 	if err != nil {
@@ -207,12 +215,19 @@ type Window struct {
 // no lock: the store keeps its bounds and checkpoint in atomics, so an event loop that
 // answers a describe or a busy never waits for a write, a sync or a roll.
 func (p *Partition) Window() Window {
-	start, next := p.store.Bounds()
+	start, next := p.bounds()
 	if p.replicaStart >= 0 {
 		start = min(start, p.replicaStart) // older offsets are read from the replica
 	}
 	return Window{Version: p.version.Load(), Session: p.session, Checkpoint: p.checkpoint(),
 		Next: next, Start: start}
+}
+
+// bounds returns the first offset the store holds and the readers' end (see end). Any
+// goroutine.
+func (p *Partition) bounds() (start, next int64) {
+	start, _ = p.store.Bounds()
+	return start, p.end.Load()
 }
 
 // CheckWindow verifies a request's V and S (S = 0: the client's first request, which

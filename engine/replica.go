@@ -59,7 +59,7 @@ func (p *Partition) checkpoint() int64 {
 // It counts no reads (the shipper is not a consumer). Any goroutine.
 func (p *Partition) ShipRead(offset int64, maxBytes int, dst []memarena.Span) (FetchResult, error) {
 	res := FetchResult{Spans: dst[:0]}
-	if _, next := p.store.Bounds(); offset >= next {
+	if _, next := p.bounds(); offset >= next {
 		return res, nil
 	}
 	spans, err := p.buf.Read(offset, maxBytes, res.Spans)
