@@ -25,6 +25,9 @@ import (
 // medians; ns/op also counts the time each iteration leaves for the polls to park.
 // woken/op is the broker's count of wakes per produce (sluice_long_poll_wakes_total): 1
 // when every poll was parked before its record came, as the benchmark means it to be.
+// queue-, append- and wake-µs/op are the broker's own stages per produce (the
+// wake's polls summed), from its stage histograms: what is left is the network, the
+// event loops' wake-ups and the clients.
 func BenchmarkWake(b *testing.B) {
 	br := testbroker.Start(b, b.TempDir(), "-metrics", "127.0.0.1:0")
 	w := dial(b, br.Addr)
@@ -44,6 +47,7 @@ func BenchmarkWake(b *testing.B) {
 					scrape(b, br.MetricsAddr, `sluice_long_poll_wakes_total{where="shard"}`)
 			}
 			before := wakes()
+			stagesBefore := stageSums(b, br.MetricsAddr)
 			took := make([]time.Duration, 0, b.N)
 			b.ResetTimer()
 			for range b.N {
@@ -72,8 +76,22 @@ func BenchmarkWake(b *testing.B) {
 			b.ReportMetric(float64(p99.Nanoseconds())/1e3, "wake-p99-µs")
 			b.ReportMetric(p50.Seconds()/relay.Seconds(), "p50/relay")
 			b.ReportMetric((wakes()-before)/float64(b.N), "woken/op")
+			for stage, sum := range stageSums(b, br.MetricsAddr) {
+				b.ReportMetric((sum-stagesBefore[stage])*1e6/float64(b.N), stage+"-µs/op")
+			}
 		})
 	}
+}
+
+// stageSums returns the broker's seconds in each of its request stages so far
+// (sluice_request_stage_seconds: broker/stages.go), where a wake's time is spent.
+func stageSums(b *testing.B, addr string) map[string]float64 {
+	sums := map[string]float64{}
+	// (send is timed for fetch_multi answers only: these polls are single fetches.)
+	for _, stage := range []string{"queue", "append", "wake"} {
+		sums[stage] = scrape(b, addr, `sluice_request_stage_seconds_sum{stage="`+stage+`"}`)
+	}
+	return sums
 }
 
 // relayMedian measures the ceiling of BenchmarkWake: the median time of n messages of
