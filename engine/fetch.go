@@ -76,6 +76,11 @@ func (p *Partition) fetch(offset int64, maxBytes int, dst []memarena.Span, memor
 			p.hits.Add(1)
 			res.Spans, res.NextOffset = spans, after
 			res.Window = p.Window()
+			// An appender copies a batch into the buffer and then moves end: a read in
+			// between may take that batch (its bytes are whole), and the window it
+			// answers with must then cover it, or the consumer would find records past
+			// the high watermark and take the answer for malformed.
+			res.Window.Next = max(res.Window.Next, after)
 			return res, true, nil
 		case err != nil && !errors.Is(err, memarena.ErrMiss):
 			return res, true, err
