@@ -20,9 +20,11 @@ func (p *Partition) Persist() (bool, error) {
 // Pending returns the bytes appended and not yet durable. Safe from any goroutine.
 func (p *Partition) Pending() int64 { return p.store.Pending() }
 
-// DataArrived wakes the long polls parked here: an appender appended (the driver calls
-// it when Produce appended and FetchesParked said polls wait). Owner only.
-func (p *Partition) DataArrived() { p.waits.wakeAll(&p.waits.fetches, WokeData) }
+// DataArrived wakes the long polls parked here whose records have come: an appender
+// appended (the driver calls it when Produce appended and FetchesParked said polls
+// wait). A poll parked at the end stays: it was parked at an end a read moved ahead of
+// that appender (Partition.end), and its records are still to come. Owner only.
+func (p *Partition) DataArrived() { p.waits.wakeFetchesBelow(p.end.Load()) }
 
 // Checkpointed takes the checkpoint C (the store's, bounded by the replica's in
 // distributed mode: replica.go): what the store made durable becomes reclaimable in the

@@ -75,12 +75,13 @@ func (p *Partition) fetch(offset int64, maxBytes int, dst []memarena.Span, memor
 		case err == nil && len(spans) > 0:
 			p.hits.Add(1)
 			res.Spans, res.NextOffset = spans, after
-			res.Window = p.Window()
 			// An appender copies a batch into the buffer and then moves end: a read in
-			// between may take that batch (its bytes are whole), and the window it
-			// answers with must then cover it, or the consumer would find records past
-			// the high watermark and take the answer for malformed.
-			res.Window.Next = max(res.Window.Next, after)
+			// between may take that batch (its bytes are whole). It moves end itself, so
+			// that the window it answers with covers the batch (records past the high
+			// watermark are a malformed answer to the consumer) and a poll at after
+			// parks rather than being answered empty.
+			p.advanceEnd(after)
+			res.Window = p.Window()
 			return res, true, nil
 		case err != nil && !errors.Is(err, memarena.ErrMiss):
 			return res, true, err

@@ -88,8 +88,9 @@ func TestFetchMemory(t *testing.T) {
 // may read or park a long poll. For it the batch does not exist yet: a poll at the old
 // end parks (the appender wakes it once the copy is done), Fetch and FetchMemory there
 // answer empty without asking the store or counting a miss, and the window's end is the
-// old one. Once copied, before end moves, a read may return the batch, and its window then
-// covers it. Before, the poll took the store's end: it was answered at once, empty (the
+// old one. Once copied, before its appender moves the end, a read may return the batch:
+// the read moves the end itself, so its window covers the batch and a poll where it
+// ended parks. Before, the poll took the store's end: it was answered at once, empty (the
 // batch in neither the buffer nor the file), and counted as an arena miss; a benchmark
 // of the wake (test/wake_timing_test.go) caught it once in a few thousand polls. The
 // test places the batch on the store directly, holding the append lock as an appender
@@ -147,6 +148,21 @@ func TestPlacedNotCopied(t *testing.T) {
 				memoryOnly, end, ok, err, res.NextOffset, res.Window.Next)
 		}
 		res.Release()
+	}
+	// The read moved the end to what it answered: the window does not go back, a poll
+	// there parks, and a wake answers the poll below it (its records came) but not that
+	// one (its records are still to come).
+	if w := p.Window(); w.Next != end+2 {
+		t.Errorf("window end %d after a read answered up to %d", w.Next, end+2)
+	}
+	var next Wait
+	if !p.ParkFetch(&next, end+2, testNow.Add(time.Minute).UnixNano()) {
+		t.Errorf("a long poll at %d, where the read's answer ended, was not parked", end+2)
+	}
+	p.DataArrived()
+	if w.Parked() || !next.Parked() {
+		t.Errorf("after a wake: the poll at %d parked %v (want woken), the poll at %d parked %v (want parked)",
+			end, w.Parked(), end+2, next.Parked())
 	}
 	p.app.Unlock()
 }

@@ -44,7 +44,10 @@ type Partition struct {
 	// copy follows under the append lock; a reader that took the store's end in between
 	// would find the batch in neither the buffer nor the file, and answer a long poll
 	// empty (not parked) though its record had come. So reads, parking and the window
-	// use end, which the appender moves once the bytes are there.
+	// use end, which the appender moves once the bytes are there, and which a read that
+	// took a batch copied before its appender moved it moves itself (advanceEnd): only
+	// ever up, so that the window never goes back and a poll at the offset the read
+	// answered parks.
 	end atomic.Int64
 
 	// replicated is set when C also waits for a replica (PartitionConfig.Replicated);
@@ -215,12 +218,14 @@ type Window struct {
 // no lock: the store keeps its bounds and checkpoint in atomics, so an event loop that
 // answers a describe or a busy never waits for a write, a sync or a roll.
 func (p *Partition) Window() Window {
+	// C first: it never passes what is readable (the persister writes only what was
+	// copied), and end only grows, so C stays below the end read after it.
+	c := p.checkpoint()
 	start, next := p.bounds()
 	if p.replicaStart >= 0 {
 		start = min(start, p.replicaStart) // older offsets are read from the replica
 	}
-	return Window{Version: p.version.Load(), Session: p.session, Checkpoint: p.checkpoint(),
-		Next: next, Start: start}
+	return Window{Version: p.version.Load(), Session: p.session, Checkpoint: c, Next: next, Start: start}
 }
 
 // bounds returns the first offset the store holds and the readers' end (see end). Any
@@ -228,6 +233,18 @@ func (p *Partition) Window() Window {
 func (p *Partition) bounds() (start, next int64) {
 	start, _ = p.store.Bounds()
 	return start, p.end.Load()
+}
+
+// advanceEnd raises end to next, unless it is there already: the appender after each
+// copy, and a read that took a batch copied before its appender got there (see end).
+// Only whole batches in the write buffer are ever below next. Any goroutine.
+func (p *Partition) advanceEnd(next int64) {
+	for {
+		cur := p.end.Load()
+		if next <= cur || p.end.CompareAndSwap(cur, next) {
+			return
+		}
+	}
 }
 
 // CheckWindow verifies a request's V and S (S = 0: the client's first request, which

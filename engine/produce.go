@@ -172,7 +172,7 @@ func (p *Partition) appendOne(h *batch.Header, b []byte, now time.Time) (base, l
 		// no appender runs: nothing else can refuse the bytes.
 		panic(fmt.Sprintf("BUG: engine: %s/%d: the write buffer refused a reserved batch at %d: %v", p.topic, p.id, base, err))
 	}
-	p.end.Store(last + 1) // readable now: see Partition.end
+	p.advanceEnd(last + 1) // readable now: see Partition.end
 	p.remember(h, base, last)
 	return base, last, false, nil
 }

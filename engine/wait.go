@@ -132,6 +132,17 @@ func (ws *waits) wakeAll(list *[]Waiter, why WakeReason) {
 	}
 }
 
+// wakeFetchesBelow wakes the fetch waits for an offset below end: their records exist.
+func (ws *waits) wakeFetchesBelow(end int64) {
+	for i := 0; i < len(ws.fetches); {
+		if w := ws.fetches[i]; w.state().target < end {
+			ws.wake(w, WokeData) // moves the last element to i: look at i again
+		} else {
+			i++
+		}
+	}
+}
+
 // wakeDurables wakes the durable waits whose target c covers.
 func (ws *waits) wakeDurables(c int64) {
 	for i := 0; i < len(ws.durables); {
