@@ -79,8 +79,10 @@ func TestConsumeTimeout(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close() // nothing listens: every connection is refused
 	code, _, errOut := sluiceCmd(t, "", "consume", "--topic", "t", "--broker", addr, "--timeout", "500ms")
+	// The cause is the failed connection: refused, or, when the host is so loaded that
+	// the last attempt outlived the deadline, timed out (seen under the full suite).
 	if code != 1 || !strings.Contains(errOut, "no answer from broker "+addr+" within --timeout 500ms") ||
-		!strings.Contains(errOut, "connection refused") {
+		!strings.Contains(errOut, "cannot connect to "+addr) {
 		t.Fatalf("consume from a broker that is not there: exit %d\n%s", code, errOut)
 	}
 }
