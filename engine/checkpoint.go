@@ -24,7 +24,7 @@ func (p *Partition) Pending() int64 { return p.store.Pending() }
 // appended (the driver calls it when Produce appended and FetchesParked said polls
 // wait). A poll parked at the end stays: it was parked at an end a read moved ahead of
 // that appender (Partition.end), and its records are still to come. Owner only.
-func (p *Partition) DataArrived() { p.waits.wakeFetchesBelow(p.end.Load()) }
+func (p *Partition) DataArrived() { p.waits.wakeBelow(&p.waits.fetches, p.end.Load()) }
 
 // Checkpointed takes the checkpoint C (the store's, bounded by the replica's in
 // distributed mode: replica.go): what the store made durable becomes reclaimable in the
@@ -36,7 +36,7 @@ func (p *Partition) Checkpointed() {
 	}
 	if d := p.checkpoint(); d != p.durable {
 		p.durable = d
-		p.waits.wakeDurables(d)
+		p.waits.wakeBelow(&p.waits.durables, d+1) // C covers the target: target <= d
 	}
 }
 

@@ -132,21 +132,12 @@ func (ws *waits) wakeAll(list *[]Waiter, why WakeReason) {
 	}
 }
 
-// wakeFetchesBelow wakes the fetch waits for an offset below end: their records exist.
-func (ws *waits) wakeFetchesBelow(end int64) {
-	for i := 0; i < len(ws.fetches); {
-		if w := ws.fetches[i]; w.state().target < end {
-			ws.wake(w, WokeData) // moves the last element to i: look at i again
-		} else {
-			i++
-		}
-	}
-}
-
-// wakeDurables wakes the durable waits whose target c covers.
-func (ws *waits) wakeDurables(c int64) {
-	for i := 0; i < len(ws.durables); {
-		if w := ws.durables[i]; w.state().target <= c {
+// wakeBelow wakes the waits of a list whose target is below end: fetches for offsets
+// that exist now (end the log's end), durable produces whose last offset C covers (end
+// C + 1).
+func (ws *waits) wakeBelow(list *[]Waiter, end int64) {
+	for i := 0; i < len(*list); {
+		if w := (*list)[i]; w.state().target < end {
 			ws.wake(w, WokeData) // moves the last element to i: look at i again
 		} else {
 			i++
