@@ -74,8 +74,6 @@ func (b *Broker) handleProduce(c *netio.Conn, slot netio.Slot, hdr wire.Response
 		if pt.shard.Submit(t) != nil {
 			t.answer(wire.CodeNone, "") // the shard is swamped: the client polls for C
 		}
-	default:
-		t.answer(wire.CodeNone, "")
 	}
 	now := time.Now().UnixNano()
 	since(b.stages.queue, c.ReadAt(), start.UnixNano())
@@ -83,9 +81,8 @@ func (b *Broker) handleProduce(c *netio.Conn, slot netio.Slot, hdr wire.Response
 	if wake {
 		// An idle shard's polls are answered here, on this loop, without waking the
 		// shard's goroutine (sched.Shard.TryRun says why); a busy one gets the work
-		// queued, behind what it has. The producer's answer, queued above, goes out
-		// when this loop flushes, after this: so only a few polls are answered here
-		// (each a read of memory and an answer queued, µs), and a partition with many
+		// queued, behind what it has. So only a few polls are answered here (each a
+		// read of memory and an answer written, µs), and a partition with many
 		// consumers parked leaves them to its shard. The loop never reads the disk: a
 		// poll whose records are no longer in the arena is handed to the shard's
 		// goroutine (part.read).
@@ -95,6 +92,13 @@ func (b *Broker) handleProduce(c *netio.Conn, slot netio.Slot, hdr wire.Response
 		case pt.shard.SubmitFunc(pt.dataArrived) == nil: // a full queue: the polls answer at their deadline
 			b.wakesShard.Add(1)
 		}
+	}
+	if err == nil && t.wait == 0 {
+		// Acks=accepted, answered after the wake: an answer is written by the goroutine
+		// that gives it (netio/send.go), so what is answered first goes out first, and
+		// the polls' records, which end-to-end latency waits for, go before the
+		// producer's acknowledgment, which only frees a slot of its pipeline.
+		t.answer(wire.CodeNone, "")
 	}
 }
 

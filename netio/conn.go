@@ -12,10 +12,12 @@ import (
 // Response is what a handler answers: Head (the frame up to and including whatever fixed
 // fields it has), then Iov (for example arena chunks holding batches), then Len bytes of
 // File from Pos (a segment region, sent with sendfile; File is -1 when none). Done, if
-// not nil, runs on the loop once everything was written or the connection closed: it
-// releases the chunks or the region. More are further parts of the same answer, each
-// written the same way after the one before it (a multi-partition fetch: a part header,
-// then that partition's chunks or file region); Done covers them too.
+// not nil, runs once everything was written or the connection closed, on the goroutine
+// that wrote the last byte (the loop, or the one that answered: send.go), possibly
+// before Respond returns: it releases the chunks or the region. More are further parts
+// of the same answer, each written the same way after the one before it (a
+// multi-partition fetch: a part header, then that partition's chunks or file region);
+// Done covers them too.
 type Response struct {
 	Head []byte
 	Iov  [][]byte
@@ -89,8 +91,18 @@ type Conn struct {
 		closed bool
 	}
 	wakePending atomic.Bool
-	out         atomic.Int64 // this connection's charge to the outbound budget
-	timerFired  atomic.Bool  // the frame timer fired; OnTraffic looks
+	// wmu is held by whoever writes to the socket, the loop or a goroutine writing the
+	// answer it just gave (send.go); it guards the writer state below. Taken before mu,
+	// never under it.
+	wmu sync.Mutex
+	// closeAsked: a write made outside the loop failed, or wrote an answer that closes
+	// the connection; the loop closes it when it next runs (woken for that).
+	closeAsked atomic.Bool
+	// pausedSeen mirrors paused for writers off the loop: what they write may end the
+	// pause, which only the loop can (reader.go's stop, send.go).
+	pausedSeen atomic.Bool
+	out        atomic.Int64 // this connection's charge to the outbound budget
+	timerFired atomic.Bool  // the frame timer fired; OnTraffic looks
 
 	// Loop-only reader state (reader.go).
 	in         inbuf
@@ -109,7 +121,7 @@ type Conn struct {
 	expiryErr   error
 	expiryFired atomic.Uint64
 
-	// Loop-only writer state.
+	// Writer state, under wmu.
 	iov       [][]byte // what remains of the head response's bytes
 	fileSent  int64    // bytes of the current part's file region already sent
 	started   bool     // the iov of the head response's current parts was loaded
@@ -237,13 +249,17 @@ func (c *Conn) Respond(sl Slot, resp Response) {
 		c.mu.parked--
 	}
 	head := len(c.mu.queue) > 0 && c.mu.queue[0] == sl.s
+	direct := head && resp.size() <= directMax
 	var release [4]Releaser // the usual case, without allocating
 	toRelease := release[:0]
 	if !head && c.mu.parked > 0 {
 		toRelease = c.takeParkedBeforeLocked(sl.s, toRelease)
 	}
 	c.mu.Unlock()
-	if head {
+	switch {
+	case direct:
+		c.send()
+	case head:
 		c.wake()
 	}
 	c.release(toRelease)
@@ -348,6 +364,10 @@ func (c *Conn) releaseParked() {
 // charges to the budgets and its inbound buffer, and releases its parked requests (their
 // answers will be dropped, but their owners stop holding them at once). Loop only.
 func (c *Conn) shutdown() {
+	// A write in progress on another goroutine ends first: it may be sending from what
+	// the Done calls below release, and gnet closes the socket when OnClose returns.
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
 	c.mu.Lock()
 	c.mu.closed = true
 	queue := c.mu.queue

@@ -3,14 +3,17 @@
 // responses back in request order per connection — bytes with writev straight from the
 // handler's buffers (arena chunks) and segment data with sendfile from the page cache.
 //
-// Concurrency. gnet runs one event loop per core; OnTraffic and everything that touches a
-// socket run on the loop that owns the connection, and never block. A Handler gets each
-// request on the loop and must not block either: it hands the work to a shard and
-// returns. The shard answers with Conn.Respond, which is safe from any goroutine: it
-// fills the request's slot and wakes the loop (gnet's Conn.Wake), which writes whatever
-// is ready at the head of the queue. Conn.mu, the inbound budget's lock and the buffer
-// pool's lock are leaves: no other lock is taken under them, and none is held across a
-// call into the handler.
+// Concurrency. gnet runs one event loop per core; OnTraffic and everything that reads a
+// socket or closes a connection run on the loop that owns the connection, and never
+// block. A Handler gets each request on the loop and must not block either: it hands the
+// work to a shard (or does it inline) and returns. The shard answers with Conn.Respond,
+// which is safe from any goroutine: it fills the request's slot and, when the answer is
+// at the head of the queue, writes what is ready there itself unless another writer
+// holds the connection or the answer is large; then it wakes the loop (gnet's
+// Conn.Wake), which writes it (send.go). Conn.wmu, held by whoever writes, is taken
+// before Conn.mu; Conn.mu, the inbound budget's lock and the buffer pool's lock are
+// leaves: no other lock is taken under them, and none is held across a call into the
+// handler.
 //
 // Writing. netio never uses gnet's outbound buffer (it grows without bound and cannot be
 // combined with sendfile): it writes with writev and sendfile on the non-blocking socket

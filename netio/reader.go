@@ -47,7 +47,10 @@ func (s *Server) OnTraffic(gc gnet.Conn) gnet.Action {
 		c.srv.stats.expired.Add(1)
 		return c.refuse(wire.RequestHeader{}, err)
 	}
-	if err := c.flush(); err != nil {
+	if c.closeAsked.Load() {
+		return gnet.Close // a write off the loop failed or answered a fatal error (send.go)
+	}
+	if err := c.flushLoop(); err != nil {
 		if !errors.Is(err, errClosing) && !isConnReset(err) {
 			s.cfg.Logger.Debug("write failed", "remote", gc.RemoteAddr(), "err", err)
 		}
@@ -151,14 +154,31 @@ func (c *Conn) stop(api wire.APIKey) bool {
 			s.stats.pausedOutbound.Add(1)
 		}
 	default:
-		c.paused = false
+		c.unpause()
 		return false
 	}
 	if !c.paused {
+		// Written answers free what the pause waits for, and a writer off the loop
+		// wakes the loop for that only if it sees the pause (send.go). So the pause is
+		// published before the conditions are looked at again: a writer that freed a
+		// slot after that second look sees it; one that did so before, the look does.
+		c.pausedSeen.Store(true)
+		if c.inflight() < s.cfg.MaxInflight && s.outBudget.mayTake(c, api) {
+			c.pausedSeen.Store(false)
+			return false
+		}
 		c.paused = true
 		c.releaseParked()
 	}
 	return true
+}
+
+// unpause ends a pause. Loop only.
+func (c *Conn) unpause() {
+	if c.paused {
+		c.paused = false
+		c.pausedSeen.Store(false)
+	}
 }
 
 // dispatch decodes a whole frame and hands it to the handler; a well-framed request with
@@ -379,7 +399,7 @@ func (c *Conn) refuse(hdr wire.RequestHeader, err error) gnet.Action {
 	c.Respond(c.newSlot(0), Response{Head: wire.AppendErrorResponse(nil, hdr, err), File: -1, Close: true})
 	c.releaseParked() // answers behind long polls would otherwise wait for their max wait
 	c.armFrameTimer()
-	if ferr := c.flush(); ferr != nil {
+	if ferr := c.flushLoop(); ferr != nil {
 		return gnet.Close
 	}
 	return c.closing()

@@ -16,9 +16,10 @@ const maxSendfile = 1 << 20
 var errBlocked = errors.New("socket not writable")
 
 // flush writes ready responses from the head of the queue until the queue is empty, the
-// head is not ready, or the socket is full. Loop only. A write error closes the
-// connection.
-func (c *Conn) flush() error {
+// head is not ready, or the socket is full; off the loop (direct, send.go) also until
+// the head is a large answer not yet begun (errLoop: the loop writes it). Requires wmu.
+// A write error closes the connection.
+func (c *Conn) flush(direct bool) error {
 	if c.waiting.Load() {
 		return nil // a writability wait will wake us
 	}
@@ -30,6 +31,9 @@ func (c *Conn) flush() error {
 		}
 		s := c.mu.queue[0]
 		c.mu.Unlock()
+		if direct && !c.started && s.resp.size() > directMax {
+			return errLoop
+		}
 		if err := c.writeResponse(&s.resp); err != nil {
 			if errors.Is(err, errBlocked) {
 				return c.waitWritable()
@@ -50,6 +54,9 @@ func (c *Conn) flush() error {
 		}
 	}
 }
+
+// errLoop says a direct write left the rest to the loop (send.go).
+var errLoop = errors.New("left to the loop")
 
 // errClosing asks the loop to close the connection after a fatal error was answered.
 var errClosing = errors.New("closing after a fatal protocol error")

@@ -1,0 +1,162 @@
+package netio
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"sluice/wire"
+)
+
+// mixedHandler answers request i inline on the loop when i%3 == 0 and from a new
+// goroutine otherwise, with an answer of i%7 == 0 ? large : small bytes after its
+// header (large is above directMax: the loop writes those). It counts the answers given
+// and their Done calls.
+type mixedHandler struct {
+	large    int
+	answered *sync.WaitGroup
+	given    *atomic.Int64
+	done     *atomic.Int64
+}
+
+func (mixedHandler) Serving(string) {}
+
+func (h mixedHandler) Handle(c *Conn, sl Slot, req *wire.Request) {
+	id := req.Header.RequestID
+	h.answered.Add(1)
+	answer := func() {
+		defer h.answered.Done()
+		frame, headLen := h.frame(id)
+		h.given.Add(1)
+		c.Respond(sl, Response{Head: frame[:headLen], Iov: [][]byte{frame[headLen:]}, File: -1,
+			Done: func() { h.done.Add(1) }})
+	}
+	if id%3 == 0 {
+		answer()
+		return
+	}
+	go answer()
+}
+
+// frame returns the answer to request id, and how long its header is.
+func (h mixedHandler) frame(id uint32) ([]byte, int) {
+	n := 16
+	if id%7 == 0 {
+		n = h.large
+	}
+	r := wire.Response{Header: wire.ResponseHeader{RequestID: id, APIKey: wire.APIProduce},
+		Body: &wire.ProduceResponse{BaseOffset: int64(n), LastOffset: int64(n)}}
+	head := r.AppendTo(nil)
+	frame := append(head, bytes.Repeat([]byte{byte(id)}, n)...)
+	wire.FinishFrame(frame, 0)
+	return frame, len(head)
+}
+
+// readFrame reads one length-prefixed frame whole.
+func readFrame(r io.Reader) ([]byte, error) {
+	var lenBuf [4]byte
+	if _, err := io.ReadFull(r, lenBuf[:]); err != nil {
+		return nil, err
+	}
+	frame := make([]byte, 4+binary.LittleEndian.Uint32(lenBuf[:]))
+	copy(frame, lenBuf[:])
+	_, err := io.ReadFull(r, frame[4:])
+	return frame, err
+}
+
+// TestDirectWrites: answers written by whoever makes them (the loop inline, other
+// goroutines, the loop again for large ones) go out whole and in request order on a
+// connection that pauses at MaxInflight again and again (a writer off the loop must
+// wake the loop to take the requests it held), and each answer's Done runs once.
+func TestDirectWrites(t *testing.T) {
+	var answered sync.WaitGroup
+	var given, done atomic.Int64
+	h := mixedHandler{large: directMax + 1000, answered: &answered, given: &given, done: &done}
+	s := startServer(t, Config{MaxInflight: 4}, h)
+	c, err := net.Dial("tcp", s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 3000
+	var stream []byte
+	for id := range uint32(n) {
+		req := wire.Request{Header: wire.RequestHeader{APIKey: wire.APIProduce, RequestID: id},
+			Body: &wire.ProduceRequest{Topic: []byte("t"), Version: 1}}
+		stream = req.AppendTo(stream)
+	}
+	go c.Write(stream)
+	c.SetReadDeadline(time.Now().Add(time.Minute))
+	r := bufio.NewReader(c)
+	for id := range uint32(n) {
+		got, err := readFrame(r)
+		if err != nil {
+			t.Fatalf("answer %d: %v", id, err)
+		}
+		if want, _ := h.frame(id); !bytes.Equal(got, want) {
+			t.Fatalf("answer %d: %d bytes, not the %d bytes of its answer", id, len(got), len(want))
+		}
+	}
+	c.Close()
+	answered.Wait()
+	st := settled(t, s)
+	if st.DirectWrites == 0 {
+		t.Fatal("no answer was written by the goroutine that made it")
+	}
+	if st.PausedInflight == 0 {
+		t.Fatal("the connection never paused: the test did not test resuming")
+	}
+	if given.Load() != n || done.Load() != n {
+		t.Fatalf("%d answers given, %d Done calls; want %d each", given.Load(), done.Load(), n)
+	}
+	if st.OutboundQueued != 0 || st.OutboundReserved != 0 {
+		t.Fatalf("outbound budget still charged: %d queued, %d reserved", st.OutboundQueued, st.OutboundReserved)
+	}
+	t.Logf("%d answers written off the loop's own turn, %d pauses", st.DirectWrites, st.PausedInflight)
+}
+
+// TestCloseDuringDirectWrites: a client that closes its connection while answers are
+// being written from other goroutines loses them, and nothing else: each answer's Done
+// runs exactly once (written, or dropped with the connection), and the budgets settle.
+func TestCloseDuringDirectWrites(t *testing.T) {
+	var answered sync.WaitGroup
+	var given, done atomic.Int64
+	h := mixedHandler{large: directMax + 1000, answered: &answered, given: &given, done: &done}
+	s := startServer(t, Config{MaxInflight: 64}, h)
+	for round := range 20 {
+		c, err := net.Dial("tcp", s.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var stream []byte
+		for id := range uint32(200) {
+			req := wire.Request{Header: wire.RequestHeader{APIKey: wire.APIProduce, RequestID: id},
+				Body: &wire.ProduceRequest{Topic: []byte("t"), Version: 1}}
+			stream = req.AppendTo(stream)
+		}
+		if _, err := c.Write(stream); err != nil {
+			t.Fatal(err)
+		}
+		c.SetReadDeadline(time.Now().Add(time.Minute))
+		r := bufio.NewReader(c)
+		for id := range uint32(round * 3) { // read a few, then go away
+			if _, err := readFrame(r); err != nil {
+				t.Fatalf("round %d, answer %d: %v", round, id, err)
+			}
+		}
+		c.Close()
+	}
+	st := settled(t, s)
+	answered.Wait()
+	if given.Load() == 0 || done.Load() != given.Load() {
+		t.Fatalf("%d answers given, %d Done calls", given.Load(), done.Load())
+	}
+	if st.OutboundQueued != 0 || st.OutboundReserved != 0 {
+		t.Fatalf("outbound budget still charged: %d queued, %d reserved", st.OutboundQueued, st.OutboundReserved)
+	}
+}
