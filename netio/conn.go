@@ -81,8 +81,9 @@ type Releaser interface{ Release() }
 // Conn is the broker's state for one connection. Respond is safe from any goroutine;
 // everything else runs on the connection's loop.
 type Conn struct {
-	gc  gnet.Conn
-	srv *Server
+	gc     gnet.Conn
+	srv    *Server
+	remote string // the client's address (RemoteAddr)
 
 	mu struct {
 		sync.Mutex
@@ -249,7 +250,7 @@ func (c *Conn) Respond(sl Slot, resp Response) {
 		c.mu.parked--
 	}
 	head := len(c.mu.queue) > 0 && c.mu.queue[0] == sl.s
-	direct := head && resp.size() <= directMax
+	direct := head && resp.direct()
 	var release [4]Releaser // the usual case, without allocating
 	toRelease := release[:0]
 	if !head && c.mu.parked > 0 {
@@ -344,8 +345,9 @@ func (c *Conn) wake() {
 	}
 }
 
-// RemoteAddr returns the client's address.
-func (c *Conn) RemoteAddr() string { return c.gc.RemoteAddr().String() }
+// RemoteAddr returns the client's address. Safe from any goroutine: it is kept at open
+// (gnet's own is not safe off the loop, and gone once the connection closed).
+func (c *Conn) RemoteAddr() string { return c.remote }
 
 // releaseParked asks every parked request of the connection to answer now: it cannot take
 // its next request (MaxInflight, or its outbound share reserved by long polls), and a

@@ -81,4 +81,7 @@ func TestPartsWithoutHead(t *testing.T) {
 			t.Fatalf("answer %d:\n%q\nwant\n%q", id, got, want)
 		}
 	}
+	if n := s.Stats().DirectWrites; n != 0 {
+		t.Fatalf("%d answers with file regions were written off the loop (send.go: never)", n)
+	}
 }

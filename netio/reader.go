@@ -399,8 +399,8 @@ func (c *Conn) refuse(hdr wire.RequestHeader, err error) gnet.Action {
 	c.Respond(c.newSlot(0), Response{Head: wire.AppendErrorResponse(nil, hdr, err), File: -1, Close: true})
 	c.releaseParked() // answers behind long polls would otherwise wait for their max wait
 	c.armFrameTimer()
-	if ferr := c.flushLoop(); ferr != nil {
-		return gnet.Close
+	if ferr := c.flushLoop(); ferr != nil || c.closeAsked.Load() {
+		return gnet.Close // (closeAsked: Respond wrote the answer itself, send.go)
 	}
 	return c.closing()
 }

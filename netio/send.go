@@ -17,10 +17,22 @@ import "errors"
 // takes wmu (waiting the few microseconds a write takes) before it writes, reads the
 // queue under it, and so writes whatever a writer that gave up on wmu left ready.
 //
-// A large answer (above directMax: a fetch from the page cache, typically) still goes
-// from the loop: a shard, or another connection's loop, should not spend a millisecond
-// sending a consumer's megabytes; the loop gives itself back every maxSendfile.
+// A large answer (above directMax), or one with a file region, still goes from the
+// loop: a shard, or another connection's loop, should not spend a millisecond sending a
+// consumer's megabytes, nor wait on a sendfile that reads the disk (an event loop that
+// appended must never wait for the disk: broker/produce.go).
 const directMax = 256 << 10
+
+// direct reports whether an answer may be written by the goroutine that gave it: memory
+// only, and at most directMax bytes.
+func (r *Response) direct() bool {
+	for i := range 1 + len(r.More) {
+		if r.part(i).Len > 0 {
+			return false
+		}
+	}
+	return r.memBytes() <= directMax
+}
 
 // send writes what is ready at the head of the queue from the calling goroutine, or
 // leaves it to the loop when another writer holds the connection. Any goroutine.
@@ -31,24 +43,28 @@ func (c *Conn) send() {
 		c.wake()
 		return
 	}
-	err := c.flush(true)
-	c.wmu.Unlock()
-	switch {
+	switch err := c.flushDirect(); {
 	case err == nil:
-		c.srv.stats.directWrites.Add(1)
 		if c.pausedSeen.Load() {
 			c.wake() // the loop takes the requests it held while the answers were due
 		}
-		return
 	case errors.Is(err, errLoop):
 		c.wake()
-		return
+	default:
+		if !errors.Is(err, errClosing) && !isConnReset(err) {
+			c.srv.cfg.Logger.Debug("write failed", "remote", c.RemoteAddr(), "err", err)
+		}
+		c.closeAsked.Store(true) // the loop closes it: only the loop may
+		c.wake()
 	}
-	if !errors.Is(err, errClosing) && !isConnReset(err) {
-		c.srv.cfg.Logger.Debug("write failed", "remote", c.RemoteAddr(), "err", err)
-	}
-	c.closeAsked.Store(true) // the loop closes it: only the loop may
-	c.wake()
+}
+
+// flushDirect is send's flush. The lock is released however flush ends: a Done that
+// panics (a double release is a bug the caller's recovery reports) must not leave the
+// connection's writer held, which would stop its loop for good.
+func (c *Conn) flushDirect() error {
+	defer c.wmu.Unlock()
+	return c.flush(true)
 }
 
 // flushLoop is the loop's flush: it waits for a writer on another goroutine to finish.
@@ -56,13 +72,4 @@ func (c *Conn) flushLoop() error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	return c.flush(false)
-}
-
-// size returns the bytes an answer sends: memory and file regions.
-func (r *Response) size() int64 {
-	n := r.memBytes()
-	for i := range 1 + len(r.More) {
-		n += r.part(i).Len
-	}
-	return n
 }

@@ -160,3 +160,63 @@ func TestCloseDuringDirectWrites(t *testing.T) {
 		t.Fatalf("outbound budget still charged: %d queued, %d reserved", st.OutboundQueued, st.OutboundReserved)
 	}
 }
+
+// panicHandler answers on the loop; the answer to request 0 has a Done that panics (a
+// double release, say: a bug that the handler's recovery reports). It keeps the last
+// connection it served.
+type panicHandler struct{ conn chan *Conn }
+
+func (panicHandler) Serving(string) {}
+
+func (h panicHandler) Handle(c *Conn, sl Slot, req *wire.Request) {
+	select {
+	case h.conn <- c:
+	default:
+	}
+	r := wire.Response{Header: wire.ResponseHeader{RequestID: req.Header.RequestID, APIKey: req.Header.APIKey},
+		Body: &wire.ProduceResponse{}}
+	resp := Response{Head: r.AppendTo(nil), File: -1}
+	if req.Header.RequestID == 0 {
+		resp.Done = func() { panic("test: a Done that panics") }
+	}
+	c.Respond(sl, resp)
+}
+
+// TestDonePanicLeavesTheWriterFree: a Done that panics while its answer is written by
+// the goroutine that gave it (here the loop, in Handle) is recovered as a panic in the
+// handler, and the connection goes on answering: the writer's lock was not left held,
+// which would stop the loop at its next flush. RemoteAddr still answers once the
+// connection is gone (gnet's address is cleared at close; netio keeps its own).
+func TestDonePanicLeavesTheWriterFree(t *testing.T) {
+	h := panicHandler{conn: make(chan *Conn, 1)}
+	s := startServer(t, Config{}, h)
+	c, err := net.Dial("tcp", s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	r := bufio.NewReader(c)
+	for id := range uint32(3) {
+		req := wire.Request{Header: wire.RequestHeader{APIKey: wire.APIProduce, RequestID: id},
+			Body: &wire.ProduceRequest{Topic: []byte("t"), Version: 1}}
+		if _, err := c.Write(req.AppendTo(nil)); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := readAnswer(r)
+		if err != nil {
+			t.Fatalf("answer %d: %v", id, err)
+		}
+		if resp.Header.RequestID != id || resp.Header.Code != wire.CodeNone {
+			t.Fatalf("answer %d: request %d, code %v", id, resp.Header.RequestID, resp.Header.Code)
+		}
+	}
+	local := c.LocalAddr().String()
+	c.Close()
+	st := settled(t, s)
+	if st.Panics != 1 {
+		t.Fatalf("%d panics counted, want 1", st.Panics)
+	}
+	if got := (<-h.conn).RemoteAddr(); got != local {
+		t.Fatalf("RemoteAddr after close: %q, want %q", got, local)
+	}
+}

@@ -275,6 +275,9 @@ func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
 // OnOpen attaches the connection state.
 func (s *Server) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 	c := &Conn{gc: gc, srv: s}
+	if a := gc.RemoteAddr(); a != nil {
+		c.remote = a.String()
+	}
 	gc.SetContext(c)
 	s.stats.conns.Add(1)
 	if o, ok := s.handler.(Opener); ok {

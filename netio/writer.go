@@ -31,7 +31,7 @@ func (c *Conn) flush(direct bool) error {
 		}
 		s := c.mu.queue[0]
 		c.mu.Unlock()
-		if direct && !c.started && s.resp.size() > directMax {
+		if direct && !c.started && !s.resp.direct() {
 			return errLoop
 		}
 		if err := c.writeResponse(&s.resp); err != nil {
@@ -46,6 +46,9 @@ func (c *Conn) flush(direct bool) error {
 		c.unchargeLocked(s)
 		c.mu.Unlock()
 		c.started, c.fileSent, c.part = false, 0, 0
+		if direct {
+			c.srv.stats.directWrites.Add(1)
+		}
 		if s.resp.Done != nil {
 			s.resp.Done()
 		}
