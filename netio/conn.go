@@ -93,9 +93,11 @@ type Conn struct {
 	}
 	wakePending atomic.Bool
 	// wmu is held by whoever writes to the socket, the loop or a goroutine writing the
-	// answer it just gave (send.go); it guards the writer state below. Taken before mu,
-	// never under it.
+	// answer it just gave (send.go); it guards the writer state below. Only tried, never
+	// waited for, except by shutdown. Taken before mu, never under it.
 	wmu sync.Mutex
+	// flushWanted: a writer found wmu held and asks its holder to look again (send.go).
+	flushWanted atomic.Bool
 	// closeAsked: a write made outside the loop failed, or wrote an answer that closes
 	// the connection; the loop closes it when it next runs (woken for that).
 	closeAsked atomic.Bool

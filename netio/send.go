@@ -10,12 +10,13 @@ import "errors"
 // those wake-ups were most of the broker's share of end-to-end latency (BenchmarkWake).
 //
 // So the goroutine that makes an answer at the head of the queue writes it itself, when
-// no one else is writing on the connection (wmu, tried, never waited for): the same
-// non-blocking writev and sendfile the loop would make, then the answers ready behind it.
-// When the socket is full it waits for writability as the loop does; when another writer
-// holds the connection, or the answer is large, it wakes the loop as before. The loop
-// takes wmu (waiting the few microseconds a write takes) before it writes, reads the
-// queue under it, and so writes whatever a writer that gave up on wmu left ready.
+// no one else is writing on the connection: the same non-blocking writev the loop would
+// make, then the answers ready behind it. When the socket is full it waits for
+// writability as the loop does. Nobody waits for the writer's lock, wmu, not even the
+// loop (a writer preempted while holding it would stop every connection of the loop):
+// whoever finds it held asks the holder to look at the queue again (flushWanted), and
+// the holder does once it is done (flushOrLeave), so nothing made ready meanwhile is left
+// behind. Only shutdown waits for wmu.
 //
 // A large answer (above directMax), or one with a file region, still goes from the
 // loop: a shard, or another connection's loop, should not spend a millisecond sending a
@@ -35,15 +36,11 @@ func (r *Response) direct() bool {
 }
 
 // send writes what is ready at the head of the queue from the calling goroutine, or
-// leaves it to the loop when another writer holds the connection. Any goroutine.
+// leaves it to the writer holding the connection. Any goroutine.
 func (c *Conn) send() {
-	if !c.wmu.TryLock() {
-		// The holder may have looked at the queue before this answer was ready: the
-		// loop looks again once the holder is done.
-		c.wake()
-		return
-	}
-	switch err := c.flushDirect(); {
+	wrote, err := c.flushOrLeave(true)
+	switch {
+	case !wrote:
 	case err == nil:
 		if c.pausedSeen.Load() {
 			c.wake() // the loop takes the requests it held while the answers were due
@@ -59,17 +56,42 @@ func (c *Conn) send() {
 	}
 }
 
-// flushDirect is send's flush. The lock is released however flush ends: a Done that
-// panics (a double release is a bug the caller's recovery reports) must not leave the
-// connection's writer held, which would stop its loop for good.
-func (c *Conn) flushDirect() error {
-	defer c.wmu.Unlock()
-	return c.flush(true)
+// flushLoop is the loop's flush.
+func (c *Conn) flushLoop() error {
+	_, err := c.flushOrLeave(false)
+	return err
 }
 
-// flushLoop is the loop's flush: it waits for a writer on another goroutine to finish.
-func (c *Conn) flushLoop() error {
-	c.wmu.Lock()
+// maxTurns bounds how often one writer flushes again for others before it leaves the
+// rest to the loop.
+const maxTurns = 8
+
+// flushOrLeave flushes under wmu, again as long as someone asked meanwhile, and reports
+// whether it held wmu; when wmu is held by another writer it asks that writer to look
+// again and returns at once. Stores to flushWanted come before the try and loads after
+// the unlock (Go's atomics are sequentially consistent): a writer that failed its try
+// after the holder's last look is seen by that look, or tries after the holder's unlock.
+func (c *Conn) flushOrLeave(direct bool) (bool, error) {
+	for turn := 0; ; turn++ {
+		c.flushWanted.Store(true)
+		if !c.wmu.TryLock() {
+			return turn > 0, nil // the holder looks again
+		}
+		c.flushWanted.Store(false)
+		if err := c.flushHeld(direct); err != nil || !c.flushWanted.Load() {
+			return true, err
+		}
+		if turn == maxTurns {
+			c.wake() // answers keep coming: the loop takes over
+			return true, nil
+		}
+	}
+}
+
+// flushHeld runs flush with wmu held, and releases it however flush ends: a Done that
+// panics (a double release is a bug the caller's recovery reports) must not leave the
+// connection's writer held, which would stop its writes for good.
+func (c *Conn) flushHeld(direct bool) error {
 	defer c.wmu.Unlock()
-	return c.flush(false)
+	return c.flush(direct)
 }
