@@ -102,6 +102,8 @@ var (
 		"Distributed mode: batch bytes fetches read from HDFS (offsets no longer held locally), through the arena's block cache.", nil, nil)
 	descDirectRead = prometheus.NewDesc("sluice_net_direct_read_bytes_total",
 		"Request bytes the broker read from sockets itself, straight into connections' buffers (the rest of a frame the event loop's first small read cut, and read-ahead between frames): never copied in user space before the handler.", nil, nil)
+	descAnswers = prometheus.NewDesc("sluice_net_answers_written_total",
+		"Answers written to sockets, by writer: answerer (the goroutine that made the answer, or one behind it, wrote it at once) or loop (the connection's event loop, woken for it: answers with a file region or over 256 KiB, or left by a writer that had the connection).", []string{"writer"}, nil)
 	descClamped = prometheus.NewDesc("sluice_net_fetches_clamped_total",
 		"Fetches whose max bytes was lowered to the room their connection had in the outbound budget.", nil, nil)
 )
@@ -109,7 +111,7 @@ var (
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descSent, descConns, descRequests, descProtoErr, descArena, descReclaimed,
 		descFull, descLag, descHits, descState, descDirect, descPanics, descReleased, descWakes, descSkipped, descParked, descProduced, descCopied,
-		descInbound, descOutbound, descRefused, descTimedOut, descExpired, descPaused, descClamped, descDirectRead,
+		descInbound, descOutbound, descRefused, descTimedOut, descExpired, descPaused, descClamped, descDirectRead, descAnswers,
 		descHDFSLag, descHDFSLagBytes, descHDFSLagSec, descHDFSFailing, descHDFSRounds, descHDFSSwitches, descHDFSBytes, descHDFSRead,
 		descAuth, descAuthRefused, descAuthReloads, descAuthFailing, descAuthUsers, descTLS, descCertExpiry, descTLSReloads} {
 		ch <- d
@@ -157,6 +159,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descTimedOut, float64(ns.FramesTimedOut))
 	counter(descExpired, float64(ns.Expired))
 	counter(descDirectRead, float64(ns.BytesReceived))
+	counter(descAnswers, float64(ns.DirectWrites), "answerer")
+	counter(descAnswers, float64(ns.LoopWrites), "loop")
 	if b := c.b.shipper; b != nil {
 		commits, failures, bytes, parts := b.Stats()
 		counter(descHDFSRounds, float64(commits), "ok")

@@ -105,8 +105,12 @@ func TestDirectWrites(t *testing.T) {
 	c.Close()
 	answered.Wait()
 	st := settled(t, s)
-	if st.DirectWrites == 0 {
-		t.Fatal("no answer was written by the goroutine that made it")
+	if st.DirectWrites == 0 || st.LoopWrites == 0 {
+		t.Fatalf("answers written by their makers %d, by the loop %d: want some of each (every seventh is over directMax)",
+			st.DirectWrites, st.LoopWrites)
+	}
+	if st.DirectWrites+st.LoopWrites != n {
+		t.Fatalf("answers counted written: %d + %d, want %d", st.DirectWrites, st.LoopWrites, n)
 	}
 	if st.PausedInflight == 0 {
 		t.Fatal("the connection never paused: the test did not test resuming")

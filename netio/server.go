@@ -161,9 +161,10 @@ type Stats struct {
 	PausedInflight   uint64 // times a connection stopped taking requests at MaxInflight
 	PausedOutbound   uint64 // times a connection stopped taking fetches for its unread answers
 	FetchesClamped   uint64 // fetches whose MaxBytes was lowered to the outbound room left
-	// DirectWrites counts answers written by the goroutine that made them rather than by
-	// the connection's loop (send.go).
-	DirectWrites uint64
+	// DirectWrites counts answers written by the goroutine that made them (or by one
+	// that made an answer behind them), LoopWrites those written by the connection's
+	// loop (send.go).
+	DirectWrites, LoopWrites uint64
 }
 
 type counters struct {
@@ -176,7 +177,7 @@ type counters struct {
 	timedOut, expired          atomic.Uint64
 	pausedInflight             atomic.Uint64
 	pausedOutbound             atomic.Uint64
-	directWrites               atomic.Uint64
+	directWrites, loopWrites   atomic.Uint64
 }
 
 // Server is the gnet engine serving one listener.
@@ -251,7 +252,7 @@ func (s *Server) Stats() Stats {
 		RefusedBudget: s.inBudget.refusedBudget.Load(), RefusedConnLimit: s.inBudget.refusedConn.Load(),
 		FramesTimedOut: s.stats.timedOut.Load(), Expired: s.stats.expired.Load(), PausedInflight: s.stats.pausedInflight.Load(),
 		PausedOutbound: s.stats.pausedOutbound.Load(), FetchesClamped: s.outBudget.clamped.Load(),
-		DirectWrites: s.stats.directWrites.Load()}
+		DirectWrites: s.stats.directWrites.Load(), LoopWrites: s.stats.loopWrites.Load()}
 }
 
 // OnBoot records the engine and the address it listens on.

@@ -48,6 +48,8 @@ func (c *Conn) flush(direct bool) error {
 		c.started, c.fileSent, c.part = false, 0, 0
 		if direct {
 			c.srv.stats.directWrites.Add(1)
+		} else {
+			c.srv.stats.loopWrites.Add(1)
 		}
 		if s.resp.Done != nil {
 			s.resp.Done()

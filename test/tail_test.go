@@ -24,7 +24,7 @@ import (
 // found it at 300 000 records/s). The rate, not a timing, is what makes the race
 // likely; the assertions are about the records only.
 func TestConsumeAtTheTailUnderLoad(t *testing.T) {
-	b := testbroker.Start(t, t.TempDir())
+	b := testbroker.Start(t, t.TempDir(), "-metrics", "127.0.0.1:0")
 	createTopic(t, dial(t, b.Addr), "tail", 1)
 	const producers, perBatch = 2, 4
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -102,5 +102,13 @@ func TestConsumeAtTheTailUnderLoad(t *testing.T) {
 	t.Logf("read %d records of %v, all in order", read, sent)
 	if fmt.Sprint(got) != fmt.Sprint(sent) {
 		t.Fatalf("read %v, sent %v", got, sent)
+	}
+	// The answers raced their makers' writes too (netio/send.go): most went out from the
+	// goroutine that made them, each counted once by its writer.
+	answerer := scrape(t, b.MetricsAddr, `sluice_net_answers_written_total{writer="answerer"}`)
+	loop := scrape(t, b.MetricsAddr, `sluice_net_answers_written_total{writer="loop"}`)
+	t.Logf("answers written by their makers %v, by the loops %v", answerer, loop)
+	if answerer == 0 {
+		t.Fatal("no answer was written by the goroutine that made it")
 	}
 }
