@@ -8,9 +8,10 @@
 // block. A Handler gets each request on the loop and must not block either: it hands the
 // work to a shard (or does it inline) and returns. The shard answers with Conn.Respond,
 // which is safe from any goroutine: it fills the request's slot and, when the answer is
-// at the head of the queue, writes what is ready there itself unless another writer
-// holds the connection or the answer is large; then it wakes the loop (gnet's
-// Conn.Wake), which writes it (send.go). Conn.wmu, held by whoever writes, is taken
+// at the head of the queue, writes what is ready there itself; when another writer holds
+// the connection, that writer looks at the queue again before it lets go; an answer with
+// a file region or over 256 KiB is left to the loop, woken for it (gnet's Conn.Wake)
+// (send.go). Conn.wmu, held by whoever writes, is taken
 // before Conn.mu; Conn.mu, the inbound budget's lock and the buffer pool's lock are
 // leaves: no other lock is taken under them, and none is held across a call into the
 // handler.

@@ -62,8 +62,8 @@ func (c *Conn) flushLoop() error {
 	return err
 }
 
-// maxTurns bounds how often one writer flushes again for others before it leaves the
-// rest to the loop.
+// maxTurns bounds how often one writer flushes again for others (maxTurns times after
+// its own flush) before it leaves the rest to the loop.
 const maxTurns = 8
 
 // flushOrLeave flushes under wmu, again as long as someone asked meanwhile, and reports
@@ -90,8 +90,18 @@ func (c *Conn) flushOrLeave(direct bool) (bool, error) {
 
 // flushHeld runs flush with wmu held, and releases it however flush ends: a Done that
 // panics (a double release is a bug the caller's recovery reports) must not leave the
-// connection's writer held, which would stop its writes for good.
+// connection's writer held, which would stop its writes for good. A panic also skips
+// flushOrLeave's second look, which writers that found wmu held count on: the loop
+// looks instead.
 func (c *Conn) flushHeld(direct bool) error {
-	defer c.wmu.Unlock()
-	return c.flush(direct)
+	returned := false
+	defer func() {
+		c.wmu.Unlock()
+		if !returned {
+			c.wake()
+		}
+	}()
+	err := c.flush(direct)
+	returned = true
+	return err
 }

@@ -292,3 +292,70 @@ func TestLoopNeverWaitsForAWriter(t *testing.T) {
 	ca.send()
 	expect(ra, 1)
 }
+
+// lateWriterHandler holds request 0's slot; request 1's handler answers request 0 on the
+// loop with a Done that waits until another goroutine has answered request 1 (which then
+// finds the writer's lock held and asks the holder to look again), and then panics.
+type lateWriterHandler struct {
+	slot0             chan Slot
+	inDone, answered1 chan struct{}
+}
+
+func (lateWriterHandler) Serving(string) {}
+
+func (h lateWriterHandler) Handle(c *Conn, sl Slot, req *wire.Request) {
+	answer := func(id uint32) Response {
+		r := wire.Response{Header: wire.ResponseHeader{RequestID: id, APIKey: req.Header.APIKey},
+			Body: &wire.ProduceResponse{}}
+		return Response{Head: r.AppendTo(nil), File: -1}
+	}
+	if req.Header.RequestID == 0 {
+		h.slot0 <- sl
+		return
+	}
+	go func() {
+		<-h.inDone
+		c.Respond(sl, answer(1))
+		close(h.answered1)
+	}()
+	resp := answer(0)
+	resp.Done = func() {
+		close(h.inDone)
+		<-h.answered1
+		panic("test: a Done that panics while another answer waits for the writer")
+	}
+	c.Respond(<-h.slot0, resp)
+}
+
+// TestDonePanicLeavesNoAnswerBehind: the answer given while a panicking Done held the
+// writer (its giver found the lock held and left it to the holder's second look, which
+// the panic skipped) still goes out: the loop is woken to look instead.
+func TestDonePanicLeavesNoAnswerBehind(t *testing.T) {
+	h := lateWriterHandler{slot0: make(chan Slot, 1), inDone: make(chan struct{}), answered1: make(chan struct{})}
+	s := startServer(t, Config{}, h)
+	c, err := net.Dial("tcp", s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var stream []byte
+	for id := range uint32(2) {
+		req := wire.Request{Header: wire.RequestHeader{APIKey: wire.APIProduce, RequestID: id},
+			Body: &wire.ProduceRequest{Topic: []byte("t"), Version: 1}}
+		stream = req.AppendTo(stream)
+	}
+	if _, err := c.Write(stream); err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	r := bufio.NewReader(c)
+	for id := range uint32(2) {
+		resp, err := readAnswer(r)
+		if err != nil || resp.Header.RequestID != id || resp.Header.Code != wire.CodeNone {
+			t.Fatalf("answer %d: %v %+v", id, err, resp)
+		}
+	}
+	if n := s.Stats().Panics; n != 1 {
+		t.Fatalf("%d panics counted, want 1", n)
+	}
+}

@@ -31,7 +31,7 @@ func (c *Conn) flush(direct bool) error {
 		}
 		s := c.mu.queue[0]
 		c.mu.Unlock()
-		if direct && !c.started && !s.resp.direct() {
+		if direct && !s.resp.direct() { // also one the loop began: it resumes it
 			return errLoop
 		}
 		if err := c.writeResponse(&s.resp); err != nil {
@@ -185,7 +185,7 @@ func advance(iov [][]byte, n int) [][]byte {
 }
 
 // waitWritable parks a goroutine on Go's netpoller until the socket is writable, then
-// wakes the loop. Loop only.
+// wakes the loop. Requires wmu.
 func (c *Conn) waitWritable() error {
 	if c.dup == nil {
 		fd, err := unix.Dup(c.gc.Fd())
