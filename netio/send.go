@@ -102,6 +102,9 @@ func (c *Conn) flushHeld(direct bool) error {
 		}
 	}()
 	err := c.flush(direct)
+	if f := c.srv.cfg.afterFlush; f != nil {
+		f()
+	}
 	returned = true
 	return err
 }

@@ -68,6 +68,11 @@ type Config struct {
 	// within it; default 30 s.
 	FrameTimeout time.Duration
 	Logger       *slog.Logger
+
+	// afterFlush, tests only, runs when a writer's flush is done, before it lets go of
+	// the connection's writer lock: what a test does there happens after the flush's
+	// last look at the queue (send_test.go).
+	afterFlush func()
 }
 
 // Defaults of the budgets.
