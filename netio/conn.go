@@ -35,6 +35,7 @@ type Response struct {
 type slot struct {
 	resp    Response
 	ready   bool
+	direct  bool     // the answer may be written off the loop (Response.direct), set with it
 	release Releaser // set by Park while the request waits; cleared once called
 	// The slot's charge to the outbound budget, under Conn.mu: reserved until it is
 	// answered (a fetch's MaxBytes), then queued (the answer's Head and Iov bytes) until
@@ -245,14 +246,14 @@ func (c *Conn) Respond(sl Slot, resp Response) {
 		}
 		return
 	}
-	sl.s.resp, sl.s.ready = resp, true
+	sl.s.resp, sl.s.ready, sl.s.direct = resp, true, resp.direct()
 	c.chargeLocked(sl.s, resp.memBytes())
 	if sl.s.release != nil {
 		sl.s.release = nil
 		c.mu.parked--
 	}
 	head := len(c.mu.queue) > 0 && c.mu.queue[0] == sl.s
-	direct := head && resp.direct()
+	direct := head && sl.s.direct
 	var release [4]Releaser // the usual case, without allocating
 	toRelease := release[:0]
 	if !head && c.mu.parked > 0 {

@@ -304,21 +304,16 @@ type lateWriterHandler struct {
 func (lateWriterHandler) Serving(string) {}
 
 func (h lateWriterHandler) Handle(c *Conn, sl Slot, req *wire.Request) {
-	answer := func(id uint32) Response {
-		r := wire.Response{Header: wire.ResponseHeader{RequestID: id, APIKey: req.Header.APIKey},
-			Body: &wire.ProduceResponse{}}
-		return Response{Head: r.AppendTo(nil), File: -1}
-	}
 	if req.Header.RequestID == 0 {
 		h.slot0 <- sl
 		return
 	}
 	go func() {
 		<-h.inDone
-		c.Respond(sl, answer(1))
+		c.Respond(sl, emptyAnswer(1))
 		close(h.answered1)
 	}()
-	resp := answer(0)
+	resp := emptyAnswer(0)
 	resp.Done = func() {
 		close(h.inDone)
 		<-h.answered1
@@ -333,6 +328,60 @@ func (h lateWriterHandler) Handle(c *Conn, sl Slot, req *wire.Request) {
 func TestDonePanicLeavesNoAnswerBehind(t *testing.T) {
 	h := lateWriterHandler{slot0: make(chan Slot, 1), inDone: make(chan struct{}), answered1: make(chan struct{})}
 	s := startServer(t, Config{}, h)
+	askTwo(t, s)
+	if n := s.Stats().Panics; n != 1 {
+		t.Fatalf("%d panics counted, want 1", n)
+	}
+}
+
+// secondLookHandler holds request 0's slot; request 1's handler answers request 0 on
+// the loop, and arms the flush hook to have another goroutine answer request 1 while
+// that flush still holds the writer, after its last look at the queue.
+type secondLookHandler struct {
+	slot0 chan Slot
+	late  chan func() // the answer to give from the hook, once
+}
+
+func (secondLookHandler) Serving(string) {}
+
+func (h secondLookHandler) Handle(c *Conn, sl Slot, req *wire.Request) {
+	if req.Header.RequestID == 0 {
+		h.slot0 <- sl
+		return
+	}
+	h.late <- func() { c.Respond(sl, emptyAnswer(1)) }
+	c.Respond(<-h.slot0, emptyAnswer(0))
+}
+
+// TestHolderLooksAgain: an answer given while another writer holds the connection,
+// after that writer's last look at the queue (its giver finds the lock held and leaves
+// it to the holder), goes out: the holder looks again before it lets go, and nothing else
+// would write it (no wake is pending, no event comes).
+func TestHolderLooksAgain(t *testing.T) {
+	h := secondLookHandler{slot0: make(chan Slot, 1), late: make(chan func(), 1)}
+	cfg := Config{afterFlush: func() {
+		select {
+		case give := <-h.late:
+			done := make(chan struct{})
+			go func() { give(); close(done) }() // another goroutine: its try of the lock fails
+			<-done
+		default:
+		}
+	}}
+	askTwo(t, startServer(t, cfg, h))
+}
+
+// emptyAnswer is an empty produce answer to request id.
+func emptyAnswer(id uint32) Response {
+	r := wire.Response{Header: wire.ResponseHeader{RequestID: id, APIKey: wire.APIProduce},
+		Body: &wire.ProduceResponse{}}
+	return Response{Head: r.AppendTo(nil), File: -1}
+}
+
+// askTwo sends requests 0 and 1 in one write on a new connection and expects both
+// answered, in order, without error, within 20 s.
+func askTwo(t *testing.T, s *Server) {
+	t.Helper()
 	c, err := net.Dial("tcp", s.Addr())
 	if err != nil {
 		t.Fatal(err)
@@ -352,73 +401,6 @@ func TestDonePanicLeavesNoAnswerBehind(t *testing.T) {
 	for id := range uint32(2) {
 		resp, err := readAnswer(r)
 		if err != nil || resp.Header.RequestID != id || resp.Header.Code != wire.CodeNone {
-			t.Fatalf("answer %d: %v %+v", id, err, resp)
-		}
-	}
-	if n := s.Stats().Panics; n != 1 {
-		t.Fatalf("%d panics counted, want 1", n)
-	}
-}
-
-// secondLookHandler holds request 0's slot; request 1's handler answers request 0 on
-// the loop, and arms the flush hook to have another goroutine answer request 1 while
-// that flush still holds the writer, after its last look at the queue.
-type secondLookHandler struct {
-	slot0 chan Slot
-	late  chan func() // the answer to give from the hook, once
-}
-
-func (secondLookHandler) Serving(string) {}
-
-func (h secondLookHandler) Handle(c *Conn, sl Slot, req *wire.Request) {
-	answer := func(id uint32) Response {
-		r := wire.Response{Header: wire.ResponseHeader{RequestID: id, APIKey: req.Header.APIKey},
-			Body: &wire.ProduceResponse{}}
-		return Response{Head: r.AppendTo(nil), File: -1}
-	}
-	if req.Header.RequestID == 0 {
-		h.slot0 <- sl
-		return
-	}
-	h.late <- func() { c.Respond(sl, answer(1)) }
-	c.Respond(<-h.slot0, answer(0))
-}
-
-// TestHolderLooksAgain: an answer given while another writer holds the connection,
-// after that writer's last look at the queue (its giver finds the lock held and leaves
-// it to the holder), goes out: the holder looks again before it lets go, and nothing else
-// would write it (no wake is pending, no event comes).
-func TestHolderLooksAgain(t *testing.T) {
-	h := secondLookHandler{slot0: make(chan Slot, 1), late: make(chan func(), 1)}
-	cfg := Config{afterFlush: func() {
-		select {
-		case give := <-h.late:
-			done := make(chan struct{})
-			go func() { give(); close(done) }() // another goroutine: its try of the lock fails
-			<-done
-		default:
-		}
-	}}
-	s := startServer(t, cfg, h)
-	c, err := net.Dial("tcp", s.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	var stream []byte
-	for id := range uint32(2) {
-		req := wire.Request{Header: wire.RequestHeader{APIKey: wire.APIProduce, RequestID: id},
-			Body: &wire.ProduceRequest{Topic: []byte("t"), Version: 1}}
-		stream = req.AppendTo(stream)
-	}
-	if _, err := c.Write(stream); err != nil {
-		t.Fatal(err)
-	}
-	c.SetReadDeadline(time.Now().Add(20 * time.Second))
-	r := bufio.NewReader(c)
-	for id := range uint32(2) {
-		resp, err := readAnswer(r)
-		if err != nil || resp.Header.RequestID != id {
 			t.Fatalf("answer %d: %v %+v", id, err, resp)
 		}
 	}

@@ -17,7 +17,7 @@ var errBlocked = errors.New("socket not writable")
 
 // flush writes ready responses from the head of the queue until the queue is empty, the
 // head is not ready, or the socket is full; off the loop (direct, send.go) also until
-// the head is a large answer not yet begun (errLoop: the loop writes it). Requires wmu.
+// the head is an answer only the loop may write (errLoop). Requires wmu.
 // A write error closes the connection.
 func (c *Conn) flush(direct bool) error {
 	if c.waiting.Load() {
@@ -31,7 +31,7 @@ func (c *Conn) flush(direct bool) error {
 		}
 		s := c.mu.queue[0]
 		c.mu.Unlock()
-		if direct && !s.resp.direct() { // also one the loop began: it resumes it
+		if direct && !s.direct { // also one the loop began: it resumes it
 			return errLoop
 		}
 		if err := c.writeResponse(&s.resp); err != nil {
