@@ -10,11 +10,12 @@ import (
 // TestProducerStages: a producer times its client stages per batch and per request. With
 // synchronous produces (one record a batch, one batch a request, sent without lingering)
 // each stage counts one per record and the queue stays under the linger; ResetStages
-// empties both; an asynchronous record alone in its batch waits its linger in the queue.
+// empties both; an asynchronous record goes at once into a partition idle for a linger,
+// and waits out the rest of the linger a moment after the partition's last request.
 func TestProducerStages(t *testing.T) {
 	b := startBroker(t)
 	createTopic(t, b.Addr, "stages", 1)
-	const linger = 2 * time.Millisecond
+	const linger = 200 * time.Millisecond
 	p := newProducer(t, b.Addr, "stages", client.Linger(linger))
 	defer closeProducer(t, p)
 	ctx := ctxFor(t, 30*time.Second)
@@ -48,16 +49,26 @@ func TestProducerStages(t *testing.T) {
 	if s := p.Stages(); s.Queue.Count() != 0 || s.RoundTrip.Count() != 0 {
 		t.Fatalf("stages after ResetStages: %d, %d", s.Queue.Count(), s.RoundTrip.Count())
 	}
-	if err := p.Produce(ctx, &client.Record{Value: value(n, 8)}); err != nil {
-		t.Fatal(err)
-	}
-	for p.Stages().Queue.Count() == 0 {
-		if ctx.Err() != nil {
-			t.Fatal("the lone record's batch was never sent")
+	// A record into a partition that sent nothing for a linger goes out at once; the next,
+	// produced as soon as that one is written, waits out the rest of a linger since then.
+	time.Sleep(linger)
+	produce := func(i int) time.Duration {
+		if err := p.Produce(ctx, &client.Record{Value: value(uint64(i), 8)}); err != nil {
+			t.Fatal(err)
 		}
-		time.Sleep(time.Millisecond)
+		for p.Stages().Queue.Count() <= int64(i-n) {
+			if ctx.Err() != nil {
+				t.Fatalf("record %d's batch was never sent", i)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		return p.Stages().Queue.Quantile(100)
 	}
-	if q := p.Stages().Queue.Quantile(100); q < linger || q > time.Second {
-		t.Fatalf("queue %v: a lone record's batch waits its linger (%v)", q, linger)
+	if q := produce(n); q >= linger/2 {
+		t.Fatalf("queue %v: a record into a partition idle for a linger (%v) waited for it", q, linger)
+	}
+	if q := produce(n + 1); q < linger/2 || q > time.Second {
+		t.Fatalf("queue %v: a record a moment after its partition's last request waits out the linger (%v)",
+			q, linger)
 	}
 }

@@ -29,6 +29,7 @@ type winShared struct {
 	requestBytes int
 	maxInflight  int
 	linger       int64     // nanoseconds
+	lastSend     int64     // when the last data request went out (the start, before any): sealAt
 	buffered     int64     // bytes held by every window: open batches and sealed ones
 	bufs         batchBufs // recycled batch buffers (bufpool.go)
 	// freeBytes bounds the capacity of the recycled batch buffers (0: two of the
@@ -164,6 +165,26 @@ type window struct {
 
 func newWindow(sh *winShared, part int, version uint32, pid int64) *window {
 	return &window{sh: sh, part: part, version: version, pid: pid, ckpt: -1, nextOrd: 1}
+}
+
+// sealAt is when the open batch has lingered enough to be sealed and sent: a linger after
+// the producer's last data request, but no later than a linger after the batch's first
+// record, and no sooner than that record. Linger bounds how often the producer sends a
+// lingered batch, not how long each record waits: a record that finds the producer idle
+// for a linger goes out at once (the first of a burst, every record of a sparse stream:
+// at 10 000 records/s into 4 partitions with a linger of 200 µs, waiting the whole linger
+// from each batch's first record added 200 µs and a timer wake-up to nearly every
+// record), while under load, when a batch opens as the last one goes out, batches still
+// gather a linger's worth (or an answer's worth, lingerInflight). Linux's TCP
+// autocorking, in spirit.
+//
+// Why the producer's last request and not the partition's: keyless records stick to one
+// partition until its batch closes (route.go), so under load each partition idles while
+// the others take their turn. Timed from its own last request, every sticky batch would
+// close as it opened, a record or two each, and keyless records would hop partitions at
+// the sender's pace instead of the linger's.
+func (w *window) sealAt() int64 {
+	return max(w.openFirst, min(w.openFirst, w.sh.lastSend)+w.sh.linger)
 }
 
 // add appends a record to the open batch, first sealing that batch if the record would
@@ -312,7 +333,7 @@ func (w *window) nextRequest(now int64, r *sendReq) bool {
 	if !w.canSend(now) {
 		return false
 	}
-	if w.sent == len(w.q) && w.open && now-w.openFirst >= w.sh.linger && len(w.reqs) < lingerInflight {
+	if w.sent == len(w.q) && w.open && now >= w.sealAt() && len(w.reqs) < lingerInflight {
 		w.seal()
 	}
 	if w.sent == len(w.q) {
@@ -331,6 +352,7 @@ func (w *window) nextRequest(now int64, r *sendReq) bool {
 	}
 	w.reqs = append(w.reqs, inflight{ord: r.ord, n: len(r.batches)})
 	w.sent += len(r.batches)
+	w.sh.lastSend = now
 	return true
 }
 
@@ -371,7 +393,7 @@ func (w *window) wakeAt(now int64) int64 {
 	case now < w.notBefore:
 		return w.notBefore
 	case w.canSend(now) && w.sent == len(w.q) && w.open && len(w.reqs) < lingerInflight:
-		return w.openFirst + w.sh.linger
+		return w.sealAt()
 	}
 	return never
 }

@@ -91,6 +91,47 @@ func TestWindowAcceptThenDurable(t *testing.T) {
 	}
 }
 
+// TestWindowLingerFromLastSend: a record into a producer that sent nothing for a linger
+// goes out at once; one a moment after a request waits out the rest of that request's
+// linger, not a whole one of its own, in the same window or another (keyless records
+// moving on to the next partition must not find it idle); and a batch opened before a
+// full one went out still waits no longer than a linger after its first record.
+func TestWindowLingerFromLastSend(t *testing.T) {
+	w := testWindow(1024, 4) // linger 5 ms
+	addN(w, 0, 1, 10*ms)
+	r1 := mustSend(t, w, 10*ms)
+	if seqs(r1) != "[0+1]" {
+		t.Fatalf("a record into an idle window waited: sent %s", seqs(r1))
+	}
+	w.onAnswer(r1, wire.CodeNone, ok(99, -1, 0, 0), 10*ms+ms/10, ms/10)
+	addN(w, 1, 1, 11*ms)
+	if w.nextRequest(11*ms, &sendReq{}) || w.wakeAt(11*ms) != 15*ms {
+		t.Fatalf("one ms after a request: sent, or wakes at %d, not at 15 ms", w.wakeAt(11*ms))
+	}
+	r2 := mustSend(t, w, 15*ms)
+	w.onAnswer(r2, wire.CodeNone, ok(99, -1, 1, 1), 15*ms+ms/10, ms/10)
+	addN(w, 2, 10, 16*ms) // a full batch of 9 and an open one of 1, opened at 16 ms
+	r3 := mustSend(t, w, 17*ms)
+	if seqs(r3) != "[2+9]" {
+		t.Fatalf("the full batch went as %s", seqs(r3))
+	}
+	w.onAnswer(r3, wire.CodeNone, ok(99, -1, 2, 10), 17*ms+ms/10, ms/10)
+	if w.nextRequest(20*ms, &sendReq{}) || w.wakeAt(20*ms) != 21*ms {
+		t.Fatalf("a batch opened at 16 ms, before a send at 17: sent at 20, or wakes at %d, not at 21 ms",
+			w.wakeAt(20*ms))
+	}
+	if r4 := mustSend(t, w, 21*ms); seqs(r4) != "[11+1]" {
+		t.Fatalf("the open batch went as %s", seqs(r4))
+	}
+	other := newWindow(w.sh, 1, 7, 42) // the next partition, idle since the start
+	addN(other, 0, 1, 22*ms)
+	if other.nextRequest(22*ms, &sendReq{}) || other.wakeAt(22*ms) != 26*ms {
+		t.Fatalf("a partition idle since the start sent a ms after another's request, or wakes at %d, not 26 ms",
+			other.wakeAt(22*ms))
+	}
+	mustSend(t, other, 26*ms)
+}
+
 func TestWindowSessionMismatchResendsSameBatches(t *testing.T) {
 	w := testWindow(1024, 4)
 	addSealed(w, 27)
