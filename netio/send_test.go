@@ -14,12 +14,13 @@ import (
 	"sluice/wire"
 )
 
-// mixedHandler answers request i inline on the loop when i%3 == 0 and from a new
-// goroutine otherwise, with an answer of i%7 == 0 ? large : small bytes after its
+// mixedHandler answers request i inline on the loop when i%3 == 0 (unless offLoop) and
+// from a new goroutine otherwise, with an answer of i%7 == 0 ? large : small bytes after its
 // header (large is above directMax: the loop writes those). It counts the answers given
 // and their Done calls.
 type mixedHandler struct {
 	large    int
+	offLoop  bool // every answer from a new goroutine
 	answered *sync.WaitGroup
 	given    *atomic.Int64
 	done     *atomic.Int64
@@ -37,7 +38,7 @@ func (h mixedHandler) Handle(c *Conn, sl Slot, req *wire.Request) {
 		c.Respond(sl, Response{Head: frame[:headLen], Iov: [][]byte{frame[headLen:]}, File: -1,
 			Done: func() { h.done.Add(1) }})
 	}
-	if id%3 == 0 {
+	if id%3 == 0 && !h.offLoop {
 		answer()
 		return
 	}
@@ -122,6 +123,83 @@ func TestDirectWrites(t *testing.T) {
 		t.Fatalf("outbound budget still charged: %d queued, %d reserved", st.OutboundQueued, st.OutboundReserved)
 	}
 	t.Logf("%d answers written off the loop's own turn, %d pauses", st.DirectWrites, st.PausedInflight)
+}
+
+// TestStalledReaderDuringDirectWrites: a client that stops reading while answers are
+// written by the goroutines that make them fills its socket; the writer that finds it
+// full waits for writability as the loop would, without holding anything the loop
+// needs: another client of the same loop is served meanwhile. When the first client
+// reads again, every answer arrives whole and in order, each Done runs once, and the
+// budgets settle.
+func TestStalledReaderDuringDirectWrites(t *testing.T) {
+	var answered sync.WaitGroup
+	var given, done atomic.Int64
+	// Every answer is made off the loop and may be written directly: large ones (every
+	// seventh) are 200 KiB, under directMax, so that some 40 of them fill any loopback
+	// socket's buffers. The loop takes every request at once (MaxInflight), so that once
+	// the socket is full only the answers' makers write: one that found it full and did
+	// not wait for writability would leave the rest stranded.
+	h := mixedHandler{large: 200 << 10, offLoop: true, answered: &answered, given: &given, done: &done}
+	s := startServer(t, Config{MaxInflight: 512}, h)
+	stream := func(n int) []byte {
+		var b []byte
+		for id := range uint32(n) {
+			req := wire.Request{Header: wire.RequestHeader{APIKey: wire.APIProduce, RequestID: id},
+				Body: &wire.ProduceRequest{Topic: []byte("t"), Version: 1}}
+			b = req.AppendTo(b)
+		}
+		return b
+	}
+	readAll := func(c net.Conn, n int) {
+		t.Helper()
+		c.SetReadDeadline(time.Now().Add(time.Minute))
+		r := bufio.NewReader(c)
+		for id := range uint32(n) {
+			got, err := readFrame(r)
+			if err != nil {
+				t.Fatalf("answer %d: %v", id, err)
+			}
+			if want, _ := h.frame(id); !bytes.Equal(got, want) {
+				t.Fatalf("answer %d: %d bytes, not the %d bytes of its answer", id, len(got), len(want))
+			}
+		}
+	}
+	stalled, err := net.Dial("tcp", s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stalled.Close()
+	const n = 300
+	go stalled.Write(stream(n))
+	waitFor(t, "a writer to find the socket full", func() bool { return s.Stats().WriteWaits > 0 })
+	if st := s.Stats(); st.DirectWrites == 0 {
+		t.Fatal("no answer was written by its maker before the socket filled")
+	}
+	other, err := net.Dial("tcp", s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if _, err := other.Write(stream(50)); err != nil {
+		t.Fatal(err)
+	}
+	readAll(other, 50) // while the first client still reads nothing
+	readAll(stalled, n)
+	stalled.Close()
+	other.Close()
+	answered.Wait()
+	st := settled(t, s)
+	if given.Load() != n+50 || done.Load() != n+50 {
+		t.Fatalf("%d answers given, %d Done calls; want %d each", given.Load(), done.Load(), n+50)
+	}
+	if st.DirectWrites+st.LoopWrites != n+50 {
+		t.Fatalf("answers counted written: %d + %d, want %d", st.DirectWrites, st.LoopWrites, n+50)
+	}
+	if st.OutboundQueued != 0 || st.OutboundReserved != 0 {
+		t.Fatalf("outbound budget still charged: %d queued, %d reserved", st.OutboundQueued, st.OutboundReserved)
+	}
+	t.Logf("%d writability waits, %d answers written by their makers, %d by the loop", st.WriteWaits,
+		st.DirectWrites, st.LoopWrites)
 }
 
 // TestCloseDuringDirectWrites: a client that closes its connection while answers are
