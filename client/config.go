@@ -129,11 +129,12 @@ func MaxFrame(n int) Opt { return optFunc(func(c *cfg) { c.maxFrame = n }) }
 
 // Linger is how long a producer batch waits for more records before it is sent
 // (default 5ms), measured from the batch's first record, and shortened to what is left
-// of a linger since the producer's previous request: a record produced when the producer
-// sent nothing for a linger goes out at once, so a sparse stream pays no linger while a
-// busy one still sends a lingered batch at most once a linger. ProduceSync and Flush
-// send at once. Lingers under a millisecond are kept to within tens of µs (the sender sleeps in
-// nanosleep, not on a Go timer, which would fire a millisecond late); 0 is LowLatency.
+// of a linger since the producer's last request before the batch began: a record
+// produced when the producer sent nothing for a linger goes out at once, so a sparse
+// stream pays no linger, while under load, where a batch begins as the last one leaves,
+// batches gather as long as before. ProduceSync and Flush send at once. Lingers under a
+// millisecond are kept to within tens of µs (the sender sleeps in nanosleep, not on a Go
+// timer, which would fire a millisecond late); 0 is LowLatency.
 func Linger(d time.Duration) Opt { return optFunc(func(c *cfg) { c.linger = d }) }
 
 // LowLatency is the small-batch latency mode: Linger 0. A batch goes out as soon as the

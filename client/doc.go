@@ -11,9 +11,9 @@
 // logical id, then to the physical partition serving that id (wire.PartitionOf); keyless
 // records stick to one partition until its batch closes, then move to the next, round
 // robin (route.go says why). Batches are sealed when they reach BatchBytes or have
-// lingered for Linger since their first record, or since the producer's previous request
-// when that is sooner (a record into an idle producer goes at once; LowLatency: as soon
-// as the sender is free), compressed with the chosen codec, and kept
+// lingered for Linger since their first record, or since the producer's last request
+// before they began when that is sooner (a record into an idle producer goes at once;
+// LowLatency: as soon as the sender is free), compressed with the chosen codec, and kept
 // until the broker's checkpoint C covers them (DESIGN.md §2):
 //
 //	q: [ accepted (offsets known) | in flight | not sent ] + open batch

@@ -89,7 +89,8 @@ func NewProducer(ctx context.Context, topic string, opts ...Opt) (*Producer, err
 	}
 	p.mu.sh = winShared{codec: c.codec, batchBytes: c.batchBytes, requestBytes: c.requestBytes,
 		maxInflight: c.maxInflight, linger: int64(c.linger), freeBytes: c.maxBuffered / 4, newPID: newPID,
-		pinLimit: 2 * c.maxBuffered, compactAt: 2 * c.maxBuffered}
+		pinLimit: 2 * c.maxBuffered, compactAt: 2 * c.maxBuffered,
+		lastSend: -int64(c.linger)} // idle for a linger at its start: the first record goes at once
 	p.mu.sh.compactAll = func() { // under p.mu, as every seal is
 		for _, w := range p.mu.wins {
 			w.compact()

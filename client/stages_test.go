@@ -10,8 +10,9 @@ import (
 // TestProducerStages: a producer times its client stages per batch and per request. With
 // synchronous produces (one record a batch, one batch a request, sent without lingering)
 // each stage counts one per record and the queue stays under the linger; ResetStages
-// empties both; an asynchronous record goes at once into a partition idle for a linger,
-// and waits out the rest of the linger a moment after the partition's last request.
+// empties both; an asynchronous record goes at once when the producer was idle for a
+// linger, and waits out the rest of the linger a moment after the producer's last
+// request.
 func TestProducerStages(t *testing.T) {
 	b := startBroker(t)
 	createTopic(t, b.Addr, "stages", 1)
@@ -49,7 +50,7 @@ func TestProducerStages(t *testing.T) {
 	if s := p.Stages(); s.Queue.Count() != 0 || s.RoundTrip.Count() != 0 {
 		t.Fatalf("stages after ResetStages: %d, %d", s.Queue.Count(), s.RoundTrip.Count())
 	}
-	// A record into a partition that sent nothing for a linger goes out at once; the next,
+	// A record into a producer that sent nothing for a linger goes out at once; the next,
 	// produced as soon as that one is written, waits out the rest of a linger since then.
 	time.Sleep(linger)
 	produce := func(i int) time.Duration {
@@ -65,10 +66,10 @@ func TestProducerStages(t *testing.T) {
 		return p.Stages().Queue.Quantile(100)
 	}
 	if q := produce(n); q >= linger/2 {
-		t.Fatalf("queue %v: a record into a partition idle for a linger (%v) waited for it", q, linger)
+		t.Fatalf("queue %v: a record into a producer idle for a linger (%v) waited for it", q, linger)
 	}
 	if q := produce(n + 1); q < linger/2 || q > time.Second {
-		t.Fatalf("queue %v: a record a moment after its partition's last request waits out the linger (%v)",
+		t.Fatalf("queue %v: a record a moment after the producer's last request waits out the linger (%v)",
 			q, linger)
 	}
 }

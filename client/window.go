@@ -29,7 +29,7 @@ type winShared struct {
 	requestBytes int
 	maxInflight  int
 	linger       int64     // nanoseconds
-	lastSend     int64     // when the last data request went out (the start, before any): sealAt
+	lastSend     int64     // when the last data request went out (sealAt)
 	buffered     int64     // bytes held by every window: open batches and sealed ones
 	bufs         batchBufs // recycled batch buffers (bufpool.go)
 	// freeBytes bounds the capacity of the recycled batch buffers (0: two of the
@@ -133,6 +133,7 @@ type window struct {
 	bld       batch.Builder
 	open      bool
 	openFirst int64   // when the open batch got its first record
+	openAfter int64   // the producer's last request when the open batch began (sealAt)
 	openProg  []int64 // progress numbers of the open batch; nil while none
 	lastLen   int     // a recent maximum of batch bytes before compression: the next one's buffer size
 
@@ -168,23 +169,33 @@ func newWindow(sh *winShared, part int, version uint32, pid int64) *window {
 }
 
 // sealAt is when the open batch has lingered enough to be sealed and sent: a linger after
-// the producer's last data request, but no later than a linger after the batch's first
-// record, and no sooner than that record. Linger bounds how often the producer sends a
-// lingered batch, not how long each record waits: a record that finds the producer idle
-// for a linger goes out at once (the first of a burst, every record of a sparse stream:
-// at 10 000 records/s into 4 partitions with a linger of 200 µs, waiting the whole linger
-// from each batch's first record added 200 µs and a timer wake-up to nearly every
-// record), while under load, when a batch opens as the last one goes out, batches still
-// gather a linger's worth (or an answer's worth, lingerInflight). Linux's TCP
-// autocorking, in spirit.
+// the producer's last request before the batch began, but no later than a linger after
+// the batch's first record, and no sooner than that record. Linger bounds how often the
+// producer sends lingered batches, not how long each record waits: a batch begun when
+// the producer had been idle for a linger goes out at once (the first records of a
+// burst, every record of a sparse stream: at 100 records/s with the default 5 ms linger
+// each record waited 5 ms for company that never came), while under load, where a batch
+// begins as the last one leaves, batches still gather a linger's worth (or an answer's
+// worth, lingerInflight). Linux's TCP autocorking, in spirit.
 //
 // Why the producer's last request and not the partition's: keyless records stick to one
 // partition until its batch closes (route.go), so under load each partition idles while
 // the others take their turn. Timed from its own last request, every sticky batch would
 // close as it opened, a record or two each, and keyless records would hop partitions at
-// the sender's pace instead of the linger's.
+// the sender's pace instead of the linger's. And why the request before the batch began,
+// not the latest: batches begun in the same idle spell (records into several partitions
+// at once) all go at once, not only the first one the sender reaches.
 func (w *window) sealAt() int64 {
-	return max(w.openFirst, min(w.openFirst, w.sh.lastSend)+w.sh.linger)
+	return max(w.openFirst, addSat(min(w.openFirst, w.openAfter), w.sh.linger))
+}
+
+// addSat returns t+d (d >= 0), or never when that does not fit: a linger of years means
+// batches sealed by size alone, not a time that wraps into the past.
+func addSat(t, d int64) int64 {
+	if t > never-d {
+		return never
+	}
+	return t + d
 }
 
 // add appends a record to the open batch, first sealing that batch if the record would
@@ -202,7 +213,7 @@ func (w *window) add(r *Record, logical uint16, ts, now int64) (wake bool) {
 		w.bld.Reset(w.sh.getBuf(w.buildHint()), w.pid, w.seq)
 		w.bld.SetLayout(uint16(w.version))  // the low 16 bits: docs/format.md §1
 		w.sh.buffered += int64(w.bld.Len()) // the header
-		w.open, w.openFirst, wake = true, now, true
+		w.open, w.openFirst, w.openAfter, wake = true, now, w.sh.lastSend, true
 	}
 	before := w.bld.Len()
 	w.bld.Add(logical, ts, r.Key, r.Value, r.Headers...)

@@ -94,8 +94,8 @@ func TestWindowAcceptThenDurable(t *testing.T) {
 // TestWindowLingerFromLastSend: a record into a producer that sent nothing for a linger
 // goes out at once; one a moment after a request waits out the rest of that request's
 // linger, not a whole one of its own, in the same window or another (keyless records
-// moving on to the next partition must not find it idle); and a batch opened before a
-// full one went out still waits no longer than a linger after its first record.
+// moving on to the next partition must not find it idle), even when a full batch left
+// after it began; and batches begun in the same idle spell all go at once.
 func TestWindowLingerFromLastSend(t *testing.T) {
 	w := testWindow(1024, 4) // linger 5 ms
 	addN(w, 0, 1, 10*ms)
@@ -110,26 +110,54 @@ func TestWindowLingerFromLastSend(t *testing.T) {
 	}
 	r2 := mustSend(t, w, 15*ms)
 	w.onAnswer(r2, wire.CodeNone, ok(99, -1, 1, 1), 15*ms+ms/10, ms/10)
-	addN(w, 2, 10, 16*ms) // a full batch of 9 and an open one of 1, opened at 16 ms
+	addN(w, 2, 10, 16*ms) // a full batch of 9 and an open one of 1, begun at 16 ms
 	r3 := mustSend(t, w, 17*ms)
 	if seqs(r3) != "[2+9]" {
 		t.Fatalf("the full batch went as %s", seqs(r3))
 	}
 	w.onAnswer(r3, wire.CodeNone, ok(99, -1, 2, 10), 17*ms+ms/10, ms/10)
-	if w.nextRequest(20*ms, &sendReq{}) || w.wakeAt(20*ms) != 21*ms {
-		t.Fatalf("a batch opened at 16 ms, before a send at 17: sent at 20, or wakes at %d, not at 21 ms",
-			w.wakeAt(20*ms))
+	if w.nextRequest(19*ms, &sendReq{}) || w.wakeAt(19*ms) != 20*ms {
+		t.Fatalf("a batch begun at 16 ms, after a request at 15: sent at 19, or wakes at %d, not at 20 ms",
+			w.wakeAt(19*ms))
 	}
-	if r4 := mustSend(t, w, 21*ms); seqs(r4) != "[11+1]" {
+	if r4 := mustSend(t, w, 20*ms); seqs(r4) != "[11+1]" {
 		t.Fatalf("the open batch went as %s", seqs(r4))
 	}
 	other := newWindow(w.sh, 1, 7, 42) // the next partition, idle since the start
 	addN(other, 0, 1, 22*ms)
-	if other.nextRequest(22*ms, &sendReq{}) || other.wakeAt(22*ms) != 26*ms {
-		t.Fatalf("a partition idle since the start sent a ms after another's request, or wakes at %d, not 26 ms",
+	if other.nextRequest(22*ms, &sendReq{}) || other.wakeAt(22*ms) != 25*ms {
+		t.Fatalf("a partition idle since the start sent 2 ms after another's request, or wakes at %d, not 25 ms",
 			other.wakeAt(22*ms))
 	}
-	mustSend(t, other, 26*ms)
+	r5 := mustSend(t, other, 25*ms)
+	other.onAnswer(r5, wire.CodeNone, ok(98, -1, 0, 0), 25*ms+ms/10, ms/10)
+	// Idle again for more than a linger: records into both partitions at once both go at
+	// once, not only the first one the sender looks at.
+	addN(w, 12, 1, 40*ms)
+	addN(other, 1, 1, 40*ms)
+	mustSend(t, w, 40*ms)
+	if !other.nextRequest(40*ms, &sendReq{}) {
+		t.Fatalf("the second batch begun in an idle spell waits until %d", other.wakeAt(40*ms))
+	}
+}
+
+// TestWindowLingerNeverWraps: a linger too long to add to a time (batches sealed by size
+// alone) keeps an open batch until it fills or is flushed, rather than wrapping into the
+// past and sending it at once.
+func TestWindowLingerNeverWraps(t *testing.T) {
+	w := testWindow(1024, 4)
+	w.sh.linger = never
+	addN(w, 0, 1, ms)
+	if w.nextRequest(ms, &sendReq{}) || w.wakeAt(ms) != never {
+		t.Fatalf("sent a batch that lingers for ever, or wakes at %d", w.wakeAt(ms))
+	}
+	w.seal() // as ProduceSync and Flush do
+	r := mustSend(t, w, 2*ms)
+	w.onAnswer(r, wire.CodeNone, ok(99, -1, 0, 0), 2*ms+ms/10, ms/10)
+	addN(w, 1, 1, 3*ms) // begun after a request: timed from it
+	if w.nextRequest(4*ms, &sendReq{}) || w.wakeAt(4*ms) != never {
+		t.Fatalf("sent a batch that lingers for ever, or wakes at %d", w.wakeAt(4*ms))
+	}
 }
 
 func TestWindowSessionMismatchResendsSameBatches(t *testing.T) {
