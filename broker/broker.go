@@ -17,6 +17,7 @@ import (
 	"sluice/netio"
 	"sluice/netio/tlsfront"
 	"sluice/persist/hdfs"
+	"sluice/persist/vfs"
 	"sluice/sched"
 )
 
@@ -45,6 +46,7 @@ type Broker struct {
 
 	stopReclaim  chan struct{}
 	reclaimDone  chan struct{}
+	reaper       reaper // removes the files retention deleted, off the shards
 	shutdownOnce sync.Once
 	shutdownErr  error
 	persisters   sync.WaitGroup
@@ -92,6 +94,10 @@ func Start(cfg Config) (*Broker, error) {
 		return nil, fmt.Errorf("cannot start on %s: %w", cfg.DataDir, err)
 	}
 	b := &Broker{cfg: cfg, epoch: time.Now(), fdLimit: fdLimit(), lock: lock, stages: newStages()}
+	b.reaper.fs, b.reaper.logger = cfg.Log.FS, cfg.Logger
+	if b.reaper.fs == nil {
+		b.reaper.fs = vfs.Default()
+	}
 	b.mu.topics = map[string]*topic{}
 	if b.arena, err = memarena.New(cfg.Arena); err != nil {
 		lock.Release()
@@ -148,6 +154,7 @@ func Start(cfg Config) (*Broker, error) {
 		b.stopShipper()
 		b.stopAuth()
 		b.sched.Close()
+		b.reaper.wait()
 		b.arena.Close()
 		b.lock.Release()
 		return nil, err
@@ -283,6 +290,7 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 		// Runs queued requests, then the OnClose hooks (shutdownPart: the last persist,
 		// the answers to everything parked), while the connections are still open.
 		b.sched.Close()
+		b.reaper.wait() // retention ran on the shards: its files are gone before the stop returns
 		// The answers written: a client that does not read its answers holds the stop
 		// for shutdownFlushWait at most (everything is durable by now).
 		fctx, cancel := context.WithTimeout(ctx, shutdownFlushWait)

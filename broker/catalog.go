@@ -82,6 +82,7 @@ func (b *Broker) logOptions(o wire.TopicOptions) (local.Options, error) {
 		return local.Options{}, err
 	}
 	opts := b.cfg.Log
+	opts.Discard = b.reaper.discard // retention's unlinks off the shards (reaper.go)
 	opts.SegmentBytes = o.SegmentBytes
 	// Past a century a segment never rolls by age: -1 ("never") and larger ages map there.
 	opts.SegmentAge = min(time.Duration(o.SegmentMs)*time.Millisecond, local.MaxSegmentAge)

@@ -29,6 +29,17 @@ func readAll(fs vfs.FS, path string) ([]byte, error) {
 	return b, nil
 }
 
+// renameIfExists renames path to to, and reports false for a file that is already gone.
+func renameIfExists(fs vfs.FS, path, to string) (bool, error) {
+	if err := fs.Rename(path, to); err != nil {
+		if vfs.IsNotExist(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("cannot rename %s to %s: %w", path, to, err)
+	}
+	return true, nil
+}
+
 // removeIfExists removes path, ignoring a file that is already gone.
 func removeIfExists(fs vfs.FS, path string) error {
 	if err := fs.Remove(path); err != nil && !vfs.IsNotExist(err) {

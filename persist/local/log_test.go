@@ -153,14 +153,7 @@ func TestRetentionBySize(t *testing.T) {
 	if n, err := l.ApplyRetention(-1); err != nil || n != 0 {
 		t.Fatalf("retention below every segment deleted %d (%v)", n, err)
 	}
-	n, err := l.ApplyRetention(l.Durable())
-	if err != nil {
-		t.Fatal(err)
-	}
-	after := stats(t, l)
-	if n == 0 || after.Segments != before.Segments-n || after.Start == 0 {
-		t.Fatalf("deleted %d: %+v -> %+v", n, before, after)
-	}
+	after := retainDurable(t, l, before)
 	if after.Bytes < opts.RetentionBytes || after.Bytes > opts.RetentionBytes+opts.SegmentBytes {
 		t.Fatalf("kept %d bytes for retention %d", after.Bytes, opts.RetentionBytes)
 	}
@@ -172,6 +165,66 @@ func TestRetentionBySize(t *testing.T) {
 	if len(files) != after.Segments {
 		t.Fatalf("%d .log files for %d segments", len(files), after.Segments)
 	}
+}
+
+// retainDurable applies retention up to the durable checkpoint to a log that was
+// before, and returns its stats after: it must have deleted segments and moved its start.
+func retainDurable(t *testing.T, l *Log, before Stats) Stats {
+	t.Helper()
+	n, err := l.ApplyRetention(l.Durable())
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := stats(t, l)
+	if n == 0 || after.Segments != before.Segments-n || after.Start == 0 {
+		t.Fatalf("deleted %d: %+v -> %+v", n, before, after)
+	}
+	return after
+}
+
+// TestRetentionDiscardLeavesTheUnlinks: with Options.Discard, retention takes the
+// segments out and renames their files to *.deleted, handing them to Discard instead of
+// unlinking them on the caller's goroutine (the partition's shard). Here Discard only
+// records them, as a reaper that has not run yet (the real one is the broker's, whose
+// timing a test cannot hold): the log is as after any retention, reads below its start
+// are out of range, every renamed file was handed over, and a reopen removes the ones
+// left, as after a crash before the reaper ran.
+func TestRetentionDiscardLeavesTheUnlinks(t *testing.T) {
+	var handed []string
+	dir := t.TempDir()
+	opts := Options{SegmentBytes: 4 << 10, RetentionBytes: 20 << 10, Sync: SyncNever,
+		Discard: func(paths []string) { handed = append(handed, paths...) }}
+	l := openLog(t, dir, opts)
+	appendN(t, l, 1000)
+	after := retainDurable(t, l, stats(t, l))
+	if _, err := l.ReadRegion(after.Start-1, 10); !errors.Is(err, ErrOffsetOutOfRange) {
+		t.Fatalf("read below start: %v", err)
+	}
+	checkContents(t, l)
+	logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+	deleted, _ := filepath.Glob(filepath.Join(dir, "*.deleted"))
+	if len(logs) != after.Segments {
+		t.Fatalf("%d .log files for %d segments", len(logs), after.Segments)
+	}
+	if len(deleted) == 0 || len(deleted) != len(handed) {
+		t.Fatalf("%d files renamed for deletion, %d handed to Discard", len(deleted), len(handed))
+	}
+	for _, p := range handed {
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("handed %s, which is not there: %v", p, err)
+		}
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l = openLog(t, dir, opts)
+	if got := stats(t, l); got.Start != after.Start || got.Segments != after.Segments {
+		t.Fatalf("reopened: %+v, want start %d and %d segments", got, after.Start, after.Segments)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "*.deleted")); len(left) != 0 {
+		t.Fatalf("the reopen left %d *.deleted files", len(left))
+	}
+	checkContents(t, l)
 }
 
 func TestRetentionByAgeKeepsHeldRegions(t *testing.T) {

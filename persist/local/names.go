@@ -11,6 +11,8 @@ const (
 	logSuffix       = ".log"
 	indexSuffix     = ".index"
 	timeIndexSuffix = ".timeindex"
+	// deletedSuffix marks a file retention deleted and handed to Options.Discard.
+	deletedSuffix = ".deleted"
 )
 
 // segmentName returns the path of a segment file: the 20-digit zero-padded base offset
@@ -40,7 +42,7 @@ const (
 
 // parseName classifies name and returns the base offset of segment files.
 func parseName(name string) (fileKind, int64) {
-	if strings.HasSuffix(name, ".tmp") || strings.HasSuffix(name, ".deleted") {
+	if strings.HasSuffix(name, ".tmp") || strings.HasSuffix(name, deletedSuffix) {
 		return kindLeftover, 0
 	}
 	if name == recoveryPointName {

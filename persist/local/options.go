@@ -111,6 +111,13 @@ type Options struct {
 	Clock func() time.Time
 	// Logger receives recovery and retention reports; default discards.
 	Logger *slog.Logger
+	// Discard, when set, takes the files of the segments retention deleted, renamed to
+	// *.deleted, and removes them off the caller's goroutine: unlinking a large file may
+	// take seconds (a filesystem mounted with discard trims its blocks then), and
+	// ApplyRetention runs on the partition's owner, which serves its reads meanwhile. A
+	// crash before they are removed leaves *.deleted files, which Open removes. nil: the
+	// files are removed at once.
+	Discard func(paths []string)
 }
 
 // EnsureDefaults fills unset fields with their defaults and returns o.

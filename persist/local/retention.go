@@ -83,17 +83,35 @@ func (l *Log) ApplyRetention(limit int64) (int, error) {
 // it from the list before it left (and opens it now, its descriptor closed by the pool)
 // must find it dead, which reads as offset out of range, and not a missing file, which
 // reads as a storage error (TestReadRacingDelete; TestFilePoolConcurrent found it).
-// Descriptors open in readers stay valid after the files are removed.
+// Descriptors open in readers stay valid after the files are removed. With
+// Options.Discard the files are only renamed here (*.deleted, which Open also removes)
+// and removed by Discard's goroutine: a retention pass of a partition written at 450
+// MB/s deleted 57 segments of 64 MiB at once, and their unlinks (a filesystem mounted
+// with discard) held the partition's shard, and its consumer, for about two seconds.
 func (l *Log) deleteSegments(segs []*segment) error {
 	var firstErr error
+	var discard []string
 	for _, s := range segs {
 		s.drop()
 		for _, suffix := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
-			if err := removeIfExists(l.fs, segmentName(l.dir, s.base, suffix)); err != nil && firstErr == nil {
+			name := segmentName(l.dir, s.base, suffix)
+			var err error
+			if l.opts.Discard == nil {
+				err = removeIfExists(l.fs, name)
+			} else {
+				var moved bool
+				if moved, err = renameIfExists(l.fs, name, name+deletedSuffix); moved {
+					discard = append(discard, name+deletedSuffix)
+				}
+			}
+			if err != nil && firstErr == nil {
 				firstErr = err
 			}
 		}
 		l.opts.Logger.Info("deleted segment", "segment", s.path, "bytes", s.size)
+	}
+	if len(discard) > 0 {
+		l.opts.Discard(discard)
 	}
 	return firstErr
 }
