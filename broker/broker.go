@@ -154,7 +154,7 @@ func Start(cfg Config) (*Broker, error) {
 		b.stopShipper()
 		b.stopAuth()
 		b.sched.Close()
-		b.reaper.wait()
+		b.reaper.wait(context.Background())
 		b.arena.Close()
 		b.lock.Release()
 		return nil, err
@@ -290,7 +290,7 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 		// Runs queued requests, then the OnClose hooks (shutdownPart: the last persist,
 		// the answers to everything parked), while the connections are still open.
 		b.sched.Close()
-		b.reaper.wait() // retention ran on the shards: its files are gone before the stop returns
+		b.reaper.wait(ctx) // retention ran on the shards: its files go before the stop returns
 		// The answers written: a client that does not read its answers holds the stop
 		// for shutdownFlushWait at most (everything is durable by now).
 		fctx, cancel := context.WithTimeout(ctx, shutdownFlushWait)

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
 	"sluice/batch"
+	"sluice/persist/vfs"
 	"sluice/persist/vfs/errorfs"
 )
 
@@ -225,6 +227,31 @@ func TestRetentionDiscardLeavesTheUnlinks(t *testing.T) {
 		t.Fatalf("the reopen left %d *.deleted files", len(left))
 	}
 	checkContents(t, l)
+}
+
+// TestRetentionDiscardRenameFails: a file retention cannot rename for Discard (a full
+// disk, injected) is removed at once instead: the segment, already out of the log, must
+// not stay on disk under its live name, where nothing would delete it and a reopen would
+// bring it back.
+func TestRetentionDiscardRenameFails(t *testing.T) {
+	var handed []string
+	dir := t.TempDir()
+	opts := Options{SegmentBytes: 4 << 10, RetentionBytes: 20 << 10, Sync: SyncNever,
+		FS:      errorfs.Wrap(vfs.Default(), &errorfs.Rule{Op: errorfs.OpRename, Suffix: deletedSuffix, Err: syscall.ENOSPC}),
+		Discard: func(paths []string) { handed = append(handed, paths...) }}
+	l := openLog(t, dir, opts)
+	appendN(t, l, 1000)
+	after := retainDurable(t, l, stats(t, l))
+	logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+	if len(logs) != after.Segments || len(handed) != 0 {
+		t.Fatalf("%d .log files for %d segments, %d handed to Discard", len(logs), after.Segments, len(handed))
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := stats(t, openLog(t, dir, opts)); got.Start != after.Start {
+		t.Fatalf("reopened at start %d, want %d: a deleted segment came back", got.Start, after.Start)
+	}
 }
 
 func TestRetentionByAgeKeepsHeldRegions(t *testing.T) {
