@@ -71,6 +71,34 @@ func readFrame(r io.Reader) ([]byte, error) {
 	return frame, err
 }
 
+// produceStream returns n empty produce requests, ids 0 to n-1, back to back.
+func produceStream(n int) []byte {
+	var b []byte
+	for id := range uint32(n) {
+		req := wire.Request{Header: wire.RequestHeader{APIKey: wire.APIProduce, RequestID: id},
+			Body: &wire.ProduceRequest{Topic: []byte("t"), Version: 1}}
+		b = req.AppendTo(b)
+	}
+	return b
+}
+
+// readAnswers reads n answers from c, within a minute, and checks that each is whole,
+// in order, and the one h gives.
+func (h mixedHandler) readAnswers(t *testing.T, c net.Conn, n int) {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(time.Minute))
+	r := bufio.NewReader(c)
+	for id := range uint32(n) {
+		got, err := readFrame(r)
+		if err != nil {
+			t.Fatalf("answer %d: %v", id, err)
+		}
+		if want, _ := h.frame(id); !bytes.Equal(got, want) {
+			t.Fatalf("answer %d: %d bytes, not the %d bytes of its answer", id, len(got), len(want))
+		}
+	}
+}
+
 // TestDirectWrites: answers written by whoever makes them (the loop inline, other
 // goroutines, the loop again for large ones) go out whole and in request order on a
 // connection that pauses at MaxInflight again and again (a writer off the loop must
@@ -85,24 +113,8 @@ func TestDirectWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	const n = 3000
-	var stream []byte
-	for id := range uint32(n) {
-		req := wire.Request{Header: wire.RequestHeader{APIKey: wire.APIProduce, RequestID: id},
-			Body: &wire.ProduceRequest{Topic: []byte("t"), Version: 1}}
-		stream = req.AppendTo(stream)
-	}
-	go c.Write(stream)
-	c.SetReadDeadline(time.Now().Add(time.Minute))
-	r := bufio.NewReader(c)
-	for id := range uint32(n) {
-		got, err := readFrame(r)
-		if err != nil {
-			t.Fatalf("answer %d: %v", id, err)
-		}
-		if want, _ := h.frame(id); !bytes.Equal(got, want) {
-			t.Fatalf("answer %d: %d bytes, not the %d bytes of its answer", id, len(got), len(want))
-		}
-	}
+	go c.Write(produceStream(n))
+	h.readAnswers(t, c, n)
 	c.Close()
 	answered.Wait()
 	st := settled(t, s)
@@ -141,36 +153,13 @@ func TestStalledReaderDuringDirectWrites(t *testing.T) {
 	// not wait for writability would leave the rest stranded.
 	h := mixedHandler{large: 200 << 10, offLoop: true, answered: &answered, given: &given, done: &done}
 	s := startServer(t, Config{MaxInflight: 512}, h)
-	stream := func(n int) []byte {
-		var b []byte
-		for id := range uint32(n) {
-			req := wire.Request{Header: wire.RequestHeader{APIKey: wire.APIProduce, RequestID: id},
-				Body: &wire.ProduceRequest{Topic: []byte("t"), Version: 1}}
-			b = req.AppendTo(b)
-		}
-		return b
-	}
-	readAll := func(c net.Conn, n int) {
-		t.Helper()
-		c.SetReadDeadline(time.Now().Add(time.Minute))
-		r := bufio.NewReader(c)
-		for id := range uint32(n) {
-			got, err := readFrame(r)
-			if err != nil {
-				t.Fatalf("answer %d: %v", id, err)
-			}
-			if want, _ := h.frame(id); !bytes.Equal(got, want) {
-				t.Fatalf("answer %d: %d bytes, not the %d bytes of its answer", id, len(got), len(want))
-			}
-		}
-	}
 	stalled, err := net.Dial("tcp", s.Addr())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer stalled.Close()
 	const n = 300
-	go stalled.Write(stream(n))
+	go stalled.Write(produceStream(n))
 	waitFor(t, "a writer to find the socket full", func() bool { return s.Stats().WriteWaits > 0 })
 	if st := s.Stats(); st.DirectWrites == 0 {
 		t.Fatal("no answer was written by its maker before the socket filled")
@@ -180,11 +169,11 @@ func TestStalledReaderDuringDirectWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer other.Close()
-	if _, err := other.Write(stream(50)); err != nil {
+	if _, err := other.Write(produceStream(50)); err != nil {
 		t.Fatal(err)
 	}
-	readAll(other, 50) // while the first client still reads nothing
-	readAll(stalled, n)
+	h.readAnswers(t, other, 50) // while the first client still reads nothing
+	h.readAnswers(t, stalled, n)
 	stalled.Close()
 	other.Close()
 	answered.Wait()
@@ -215,13 +204,7 @@ func TestCloseDuringDirectWrites(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var stream []byte
-		for id := range uint32(200) {
-			req := wire.Request{Header: wire.RequestHeader{APIKey: wire.APIProduce, RequestID: id},
-				Body: &wire.ProduceRequest{Topic: []byte("t"), Version: 1}}
-			stream = req.AppendTo(stream)
-		}
-		if _, err := c.Write(stream); err != nil {
+		if _, err := c.Write(produceStream(200)); err != nil {
 			t.Fatal(err)
 		}
 		c.SetReadDeadline(time.Now().Add(time.Minute))
@@ -465,13 +448,7 @@ func askTwo(t *testing.T, s *Server) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	var stream []byte
-	for id := range uint32(2) {
-		req := wire.Request{Header: wire.RequestHeader{APIKey: wire.APIProduce, RequestID: id},
-			Body: &wire.ProduceRequest{Topic: []byte("t"), Version: 1}}
-		stream = req.AppendTo(stream)
-	}
-	if _, err := c.Write(stream); err != nil {
+	if _, err := c.Write(produceStream(2)); err != nil {
 		t.Fatal(err)
 	}
 	c.SetReadDeadline(time.Now().Add(20 * time.Second))
