@@ -49,11 +49,12 @@ fuzz:
 
 # sluice side by side with Kafka and NATS JetStream, and the loopback and disk ceilings:
 # installs the peers (Go modules, Maven Central), runs the suite, rewrites the generated
-# section of BENCHMARKS.md and docs/bench/*.png. About 30-40 minutes (at most 45).
+# section of BENCHMARKS.md and docs/bench/*.png. About 35-45 minutes (at most 55).
 # bench-quick: no Kafka, small counts, a few minutes. bench-sustained: only the disk
 # ceilings and the sustained produce runs, about 15 minutes. bench-storage: the storage
 # benchmarks of issue 2. bench-latency: only the latency and consume parts with sluice and
-# Kafka (issue 14), about 10 minutes; ONLY= and SYSTEMS= narrow `make bench` the same way.
+# Kafka (issue 14), three rounds of each latency run, about 14 minutes; ONLY= and
+# SYSTEMS= narrow `make bench` the same way.
 bench:
 	scripts/bench-all
 

@@ -37,10 +37,14 @@ type Suite struct {
 	Quick   bool                          `json:"quick"`
 	Start   time.Time                     `json:"start"`
 	Results map[string]map[string]*Result `json:"results"`
-	RSS     map[string]int64              `json:"rss_bytes"`
-	Skipped map[string]string             `json:"skipped,omitempty"`
-	Machine Machine                       `json:"machine"`
-	NewOnly bool                          `json:"new_only,omitempty"`
+	// Rounds holds the latencies (without their CDFs) of every round of each end-to-end
+	// measurement, by system and measurement, in run order; Results holds the median
+	// round's whole result.
+	Rounds  map[string]map[string][]*Latency `json:"latency_rounds,omitempty"`
+	RSS     map[string]int64                 `json:"rss_bytes"`
+	Skipped map[string]string                `json:"skipped,omitempty"`
+	Machine Machine                          `json:"machine"`
+	NewOnly bool                             `json:"new_only,omitempty"`
 	// Only and Systems are SuiteOptions' subsets, when the run was narrowed.
 	Only    []string `json:"only,omitempty"`
 	Systems []string `json:"systems,omitempty"`
@@ -96,6 +100,9 @@ type suiteSizes struct {
 	count1K, count100 int64
 	cap               time.Duration // bound of each produce and consume run
 	e2e, warmup       time.Duration
+	// e2eRounds is how many times each end-to-end measurement runs on every system; the
+	// report takes each system's median round by p99 (suite_latency.go).
+	e2eRounds int
 	// A sustained run lasts sustainMin and sustainBytes, whichever is later, at most
 	// sustainMax.
 	sustainMin, sustainMax time.Duration
@@ -107,10 +114,10 @@ type suiteSizes struct {
 
 func sizesOf(quick bool) suiteSizes {
 	if quick {
-		return suiteSizes{count1K: 400_000, count100: 2_000_000, cap: 8 * time.Second, e2e: 4 * time.Second, warmup: time.Second,
+		return suiteSizes{count1K: 400_000, count100: 2_000_000, cap: 8 * time.Second, e2e: 4 * time.Second, warmup: time.Second, e2eRounds: 1,
 			sustainMin: 10 * time.Second, sustainMax: 15 * time.Second, sustainBytes: 2e9, diskQuick: 1 << 30, diskCap: 30 * time.Second}
 	}
-	return suiteSizes{count1K: 2_000_000, count100: 10_000_000, cap: 30 * time.Second, e2e: 10 * time.Second, warmup: 2 * time.Second,
+	return suiteSizes{count1K: 2_000_000, count100: 10_000_000, cap: 30 * time.Second, e2e: 10 * time.Second, warmup: 2 * time.Second, e2eRounds: 3,
 		sustainMin: 60 * time.Second, sustainMax: 120 * time.Second, sustainBytes: 20e9, diskCap: 3 * time.Minute}
 }
 
@@ -120,6 +127,10 @@ const (
 	suiteBatch      = 1 << 20
 	suiteLinger     = 5 * time.Millisecond
 	e2eLinger       = 200 * time.Microsecond
+	// e2eRetention and e2eSegment are the end-to-end topics' retention per partition and
+	// segment size (sluice and Kafka; NATS the stream's MaxBytes).
+	e2eRetention = 1 << 30
+	e2eSegment   = 64 << 20
 )
 
 // RunSuite runs every workload against every system it can start and the ceilings.
