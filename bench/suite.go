@@ -128,8 +128,11 @@ const (
 	suiteLinger     = 5 * time.Millisecond
 	e2eLinger       = 200 * time.Microsecond
 	// e2eRetention and e2eSegment are the end-to-end topics' retention per partition and
-	// segment size (sluice and Kafka; NATS the stream's MaxBytes).
-	e2eRetention = 1 << 30
+	// segment size (sluice and Kafka; NATS the stream's MaxBytes). 4 GiB keeps more than
+	// 5 s of one partition at sluice's half load (about 760 MB/s): a consumer that falls
+	// seconds behind on an overloaded host reads late, not past retention (with 1 GiB, a
+	// round that lagged 1.2 s lost 411 553 records to it, 2026-12-04).
+	e2eRetention = 4 << 30
 	e2eSegment   = 64 << 20
 )
 

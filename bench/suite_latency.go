@@ -166,8 +166,9 @@ func e2eConfig(s *Suite, srv *Server, m string, sz suiteSizes) (Config, bool) {
 		c.Topic, parts = "relay-"+m, 1 // the relay has no partitions
 	}
 	c.Partitions, c.Rate, c.Duration, c.Warmup, c.Linger = parts, rate, sz.e2e, sz.warmup, e2eLinger
-	// Retention keeps the rounds within the disk: at sluice's half load (about 700 MB/s)
-	// each run writes about 7 GB to its topic, and a deployed broker trims as it writes.
+	// Retention keeps the rounds within the disk (at most about 20 GiB for sluice): at
+	// sluice's half load (about 700 MB/s) each run writes about 7 GB to its topic, and a
+	// deployed broker trims as it writes.
 	c.RetentionBytes, c.SegmentBytes = e2eRetention, e2eSegment
 	c.MetricsAddr = srv.MetricsAddr // sluice's: the broker's stages (stages.go)
 	c.ServerPid = srv.Pid()
