@@ -1,9 +1,6 @@
 package bench
 
-import (
-	"fmt"
-	"strings"
-)
+import "fmt"
 
 // e2eRuns are the end-to-end measurements in report order, with their titles.
 var e2eRuns = []struct{ m, title string }{
@@ -16,7 +13,7 @@ var e2eRuns = []struct{ m, title string }{
 // where sluice's time went (the breakdown of breakdown.go).
 func (s *Suite) latencyMarkdown(w func(string, ...any)) {
 	w("\n### End-to-end latency\n\n")
-	w("One producer and one consumer reading the tail, linger %v; latency from each record's intended send time (fixed-rate schedule, corrected for coordinated omission) to its arrival at the consumer, after a warm-up. Each measurement ran %s on every system, the rounds one after another, and each row is the system's median round by p99 (**p99 of each round** lists them in run order; one run on these shared cores can meet or miss a stall of the host); the topics keep %d MiB per partition in segments of %d MiB. Every system's server is up for these runs, and each measurement runs on every system back to back (sluice, the relay, Kafka, NATS), so that the runs compared in a row follow each other within a minute, not the ten minutes between one system's runs and the next's. Half load is half of each system's own 1 KiB produce rate above; 10 000 records/s is the same for every system. **relay** is the ceiling: a process that passes the producer's bytes straight on to the consumer (`sluice bench relay`, bench/relay.go), at sluice's rate of each run with the same records and linger, so its latency is what this host gives any broker before the broker does any work (two processes, loopback TCP both ways, woken threads). **Cores used** is the processor time of the harness (producer and consumer) and of the server over the measured part, in cores, with the host's shares busy (anything, this run or not) and stolen by the hypervisor over the same time (`bench/cpu.go`): a tail on these two shared cores is mostly waiting for a core, and grows fast as the cores fill. The processes' times include time stolen while they ran, so under heavy steal a run looks heavier than it is.\n\n", e2eLinger, timesText(s.e2eRounds()), e2eRetention>>20, e2eSegment>>20)
+	w("One producer and one consumer reading the tail, linger %v; latency from each record's intended send time (fixed-rate schedule, corrected for coordinated omission) to its arrival at the consumer, after a warm-up. %sEvery system's server is up for these runs, and each measurement runs on every system back to back (sluice, the relay, Kafka, NATS), so that the runs compared in a row follow each other within a minute, not the ten minutes between one system's runs and the next's. Half load is half of each system's own 1 KiB produce rate above; 10 000 records/s is the same for every system. **relay** is the ceiling: a process that passes the producer's bytes straight on to the consumer (`sluice bench relay`, bench/relay.go), at sluice's rate of each run with the same records and linger, so its latency is what this host gives any broker before the broker does any work (two processes, loopback TCP both ways, woken threads). **Cores used** is the processor time of the harness (producer and consumer) and of the server over the measured part, in cores, with the host's shares busy (anything, this run or not) and stolen by the hypervisor over the same time (`bench/cpu.go`): a tail on these two shared cores is mostly waiting for a core, and grows fast as the cores fill. The processes' times include time stolen while they ran, so under heavy steal a run looks heavier than it is.\n\n", e2eLinger, s.roundsText())
 	w("| run | system | rate (records/s) | p50 | p99 | p99.9 | max | p99 of each round | p99 ÷ Kafka's | p99 ÷ relay's | cores used: harness + server | host busy / steal | errors |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, run := range e2eRuns {
 		kafka, relay := s.Results["kafka"][run.m], s.Results["relay"][run.m]
@@ -64,40 +61,6 @@ func (s *Suite) latencyMarkdown(w func(string, ...any)) {
 	}
 }
 
-// e2eRounds returns the most rounds any end-to-end measurement of s ran (1 for a suite
-// recorded before rounds were kept).
-func (s *Suite) e2eRounds() int {
-	n := 1
-	for _, byM := range s.Rounds {
-		for _, ls := range byM {
-			n = max(n, len(ls))
-		}
-	}
-	return n
-}
-
-// timesText says n times in words: "once", "3 times".
-func timesText(n int) string {
-	if n == 1 {
-		return "once"
-	}
-	return fmt.Sprintf("%d times", n)
-}
-
-// roundsP99 formats the p99 of every round of measurement m on system sys, in run order
-// ("712 µs, 961 µs, 770 µs"), or "—" without rounds.
-func (s *Suite) roundsP99(sys, m string) string {
-	ls := s.Rounds[sys][m]
-	if len(ls) == 0 {
-		return "—"
-	}
-	out := make([]string, len(ls))
-	for i, l := range ls {
-		out[i] = fmtMicros(l.P99)
-	}
-	return strings.Join(out, ", ")
-}
-
 // cpuCells formats a run's processor use for the latency table: "1.64 = 0.86 + 0.78
 // of 2" (harness + server, in cores) and "87 % / 4 %" (the host busy / stolen).
 func cpuCells(u *CPUUse) (cores, host string) {
@@ -129,7 +92,7 @@ func (s *Suite) latencyGoals(w func(string, ...any)) {
 	verdict := map[bool]string{true: "met", false: "**not met**"}
 	median := ""
 	if n := s.e2eRounds(); n > 1 {
-		median = fmt.Sprintf(" (the median of %d rounds by p99, each system's own)", n)
+		median = fmt.Sprintf(" (the round of sluice's median p99 of %d)", n)
 	}
 	for _, run := range e2eRuns {
 		if r := s.Results["sluice"][run.m]; r != nil && r.Latency != nil {

@@ -37,14 +37,14 @@ type Suite struct {
 	Quick   bool                          `json:"quick"`
 	Start   time.Time                     `json:"start"`
 	Results map[string]map[string]*Result `json:"results"`
-	// Rounds holds the latencies (without their CDFs) of every round of each end-to-end
-	// measurement, by system and measurement, in run order; Results holds the median
-	// round's whole result.
-	Rounds  map[string]map[string][]*Latency `json:"latency_rounds,omitempty"`
-	RSS     map[string]int64                 `json:"rss_bytes"`
-	Skipped map[string]string                `json:"skipped,omitempty"`
-	Machine Machine                          `json:"machine"`
-	NewOnly bool                             `json:"new_only,omitempty"`
+	// Rounds holds every round of each end-to-end measurement, by system and
+	// measurement, in run order; Results holds the kept round's whole result
+	// (keepMedianRound).
+	Rounds  map[string]map[string][]*Round `json:"latency_rounds,omitempty"`
+	RSS     map[string]int64               `json:"rss_bytes"`
+	Skipped map[string]string              `json:"skipped,omitempty"`
+	Machine Machine                        `json:"machine"`
+	NewOnly bool                           `json:"new_only,omitempty"`
 	// Only and Systems are SuiteOptions' subsets, when the run was narrowed.
 	Only    []string `json:"only,omitempty"`
 	Systems []string `json:"systems,omitempty"`
@@ -101,7 +101,7 @@ type suiteSizes struct {
 	cap               time.Duration // bound of each produce and consume run
 	e2e, warmup       time.Duration
 	// e2eRounds is how many times each end-to-end measurement runs on every system; the
-	// report takes each system's median round by p99 (suite_latency.go).
+	// report keeps the round of sluice's median p99 (rounds.go).
 	e2eRounds int
 	// A sustained run lasts sustainMin and sustainBytes, whichever is later, at most
 	// sustainMax.

@@ -1,16 +1,15 @@
 package bench
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"os"
-	"slices"
 )
 
 // runLatency runs the end-to-end measurements with every system's server up at once,
 // each measurement of every system back to back: sluice, the relay at sluice's rate,
-// Kafka, then NATS. Run system after system, minutes apart, they met different hosts: on
+// Kafka, then NATS; all of that sz.e2eRounds times, and the report keeps one round of
+// each measurement, the same for every system (keepMedianRound, rounds.go). Run system after system, minutes apart, they met different hosts: on
 // 2026-12-03 the hypervisor stole 20-40 % of the cores during sluice's and the relay's
 // runs and 2-6 % during Kafka's, ten minutes later, and a latency tail on two shared
 // cores is mostly the wait for one (cpu.go records both per run). Side by side, the
@@ -19,7 +18,8 @@ import (
 //
 // Each server starts afresh (its throughput runs' data removed), Kafka's first so that
 // its JIT has the others' start-up to settle; a system that failed or was skipped before
-// is left out, and one that fails here is left out of the measurements after it. The
+// is left out, and one that fails here is left out of the measurements and rounds after
+// it. The
 // half load is half of the system's own 1 KiB produce rate of this suite; the relay
 // takes sluice's. It returns only the context's error: the others are in s.Skipped.
 func runLatency(ctx context.Context, s *Suite, o *SuiteOptions, servers []*Server, relayDir string, sz suiteSizes, logf func(string, ...any)) error {
@@ -64,7 +64,7 @@ func runLatency(ctx context.Context, s *Suite, o *SuiteOptions, servers []*Serve
 		}
 	}
 	failed := map[string]bool{}
-	rounds := map[string]map[string][]*Result{} // by system and measurement
+	rounds := map[string]map[string][]*Result{} // by system and measurement, by round (nil: none)
 	for round := range sz.e2eRounds {
 		for _, run := range e2eRuns {
 			for _, srv := range up {
@@ -91,49 +91,16 @@ func runLatency(ctx context.Context, s *Suite, o *SuiteOptions, servers []*Serve
 				if rounds[srv.Name] == nil {
 					rounds[srv.Name] = map[string][]*Result{}
 				}
-				rounds[srv.Name][run.m] = append(rounds[srv.Name][run.m], r)
+				if rounds[srv.Name][run.m] == nil {
+					rounds[srv.Name][run.m] = make([]*Result, sz.e2eRounds)
+				}
+				rounds[srv.Name][run.m][round] = r
 				logf("%-8s %-18s round %d: %s", srv.Name, run.m, round+1, Summary(r))
 			}
 		}
 	}
-	s.keepMedianRounds(rounds)
+	s.keepMedianRound(rounds)
 	return nil
-}
-
-// keepMedianRounds records every round's latencies in s.Rounds and keeps, as each
-// system's result of a measurement, its median round by p99 (the lower middle of an even
-// count), whole: its breakdown, series and processor use are of one run, not mixed. One
-// round on these two shared cores can meet a stall of the host (a vCPU that does not run
-// for 5-15 ms, seen even by an idle sleeper: BENCHMARKS.md) or miss it; the median of
-// three is what a rerun would most likely show. A system whose later round failed keeps
-// the median of the rounds it finished.
-func (s *Suite) keepMedianRounds(rounds map[string]map[string][]*Result) {
-	for sys, byM := range rounds {
-		for m, rs := range byM {
-			var kept []*Result
-			for _, r := range rs {
-				if r.Latency != nil {
-					kept = append(kept, r)
-				}
-			}
-			if len(kept) == 0 {
-				continue
-			}
-			if s.Rounds == nil {
-				s.Rounds = map[string]map[string][]*Latency{}
-			}
-			if s.Rounds[sys] == nil {
-				s.Rounds[sys] = map[string][]*Latency{}
-			}
-			for _, r := range kept {
-				l := *r.Latency
-				l.CDF = nil
-				s.Rounds[sys][m] = append(s.Rounds[sys][m], &l)
-			}
-			byP99 := slices.SortedStableFunc(slices.Values(kept), func(a, b *Result) int { return cmp.Compare(a.Latency.P99, b.Latency.P99) })
-			s.put(sys, m, byP99[(len(byP99)-1)/2])
-		}
-	}
 }
 
 // e2eConfig is the configuration of measurement m (one of e2eRuns) against srv: 4
@@ -166,10 +133,12 @@ func e2eConfig(s *Suite, srv *Server, m string, sz suiteSizes) (Config, bool) {
 		c.Topic, parts = "relay-"+m, 1 // the relay has no partitions
 	}
 	c.Partitions, c.Rate, c.Duration, c.Warmup, c.Linger = parts, rate, sz.e2e, sz.warmup, e2eLinger
-	// Retention keeps the rounds within the disk (at most about 20 GiB for sluice): at
-	// sluice's half load (about 700 MB/s) each run writes about 7 GB to its topic, and a
-	// deployed broker trims as it writes.
-	c.RetentionBytes, c.SegmentBytes = e2eRetention, e2eSegment
+	if srv.Name != "relay" { // which keeps nothing
+		// Retention keeps the rounds within the disk (at most about 20 GiB for sluice):
+		// at sluice's half load (about 700 MB/s) each run writes about 7 GB to its
+		// topic, and a deployed broker trims as it writes.
+		c.RetentionBytes, c.SegmentBytes = e2eRetention, e2eSegment
+	}
 	c.MetricsAddr = srv.MetricsAddr // sluice's: the broker's stages (stages.go)
 	c.ServerPid = srv.Pid()
 	return c, true

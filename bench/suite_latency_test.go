@@ -43,7 +43,7 @@ func TestE2EConfig(t *testing.T) {
 			// rate sluice was asked for.
 			s.put("sluice", tc.m, &Result{Config: c, RecordsPerSec: c.Rate * 0.98})
 			r, ok := e2eConfig(s, relay, tc.m, sz)
-			if !ok || r.Rate != tc.rate || r.Partitions != 1 || r.Topic != "relay-"+tc.m || r.System != "relay" {
+			if !ok || r.Rate != tc.rate || r.Partitions != 1 || r.Topic != "relay-"+tc.m || r.System != "relay" || r.RetentionBytes != 0 {
 				t.Errorf("relay %s: %+v, %v", tc.m, r, ok)
 			}
 		}
@@ -54,44 +54,68 @@ func TestE2EConfig(t *testing.T) {
 	}
 }
 
-// TestKeepMedianRounds pins the choice of the reported round: each system's median round
-// by p99 (the lower middle of an even count), whole, with every round's latencies kept in
-// run order without their CDFs; a round without latencies is left out.
-func TestKeepMedianRounds(t *testing.T) {
-	lat := func(p99 float64) *Result {
-		return &Result{Latency: &Latency{P99: p99, P50: p99 / 4, CDF: []CDFPoint{{}}}, RecordsPerSec: p99}
+// TestKeepMedianRound pins the round the report keeps: the one in which sluice's p99 was
+// its median (a round with errors or a missed rate counting as the worst, the lower middle
+// of an even count), the same round for every system that has it, its own median for one
+// that has not; every round listed in run order, the kept one marked.
+func TestKeepMedianRound(t *testing.T) {
+	res := func(p99 float64, errors int64) *Result {
+		return &Result{Config: Config{Rate: 1000}, RecordsPerSec: 1000, Errors: errors,
+			Latency: &Latency{P99: p99, P50: p99 / 4, CDF: []CDFPoint{{}}}}
 	}
+	// sluice's median is its second round (900 µs). Kafka's own median would be its
+	// first round.
+	sluice := []*Result{res(15000, 0), res(900, 0), res(700, 0)}
+	kafka := []*Result{res(5000, 0), res(9000, 0), res(1000, 0)}
+	relay := []*Result{res(300, 0), res(200, 0), nil} // failed in round 3
+	nats := []*Result{res(100, 0), nil, nil}          // failed in round 2: its own median
 	s := &Suite{Results: map[string]map[string]*Result{}}
-	three := []*Result{lat(900), lat(15000), lat(700)}
-	two := []*Result{lat(300), lat(200), {}}
-	s.keepMedianRounds(map[string]map[string][]*Result{
-		"sluice": {ME2E10K: three},
-		"relay":  {ME2E10K: two},
+	s.keepMedianRound(map[string]map[string][]*Result{
+		"sluice": {ME2E10K: sluice}, "kafka": {ME2E10K: kafka}, "relay": {ME2E10K: relay}, "nats": {ME2E10K: nats},
 	})
-	if got := s.Results["sluice"][ME2E10K]; got != three[0] {
-		t.Errorf("sluice kept the round of p99 %v, want the median 900", got.Latency.P99)
-	}
-	if got := s.Results["relay"][ME2E10K]; got != two[1] {
-		t.Errorf("relay kept the round of p99 %v, want the lower middle 200", got.Latency.P99)
-	}
-	if got := s.roundsP99("sluice", ME2E10K); got != "900 µs, 15.00 ms, 700 µs" {
-		t.Errorf("sluice rounds %q", got)
-	}
-	if n := len(s.Rounds["relay"][ME2E10K]); n != 2 {
-		t.Errorf("relay kept %d rounds, want the 2 with latencies", n)
-	}
-	for _, l := range s.Rounds["sluice"][ME2E10K] {
-		if l.CDF != nil {
-			t.Fatal("a round kept its CDF")
+	for sys, want := range map[string]*Result{"sluice": sluice[1], "kafka": kafka[1], "relay": relay[1], "nats": nats[0]} {
+		if got := s.Results[sys][ME2E10K]; got != want {
+			t.Errorf("%s kept the round of p99 %v, want %v", sys, got.Latency.P99, want.Latency.P99)
 		}
 	}
-	if three[0].Latency.CDF == nil {
+	if got := s.roundsP99("sluice", ME2E10K); got != "15.00 ms, [900 µs], 700 µs" {
+		t.Errorf("sluice rounds %q", got)
+	}
+	if got := s.roundsP99("relay", ME2E10K); got != "300 µs, [200 µs]" {
+		t.Errorf("relay rounds %q", got)
+	}
+	if got := s.roundsP99("kafka", ME2E10K); got != "5.00 ms, [9.00 ms], 1.00 ms" {
+		t.Errorf("kafka rounds %q", got)
+	}
+	if sluice[1].Latency.CDF == nil {
 		t.Fatal("the kept result lost its CDF")
 	}
 	if n := s.e2eRounds(); n != 3 {
 		t.Errorf("e2eRounds %d, want 3", n)
 	}
-	if got := s.roundsP99("kafka", ME2E10K); got != "—" {
-		t.Errorf("kafka without rounds: %q", got)
+	if got := s.roundsP99("sluice", ME2EHalf); got != "—" {
+		t.Errorf("a measurement without rounds: %q", got)
+	}
+
+	// A round that lost records ranks as the worst, whatever its p99 (by p99 alone the
+	// median would be the third round).
+	s = &Suite{Results: map[string]map[string]*Result{}}
+	sluice = []*Result{res(500, 3), res(900, 0), res(800, 0)}
+	s.keepMedianRound(map[string]map[string][]*Result{"sluice": {ME2EHalf: sluice}})
+	if s.Results["sluice"][ME2EHalf] != sluice[1] {
+		t.Errorf("kept the round of p99 %v, want 900 µs", s.Results["sluice"][ME2EHalf].Latency.P99)
+	}
+	if got := s.roundsP99("sluice", ME2EHalf); got != "500 µs (3 errors), [900 µs], 800 µs" {
+		t.Errorf("sluice rounds %q", got)
+	}
+
+	// Without sluice, Kafka's median round sets the round; an even count keeps the
+	// lower middle.
+	s = &Suite{Results: map[string]map[string]*Result{}}
+	kafka = []*Result{res(400, 0), res(300, 0)}
+	relay = []*Result{res(50, 0), res(60, 0)}
+	s.keepMedianRound(map[string]map[string][]*Result{"kafka": {ME2EHalf: kafka}, "relay": {ME2EHalf: relay}})
+	if s.Results["kafka"][ME2EHalf] != kafka[1] || s.Results["relay"][ME2EHalf] != relay[1] {
+		t.Errorf("kept kafka %v relay %v, want the second round of both", s.Results["kafka"][ME2EHalf].Latency.P99, s.Results["relay"][ME2EHalf].Latency.P99)
 	}
 }
