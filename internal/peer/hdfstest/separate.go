@@ -1,6 +1,7 @@
 package hdfstest
 
 import (
+	"bytes"
 	"fmt"
 	"maps"
 	"os"
@@ -52,7 +53,7 @@ func RunSeparate(dir string, ready func(addr string) error) (*Separate, error) {
 // block replicated on all of them: a DataNode's crash is then a pipeline's loss, not an
 // outage of the only copy.
 func RunSeparateN(dir string, n int, ready func(addr string) error) (*Separate, error) {
-	return runSeparate(dir, n, ready, nil)
+	return runSeparate(dir, n, ready, nil, 0)
 }
 
 // StartSeparateN is StartSeparate with n DataNodes and props set in hdfs-site.xml over
@@ -60,7 +61,7 @@ func RunSeparateN(dir string, n int, ready func(addr string) error) (*Separate, 
 // that a stopped DataNode is declared dead within seconds).
 func StartSeparateN(t testing.TB, n int, ready func(addr string) error, props map[string]string) *Separate {
 	t.Helper()
-	s, err := runSeparate(t.TempDir(), n, ready, props)
+	s, err := runSeparate(t.TempDir(), n, ready, props, 0)
 	if err != nil {
 		fail(t, err)
 	}
@@ -68,7 +69,9 @@ func StartSeparateN(t testing.TB, n int, ready func(addr string) error, props ma
 	return s
 }
 
-func runSeparate(dir string, n int, ready func(addr string) error, props map[string]string) (*Separate, error) {
+// runSeparate starts the cluster; port, when not 0, is the NameNode's first port to try
+// (a test gives a taken one).
+func runSeparate(dir string, n int, ready func(addr string) error, props map[string]string, port int) (*Separate, error) {
 	if n < 1 || n > 3 {
 		return nil, fmt.Errorf("hdfstest: %d DataNodes: 1 to 3", n)
 	}
@@ -79,9 +82,10 @@ func runSeparate(dir string, n int, ready func(addr string) error, props map[str
 	if err != nil {
 		return nil, err
 	}
-	port, err := peer.FreePort()
-	if err != nil {
-		return nil, err
+	if port == 0 {
+		if port, err = peer.FreePort(); err != nil {
+			return nil, err
+		}
 	}
 	s := &Separate{Addr: fmt.Sprintf("127.0.0.1:%d", port), dir: dir, home: h, ready: ready, dns: make([]*peer.Proc, n), props: props}
 	if err := s.writeConf(); err != nil {
@@ -97,11 +101,40 @@ func runSeparate(dir string, n int, ready func(addr string) error, props map[str
 		format.Stop()
 		return nil, fmt.Errorf("formatting the NameNode took more than %v:\n%s", readyTimeout, peer.Tail(s.dir, "format.log"))
 	}
-	if err := s.StartAgain(); err != nil {
+	// The NameNode's port is taken free, then bound by a JVM a second or two later; in
+	// between, a parallel test's listener or outgoing connection can take it (make test
+	// met "BindException: Address already in use" once, 2026-12-04). Before the first
+	// start the port is still ours to choose: a NameNode that could not bind is started
+	// again on another (after a start, restarts keep the port, which it held till then).
+	for attempt := 1; ; attempt++ {
+		err := s.StartAgain()
+		if err == nil {
+			return s, nil
+		}
 		s.Stop()
-		return nil, err
+		if attempt == bindAttempts || !s.bindFailed() {
+			return nil, err
+		}
+		if err := os.Rename(filepath.Join(s.dir, "nn.log"), filepath.Join(s.dir, fmt.Sprintf("nn-bind-%d.log", attempt))); err != nil {
+			return nil, err
+		}
+		if port, err = peer.FreePort(); err != nil {
+			return nil, err
+		}
+		s.Addr = fmt.Sprintf("127.0.0.1:%d", port)
+		if err := s.writeConf(); err != nil {
+			return nil, err
+		}
 	}
-	return s, nil
+}
+
+// bindAttempts bounds the first starts of a NameNode whose port was taken meanwhile.
+const bindAttempts = 3
+
+// bindFailed reports whether the NameNode's log says it could not bind its port.
+func (s *Separate) bindFailed() bool {
+	b, err := os.ReadFile(filepath.Join(s.dir, "nn.log"))
+	return err == nil && bytes.Contains(b, []byte("java.net.BindException"))
 }
 
 // Stop kills every process (their data stays in the directory).

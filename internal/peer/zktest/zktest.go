@@ -9,6 +9,7 @@
 package zktest
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"net"
@@ -65,22 +66,47 @@ func Run(dir string) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errInstall, err)
 	}
-	port, err := peer.FreePort()
-	if err != nil {
-		return nil, err
-	}
-	s := &Server{Addr: fmt.Sprintf("127.0.0.1:%d", port), dir: dir, cp: strings.TrimSpace(string(cp))}
-	cfg := fmt.Sprintf("tickTime=500\ndataDir=%s\nclientPort=%d\nclientPortAddress=127.0.0.1\n"+
-		"admin.enableServer=false\n4lw.commands.whitelist=ruok,srvr,stat,mntr\nforceSync=no\n",
-		filepath.Join(s.dir, "data"), port)
-	if err := os.WriteFile(filepath.Join(s.dir, "zoo.cfg"), []byte(cfg), 0o644); err != nil {
-		return nil, err
-	}
-	if err := s.StartAgain(); err != nil {
-		return nil, err
-	}
-	return s, nil
+	return run(dir, strings.TrimSpace(string(cp)), 0)
 }
+
+// run starts the server; port, when not 0, is the first port to try (a test gives a
+// taken one). The port is taken free, then bound by a JVM a moment later; in between, a
+// parallel test's listener or outgoing connection can take it (the NameNode met that,
+// hdfstest). Before the first start the port is still ours to choose: a server that
+// could not bind is started again on another, at most bindAttempts times (restarts keep
+// the port, which it held till then).
+func run(dir, cp string, port int) (*Server, error) {
+	for attempt := 1; ; attempt++ {
+		if port == 0 {
+			var err error
+			if port, err = peer.FreePort(); err != nil {
+				return nil, err
+			}
+		}
+		s := &Server{Addr: fmt.Sprintf("127.0.0.1:%d", port), dir: dir, cp: cp}
+		cfg := fmt.Sprintf("tickTime=500\ndataDir=%s\nclientPort=%d\nclientPortAddress=127.0.0.1\n"+
+			"admin.enableServer=false\n4lw.commands.whitelist=ruok,srvr,stat,mntr\nforceSync=no\n",
+			filepath.Join(s.dir, "data"), port)
+		if err := os.WriteFile(filepath.Join(s.dir, "zoo.cfg"), []byte(cfg), 0o644); err != nil {
+			return nil, err
+		}
+		err := s.StartAgain()
+		if err == nil {
+			return s, nil
+		}
+		log, rerr := os.ReadFile(filepath.Join(dir, "log"))
+		if attempt == bindAttempts || rerr != nil || !bytes.Contains(log, []byte("java.net.BindException")) {
+			return nil, err
+		}
+		if err := os.Rename(filepath.Join(dir, "log"), filepath.Join(dir, fmt.Sprintf("log-bind-%d", attempt))); err != nil {
+			return nil, err
+		}
+		port = 0
+	}
+}
+
+// bindAttempts bounds the first starts of a server whose port was taken meanwhile.
+const bindAttempts = 3
 
 // Restart starts the server (again, on its data) and waits until it serves.
 func (s *Server) Restart(t testing.TB) {
