@@ -79,6 +79,38 @@ func FreePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
+// BindFailed reports whether the JVM log at path says a server could not bind its port
+// (java.net.BindException): its port, free when picked (FreePort), was taken before the
+// JVM bound it.
+func BindFailed(path string) bool {
+	b, err := os.ReadFile(path)
+	return err == nil && bytes.Contains(b, []byte("java.net.BindException"))
+}
+
+// HeldPort returns a loopback port that a listener holds until t ends: for a test of a
+// server that must move off a port taken between its pick and its bind.
+func HeldPort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// CheckMovedOff fails t unless a server at addr is off the held port and the log at
+// path (its first start's) shows the failed bind.
+func CheckMovedOff(t testing.TB, addr string, held int, path string) {
+	t.Helper()
+	if strings.HasSuffix(addr, fmt.Sprintf(":%d", held)) {
+		t.Fatalf("the server is at %s, the held port", addr)
+	}
+	if !BindFailed(path) {
+		t.Fatalf("the first start's log %s does not show the failed bind", path)
+	}
+}
+
 // Proc is a started JVM.
 type Proc struct {
 	Cmd    *exec.Cmd

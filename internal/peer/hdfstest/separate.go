@@ -1,7 +1,6 @@
 package hdfstest
 
 import (
-	"bytes"
 	"fmt"
 	"maps"
 	"os"
@@ -112,7 +111,7 @@ func runSeparate(dir string, n int, ready func(addr string) error, props map[str
 			return s, nil
 		}
 		s.Stop()
-		if attempt == bindAttempts || !s.bindFailed() {
+		if attempt == bindAttempts || !peer.BindFailed(filepath.Join(s.dir, "nn.log")) {
 			return nil, err
 		}
 		if err := os.Rename(filepath.Join(s.dir, "nn.log"), filepath.Join(s.dir, fmt.Sprintf("nn-bind-%d.log", attempt))); err != nil {
@@ -130,12 +129,6 @@ func runSeparate(dir string, n int, ready func(addr string) error, props map[str
 
 // bindAttempts bounds the first starts of a NameNode whose port was taken meanwhile.
 const bindAttempts = 3
-
-// bindFailed reports whether the NameNode's log says it could not bind its port.
-func (s *Separate) bindFailed() bool {
-	b, err := os.ReadFile(filepath.Join(s.dir, "nn.log"))
-	return err == nil && bytes.Contains(b, []byte("java.net.BindException"))
-}
 
 // Stop kills every process (their data stays in the directory).
 func (s *Separate) Stop() {

@@ -9,7 +9,6 @@
 package zktest
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"net"
@@ -94,8 +93,7 @@ func run(dir, cp string, port int) (*Server, error) {
 		if err == nil {
 			return s, nil
 		}
-		log, rerr := os.ReadFile(filepath.Join(dir, "log"))
-		if attempt == bindAttempts || rerr != nil || !bytes.Contains(log, []byte("java.net.BindException")) {
+		if attempt == bindAttempts || !peer.BindFailed(filepath.Join(dir, "log")) {
 			return nil, err
 		}
 		if err := os.Rename(filepath.Join(dir, "log"), filepath.Join(dir, fmt.Sprintf("log-bind-%d", attempt))); err != nil {
