@@ -160,7 +160,7 @@ func (s *Suite) LatencyChart(path string) error {
 	if !s.hasAny(systems, []string{ME2EHalf, ME2E10K}, func(r *Result) bool { return r.Latency != nil }) {
 		return ErrNoData
 	}
-	p := newPlot("End-to-end latency, 4 partitions: half of each system's maximum rate (solid), 10 000 records/s (dashed)",
+	p := newPlot("End-to-end latency, 4 partitions: half of each system's maximum rate (solid), 10 000 records/s (dashed)"+s.keptNote(),
 		"latency (log scale)", "percentile")
 	p.Title.TextStyle.Font.Size = vg.Points(11)
 	p.X.Scale, p.X.Tick.Marker = plot.LogScale{}, latencyTicks{}
@@ -183,7 +183,9 @@ func (s *Suite) LatencyChart(path string) error {
 	return p.Save(chartW, chartH, path)
 }
 
-// addCDF adds one run's latency curve to p, with its p50, p99 and p99.9 marked.
+// addCDF adds one run's latency curve to p, with its p50, p99 and p99.9 marked by dots
+// and given in its legend entry: labels beside the dots overlapped wherever curves run
+// close (the p50s of every fast run lie within a few hundred µs).
 func addCDF(p *plot.Plot, sys string, r *Result, dash bool) error {
 	var xys plotter.XYs
 	for _, pt := range r.Latency.CDF {
@@ -193,44 +195,40 @@ func addCDF(p *plot.Plot, sys string, r *Result, dash bool) error {
 	if err != nil {
 		return err
 	}
-	p.Add(l)
-	p.Legend.Add(fmt.Sprintf("%s, %.0f records/s", sys, r.Config.Rate), l)
 	lt := r.Latency
-	marks := plotter.XYLabels{
-		XYs:    plotter.XYs{{X: lt.P50, Y: nines(0.5)}, {X: lt.P99, Y: nines(0.99)}, {X: lt.P999, Y: nines(0.999)}},
-		Labels: []string{" p50 " + fmtMicros(lt.P50), " p99 " + fmtMicros(lt.P99), " p99.9 " + fmtMicros(lt.P999)},
-	}
+	p.Add(l)
+	p.Legend.Add(fmt.Sprintf("%s, %.0f/s: p50 %s, p99 %s, p99.9 %s", sys, r.Config.Rate,
+		fmtMicros(lt.P50), fmtMicros(lt.P99), fmtMicros(lt.P999)), l)
+	marks := plotter.XYs{{X: lt.P50, Y: nines(0.5)}, {X: lt.P99, Y: nines(0.99)}, {X: lt.P999, Y: nines(0.999)}}
 	sc, err := plotter.NewScatter(marks)
 	if err != nil {
 		return err
 	}
 	sc.GlyphStyle.Color, sc.GlyphStyle.Radius, sc.GlyphStyle.Shape = palette[sys], vg.Points(3), draw.CircleGlyph{}
-	lab, err := plotter.NewLabels(marks)
-	if err != nil {
-		return err
-	}
-	for j := range lab.TextStyle {
-		lab.TextStyle[j].Color, lab.TextStyle[j].Font.Size = palette[sys], vg.Points(8)
-		lab.TextStyle[j].YAlign = draw.YTop
-		if sys != "sluice" { // the peers' labels go left of their points: curves lie close
-			lab.TextStyle[j].XAlign = draw.XRight
-		}
-	}
-	p.Add(sc, lab)
+	p.Add(sc)
 	return nil
 }
 
-// latencyTicks marks a log latency axis (µs) at every power of ten, labelled with units.
+// latencyTicks marks a log latency axis (µs) at every power of ten, labelled with units;
+// over less than two decades the 2× and 5× ticks are labelled too, so that an axis of
+// 5-90 ms does not read "10 ms" alone.
 type latencyTicks struct{}
 
 // Ticks returns the ticks between lo and hi.
 func (latencyTicks) Ticks(lo, hi float64) []plot.Tick {
 	var ts []plot.Tick
+	few := hi/max(lo, 1) < 100
 	for v := math.Pow(10, math.Floor(math.Log10(max(lo, 1)))); v <= hi*1.0001; v *= 10 {
-		ts = append(ts, plot.Tick{Value: v, Label: fmtMicros(v)})
+		if v >= lo*0.9999 {
+			ts = append(ts, plot.Tick{Value: v, Label: fmtMicros(v)})
+		}
 		for m := 2.0; m < 10; m++ {
-			if v*m <= hi {
-				ts = append(ts, plot.Tick{Value: v * m})
+			if x := v * m; x >= lo && x <= hi {
+				t := plot.Tick{Value: x}
+				if few && (m == 2 || m == 5) {
+					t.Label = fmtMicros(x)
+				}
+				ts = append(ts, t)
 			}
 		}
 	}
@@ -245,7 +243,7 @@ func (s *Suite) LatencyOverTimeChart(path string) error {
 	if !s.hasAny(systems, []string{ME2EHalf}, func(r *Result) bool { return len(r.LatencySeries) > 0 }) {
 		return ErrNoData
 	}
-	p := newPlot("End-to-end latency over time at half load: p99 (solid) and max (dashed) of each 250 ms",
+	p := newPlot("End-to-end latency over time at half load: p99 (solid) and max (dashed) of each 250 ms"+s.keptNote(),
 		"seconds into the measured run", "latency (log scale)")
 	p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, latencyTicks{}
 	for _, sys := range systems {

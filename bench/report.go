@@ -2,9 +2,11 @@ package bench
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 )
@@ -233,8 +235,8 @@ func (s *Suite) Markdown(charts []string) string {
 		suitePartitions, sustainRetention>>20, sustainSegment>>20, sustainSegment>>20, suitePartitions*sustainRetention>>20)
 	if len(s.Skipped) > 0 {
 		w("\nNot measured in this run:\n\n")
-		for k, v := range s.Skipped {
-			w("- %s: %s\n", k, firstLine(v))
+		for _, k := range slices.Sorted(maps.Keys(s.Skipped)) { // a report renders the same twice
+			w("- %s: %s\n", k, firstLine(s.Skipped[k]))
 		}
 	}
 	if len(charts) > 0 {

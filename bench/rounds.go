@@ -148,24 +148,46 @@ func (s *Suite) roundsText() string {
 }
 
 // roundsP99 formats the p99 of every round of measurement m on system sys, in run order,
-// the kept round in brackets and a bad one with why ("712 µs, [961 µs], 1.72 s (411553
-// errors)"), or "—" without rounds.
+// the kept round in brackets, a bad one with why, and a round the system did not run
+// (it failed in an earlier one) as such ("712 µs, [961 µs], 1.72 s (411553 errors)",
+// "300 µs, [200 µs], — (not run)"), or "—" without rounds.
 func (s *Suite) roundsP99(sys, m string) string {
 	rs := s.Rounds[sys][m]
 	if len(rs) == 0 {
 		return "—"
 	}
-	out := make([]string, len(rs))
-	for i, r := range rs {
-		out[i] = fmtMicros(r.P99)
+	byRound := map[int]*Round{}
+	n := s.e2eRounds()
+	for _, r := range rs {
+		byRound[r.Round] = r
+		n = max(n, r.Round)
+	}
+	out := make([]string, 0, n)
+	for k := 1; k <= n; k++ {
+		r := byRound[k]
+		if r == nil {
+			out = append(out, "— (not run)")
+			continue
+		}
+		v := fmtMicros(r.P99)
 		if r.Errors > 0 {
-			out[i] += fmt.Sprintf(" (%d errors)", r.Errors)
+			v += fmt.Sprintf(" (%d errors)", r.Errors)
 		} else if r.Saturated {
-			out[i] += " (saturated)"
+			v += " (saturated)"
 		}
 		if r.Kept {
-			out[i] = "[" + out[i] + "]"
+			v = "[" + v + "]"
 		}
+		out = append(out, v)
 	}
 	return strings.Join(out, ", ")
+}
+
+// keptNote is the charts' word on which round of the latency runs they draw ("" for a
+// suite of single rounds).
+func (s *Suite) keptNote() string {
+	if n := s.e2eRounds(); n > 1 {
+		return fmt.Sprintf("\nthe round of sluice's median p99 of %d, the same round for every system", n)
+	}
+	return ""
 }

@@ -83,7 +83,7 @@ func runLatency(ctx context.Context, s *Suite, o *SuiteOptions, servers []*Serve
 				if err != nil {
 					// Only this system's later measurements are lost, not the others'.
 					failed[srv.Name] = true
-					s.Skipped[srv.Name+" latency"] = fmt.Sprintf("%s, round %d: %v", run.m, round+1, err)
+					s.Skipped[srv.Name+" latency"] = failedNote(run.m, round, rounds[srv.Name] != nil, err)
 					logf("%s %s failed: %v", srv.Name, run.m, err)
 					continue
 				}
@@ -142,4 +142,13 @@ func e2eConfig(s *Suite, srv *Server, m string, sz suiteSizes) (Config, bool) {
 	c.MetricsAddr = srv.MetricsAddr // sluice's: the broker's stages (stages.go)
 	c.ServerPid = srv.Pid()
 	return c, true
+}
+
+// failedNote is the report's line on a system whose end-to-end run m failed in round
+// (from 0): with rounds before it (ran), the report still shows those, and says so.
+func failedNote(m string, round int, ran bool, err error) string {
+	if !ran {
+		return fmt.Sprintf("%s, round %d: %v", m, round+1, err)
+	}
+	return fmt.Sprintf("%s failed in round %d, and its later runs were not made (the latency rows show the rounds it ran, the others marked not run): %v", m, round+1, err)
 }

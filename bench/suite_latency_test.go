@@ -81,11 +81,14 @@ func TestKeepMedianRound(t *testing.T) {
 	if got := s.roundsP99("sluice", ME2E10K); got != "15.00 ms, [900 µs], 700 µs" {
 		t.Errorf("sluice rounds %q", got)
 	}
-	if got := s.roundsP99("relay", ME2E10K); got != "300 µs, [200 µs]" {
+	if got := s.roundsP99("relay", ME2E10K); got != "300 µs, [200 µs], — (not run)" {
 		t.Errorf("relay rounds %q", got)
 	}
 	if got := s.roundsP99("kafka", ME2E10K); got != "5.00 ms, [9.00 ms], 1.00 ms" {
 		t.Errorf("kafka rounds %q", got)
+	}
+	if got := s.roundsP99("nats", ME2E10K); got != "[100 µs], — (not run), — (not run)" {
+		t.Errorf("nats rounds %q", got)
 	}
 	if sluice[1].Latency.CDF == nil {
 		t.Fatal("the kept result lost its CDF")
