@@ -95,22 +95,34 @@ func (s *Suite) ThroughputChart(path string) error {
 		}
 	}
 	added := false
+	top := 0.0
 	for g, mt := range measureTitles {
 		c := s.mbpsOf("ceiling", mt.m)
 		if c <= 0 {
 			continue
 		}
+		top = max(top, c)
 		l, err := line(plotter.XYs{{X: float64(g) - 0.45, Y: c}, {X: float64(g) + 0.45, Y: c}}, palette["ceiling"], 2, true)
 		if err != nil {
 			return err
 		}
-		p.Add(l)
+		// The ceiling's value, above the right end of its mark, where no bar reaches.
+		lab, err := plotter.NewLabels(plotter.XYLabels{XYs: plotter.XYs{{X: float64(g) + 0.45, Y: c}},
+			Labels: []string{fmt.Sprintf("ceiling %.0f", c)}})
+		if err != nil {
+			return err
+		}
+		lab.TextStyle[0].XAlign, lab.TextStyle[0].YAlign = draw.XRight, draw.YBottom
+		lab.TextStyle[0].Font.Size, lab.TextStyle[0].Color = vg.Points(8), palette["ceiling"]
+		lab.Offset = vg.Point{Y: vg.Points(3)} // clear of the dashes
+		p.Add(l, lab)
 		if !added {
 			p.Legend.Add("ceiling (tcp, or sendfile for the page cache)", l)
 			added = true
 		}
 	}
 	p.Y.Min = 0
+	p.Y.Max = max(p.Y.Max, top*1.08) // room for the highest ceiling's label inside the frame
 	return p.Save(chartW, chartH, path)
 }
 
@@ -160,8 +172,11 @@ func (s *Suite) LatencyChart(path string) error {
 	if !s.hasAny(systems, []string{ME2EHalf, ME2E10K}, func(r *Result) bool { return r.Latency != nil }) {
 		return ErrNoData
 	}
-	p := newPlot("End-to-end latency, 4 partitions: half of each system's maximum rate (solid), 10 000 records/s (dashed)"+s.keptNote(),
-		"latency (log scale)", "percentile")
+	title := "End-to-end latency, 4 partitions, half of each system's maximum rate"
+	if s.hasAny(systems, []string{ME2E10K}, func(r *Result) bool { return r.Latency != nil }) {
+		title = "End-to-end latency, 4 partitions: half of each system's maximum rate (solid), 10 000 records/s (dashed)"
+	}
+	p := newPlot(title+s.keptNote(), "latency (log scale)", "percentile")
 	p.Title.TextStyle.Font.Size = vg.Points(11)
 	p.X.Scale, p.X.Tick.Marker = plot.LogScale{}, latencyTicks{}
 	p.Y.Tick.Marker = percentileTicks
@@ -304,7 +319,10 @@ func (s *Suite) SustainedChart(path string) error {
 		p.Add(l)
 		p.Legend.Add(fmt.Sprintf("%s ceiling %.0f MB/s", strings.ToLower(d.Mode), d.MBPerSec), l)
 	}
-	p.Y.Min = 0
+	// The legend goes top right, above the lines (a quarter of the height kept free):
+	// top left, it covered the first seconds, where the runs start fastest.
+	p.Legend.Left = false
+	p.Y.Min, p.Y.Max = 0, p.Y.Max*1.3
 	return p.Save(chartW, chartH, path)
 }
 
