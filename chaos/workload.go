@@ -123,7 +123,13 @@ func (w *writer) chunk(ctx context.Context, p *client.Producer, pid uint64, n in
 		if w.kind.ack == check.AckPersisted {
 			level = client.AckPersisted
 		}
-		res, err := p.ProduceSync(octx, r, level)
+		// A synchronous record gets the whole opTimeout to itself: waiting for each
+		// record to persist, a chunk of them can outlast one deadline through two HDFS
+		// outages in a row without any record stuck (seed 3002, distributed, replaced
+		// its producer every time before).
+		rctx, rcancel := context.WithTimeout(ctx, opTimeout)
+		res, err := p.ProduceSync(rctx, r, level)
+		rcancel()
 		if err != nil {
 			return ids, fmt.Errorf("cannot produce %v: %w", id, err)
 		}
