@@ -52,11 +52,11 @@ func TestProducerStages(t *testing.T) {
 	}
 	// A record into a producer that sent nothing for a linger goes out at once; the next,
 	// produced as soon as that one is written, waits out the rest of a linger since then.
-	time.Sleep(linger)
-	produce := func(i int) time.Duration {
-		if err := p.Produce(ctx, &client.Record{Value: value(uint64(i), 8)}); err != nil {
-			t.Fatal(err)
-		}
+	// Its wait is bounded below by what this goroutine sees: the first request went out
+	// after t1, the second record was in by t3, so the batch waits at least
+	// linger-(t3-t1). On a loaded host the gap can eat the linger (make test once saw a
+	// 131 ms gap: 69 ms left of 200): such a pair proves nothing and is tried again.
+	sent := func(i int) time.Duration {
 		for p.Stages().Queue.Count() <= int64(i-n) {
 			if ctx.Err() != nil {
 				t.Fatalf("record %d's batch was never sent", i)
@@ -65,11 +65,28 @@ func TestProducerStages(t *testing.T) {
 		}
 		return p.Stages().Queue.Quantile(100)
 	}
-	if q := produce(n); q >= linger/2 {
-		t.Fatalf("queue %v: a record into a producer idle for a linger (%v) waited for it", q, linger)
-	}
-	if q := produce(n + 1); q < linger/2 || q > time.Second {
-		t.Fatalf("queue %v: a record a moment after the producer's last request waits out the linger (%v)",
-			q, linger)
+	for attempt := 1; ; attempt++ {
+		time.Sleep(linger)
+		t1 := time.Now()
+		if err := p.Produce(ctx, &client.Record{Value: value(uint64(n), 8)}); err != nil {
+			t.Fatal(err)
+		}
+		if q := sent(n); q >= linger/2 {
+			t.Fatalf("queue %v: a record into a producer idle for a linger (%v) waited for it", q, linger)
+		}
+		if err := p.Produce(ctx, &client.Record{Value: value(uint64(n+1), 8)}); err != nil {
+			t.Fatal(err)
+		}
+		gap := time.Since(t1)
+		q := sent(n + 1)
+		p.ResetStages() // the next pair's counts and Quantile(100) are its own
+		if gap > linger/2 && attempt < 10 {
+			continue
+		}
+		if q < linger-gap || q > time.Second {
+			t.Fatalf("queue %v: a record %v after the producer's last request waits out the linger (%v)",
+				q, gap, linger)
+		}
+		return
 	}
 }
