@@ -83,23 +83,18 @@ func TestReaperHungHoldsNoPartition(t *testing.T) {
 		return pr.LastOffset
 	}
 
-	// Produce until retention deleted a segment and its removal hangs.
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		produceRead()
-		select {
-		case <-h.first:
-		default:
-			if time.Now().After(deadline) {
-				t.Fatal("no removal reached the filesystem in 30 s of retention")
-			}
-			continue
+	// Produce until retention deleted a segment and its removal hangs. last is the last
+	// offset produced, whichever loop produced it.
+	var last int64
+	for deadline := time.Now().Add(30 * time.Second); !closed(h.first); {
+		if time.Now().After(deadline) {
+			t.Fatal("no removal reached the filesystem in 30 s of retention")
 		}
-		break
+		last = produceRead()
 	}
 	hungAt := earliest()
 
 	// The reaper is stuck: the partition serves and retention goes on.
-	var last int64
 	for deadline := time.Now().Add(30 * time.Second); earliest() <= hungAt || deleted() < 4; {
 		last = produceRead()
 		if time.Now().After(deadline) {
@@ -120,5 +115,15 @@ func TestReaperHungHoldsNoPartition(t *testing.T) {
 	start := earliest()
 	if got := fetchValues(t, w, "reap", 0, start); int64(len(got)) != last+1-start {
 		t.Fatalf("read %d records from %d, want %d (to %d)", len(got), start, last+1-start, last)
+	}
+}
+
+// closed reports whether ch is closed, without waiting.
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }
