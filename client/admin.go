@@ -18,7 +18,12 @@ import (
 // still finds the brokers that took their partitions over, as Kafka's clients do.
 type Admin struct {
 	cfg cfg
-	mu  struct {
+	// closing ends when Close begins: a call in its retry loop (backing off, dialing, or
+	// waiting for an answer) stops then, so that Close never waits for a broker that is
+	// down. Calls hold mu through their retries, which serializes them on one connection.
+	closing context.Context
+	stop    context.CancelFunc
+	mu      struct {
 		sync.Mutex
 		rc      *rpcConn
 		seed    int      // index of the broker to try next, in the seeds then learned
@@ -51,11 +56,18 @@ func NewAdmin(opts ...Opt) (*Admin, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Admin{cfg: c}, nil
+	return newAdmin(c), nil
+}
+
+func newAdmin(c cfg) *Admin {
+	a := &Admin{cfg: c}
+	a.closing, a.stop = context.WithCancel(context.Background())
+	return a
 }
 
 // Close closes the connection. Calls after Close return ErrClosed.
 func (a *Admin) Close() error {
+	a.stop()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.mu.closed = true
@@ -135,6 +147,9 @@ func (a *Admin) topic(ctx context.Context, name string) (wire.Topic, error) {
 // after retriable codes when idempotent) with backoff until ctx ends. Each call decodes
 // into a new response, so what use keeps stays valid.
 func (a *Admin) call(ctx context.Context, req wire.Body, idempotent bool, use func(*wire.Response) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(a.closing, cancel)()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	delay := a.cfg.backoffMin
@@ -146,6 +161,9 @@ func (a *Admin) call(ctx context.Context, req wire.Body, idempotent bool, use fu
 			return err
 		}
 		if werr := sleepCtx(ctx, jitter(delay)); werr != nil {
+			if a.closing.Err() != nil {
+				werr = ErrClosed
+			}
 			return fmt.Errorf("%w (last error: %w)", werr, err)
 		}
 		delay = min(2*delay, a.cfg.backoffMax)

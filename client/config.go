@@ -32,7 +32,6 @@ type cfg struct {
 	blockOnFull  bool
 	maxInflight  int
 	requestBytes int
-	producerID   int64
 	pollWait     time.Duration
 	start        StartAt
 	tls          *tls.Config
@@ -92,8 +91,8 @@ func (c *cfg) validate() error {
 		bad = fmt.Sprintf("max buffered bytes %d below batch bytes %d", c.maxBuffered, c.batchBytes)
 	case c.maxInflight < 1 || c.requestBytes < c.batchBytes || c.requestBytes > batch.MaxSize:
 		bad = "max in flight must be positive and request bytes in [batch bytes, 64 MiB]"
-	case c.pollWait < time.Millisecond || c.fetchWait < 0 || c.fetchBytes < 1:
-		bad = "poll wait must be at least 1ms, fetch wait not negative, fetch bytes positive"
+	case c.pollWait < time.Millisecond || c.fetchWait < 0 || c.fetchBytes < 1 || c.fetchBytes > batch.MaxSize:
+		bad = fmt.Sprintf("poll wait must be at least 1ms, fetch wait not negative, fetch bytes in [1, %d]", batch.MaxSize)
 	case c.user != "" && (c.password == "" || strings.ContainsAny(c.user, ",=")):
 		bad = "authentication needs a password, and a user name without ',' or '='"
 	case c.logicalLo < 0 || c.logicalHi >= wire.LogicalPartitions || c.logicalLo > c.logicalHi:
@@ -178,10 +177,6 @@ func MaxInflight(n int) Opt { return optFunc(func(c *cfg) { c.maxInflight = n })
 // holds at least one batch.
 func MaxRequestBytes(n int) Opt { return optFunc(func(c *cfg) { c.requestBytes = n }) }
 
-// ProducerID sets the producer id stamped on every batch (default: random). Two producers
-// must never share an id; reuse one only to continue a stopped producer's sequences.
-func ProducerID(id int64) Opt { return optFunc(func(c *cfg) { c.producerID = id }) }
-
 // DurablePollWait is how long the broker may hold the empty produce a producer sends to
 // learn the checkpoint when it is idle with unpersisted records (default 500ms).
 func DurablePollWait(d time.Duration) Opt { return optFunc(func(c *cfg) { c.pollWait = d }) }
@@ -195,8 +190,8 @@ func LogicalRange(lo, hi uint16) Opt {
 	return optFunc(func(c *cfg) { c.logicalLo, c.logicalHi = int(lo), int(hi) })
 }
 
-// FetchMaxBytes bounds the records of one fetch answer (default 1 MiB; an answer holds at
-// least one whole batch).
+// FetchMaxBytes bounds the records of one fetch answer (default 1 MiB, at most 64 MiB,
+// batch.MaxSize; an answer holds at least one whole batch).
 func FetchMaxBytes(n int) Opt { return optFunc(func(c *cfg) { c.fetchBytes = n }) }
 
 // FetchMaxWait is the consumer's long poll: how long the broker may wait for records when

@@ -30,6 +30,8 @@ func TestConfigValidate(t *testing.T) {
 	f("max in flight", b, MaxInflight(0))
 	f("max in flight", b, BatchBytes(2<<20), MaxRequestBytes(1<<20))
 	f("max frame", b, MaxFrame(1<<20))
+	f("fetch bytes", b, FetchMaxBytes(batch.MaxSize+1)) // an answer the consumer's frame limit would refuse
+	f("", b, FetchMaxBytes(batch.MaxSize))
 	f("logical range", b, LogicalRange(9, 8))
 	f("backoff", b, RetryBackoff(time.Second, time.Millisecond))
 	f("", b, Compression(batch.CodecZstd), LogicalRange(5, 5), Start(AtTime(time.Now())))

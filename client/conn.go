@@ -137,7 +137,7 @@ type rpcConn struct {
 	fr     frameReader
 	wbuf   []byte
 	nextID uint32
-	sent   []uint32 // ids of the requests without an answer, oldest first
+	sent   []wire.RequestHeader // the requests without an answer, oldest first
 	resp   wire.Response
 }
 
@@ -157,7 +157,7 @@ func (rc *rpcConn) queue(body wire.Body) {
 	rc.wbuf = wire.AppendRequestHeader(rc.wbuf, hdr)
 	rc.wbuf = body.AppendTo(rc.wbuf)
 	wire.FinishFrame(rc.wbuf, start)
-	rc.sent = append(rc.sent, rc.nextID)
+	rc.sent = append(rc.sent, hdr)
 }
 
 // flush writes the queued requests.
@@ -185,8 +185,10 @@ func (rc *rpcConn) read(ctx context.Context) (*wire.Response, error) {
 	if _, err := rc.resp.Decode(frame, rc.fr.maxFrame); err != nil {
 		return nil, fmt.Errorf("cannot decode answer: %w", err)
 	}
-	if id := rc.resp.Header.RequestID; id != rc.sent[0] {
-		return nil, fmt.Errorf("cannot match answer: id %d, want %d", id, rc.sent[0])
+	// An answer is decoded by the API key it carries: one that names another request's
+	// key would hand its caller a body of the wrong type.
+	if h, want := rc.resp.Header, rc.sent[0]; h.RequestID != want.RequestID || h.APIKey != want.APIKey {
+		return nil, fmt.Errorf("cannot match answer: id %d of %v, want id %d of %v", h.RequestID, h.APIKey, want.RequestID, want.APIKey)
 	}
 	rc.sent = rc.sent[1:]
 	return &rc.resp, nil

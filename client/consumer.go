@@ -35,6 +35,7 @@ type Consumer struct {
 	parts  []*cpart
 	cur    *cpart
 	curC   int64 // the checkpoint C of the answer being iterated
+	unread bool  // Poll took an answer and Next has not returned false since
 	ri     recordIter
 	// The fetchers, owned by the goroutine calling Poll (mu.fetchers is the copy Close
 	// reads): started by Poll, stopped on a failure and started again from the cursors.
@@ -96,7 +97,7 @@ func NewConsumer(ctx context.Context, topic string, opts ...Opt) (*Consumer, err
 	if err != nil {
 		return nil, err
 	}
-	cs := &Consumer{cfg: c, topic: topic, topicB: []byte(topic), admin: &Admin{cfg: c},
+	cs := &Consumer{cfg: c, topic: topic, topicB: []byte(topic), admin: newAdmin(c),
 		curC: -1, stop: make(chan struct{})}
 	cs.mu.conns = map[string]*rpcConn{}
 	cs.ri.lo, cs.ri.hi = uint16(c.logicalLo), uint16(c.logicalHi)
@@ -173,8 +174,10 @@ func (c *Consumer) describe(ctx context.Context) (*wire.DescribeTopicResponse, e
 
 // Poll takes the next fetch answer (the records of one or more partitions from one
 // broker), waiting for one; Next then iterates its records. The records are
-// valid until the next Poll. Connection failures and retriable codes are retried with
-// backoff until ctx ends, refreshing the partitions' addresses before each retry.
+// valid until the next Poll. A Poll before Next returned false keeps the answer: it
+// returns at once, and Next goes on where it stopped, so no record is skipped.
+// Connection failures and retriable codes are retried with backoff until ctx ends,
+// refreshing the partitions' addresses before each retry.
 func (c *Consumer) Poll(ctx context.Context) error {
 	return c.retry(ctx, c.poll)
 }
@@ -258,6 +261,12 @@ func (c *Consumer) poll(ctx context.Context) error {
 	if c.failed != nil {
 		return c.failed
 	}
+	if c.unread {
+		// The fetchers asked for what follows this answer already: dropping its rest
+		// would leave a hole the next answer could not continue (a gap error, a
+		// consumer stopped for good).
+		return nil
+	}
 	c.cur = nil
 	c.ri.reset(nil, nil)
 	if c.ans != nil { // the application is done with it: back to its fetcher
@@ -301,7 +310,7 @@ func (c *Consumer) poll(ctx context.Context) error {
 		c.noteOldBroker(a.err) // retriable: the next try starts fetchers of an older version
 		return a.err
 	}
-	c.ans, c.partIdx = a, 0
+	c.ans, c.partIdx, c.unread = a, 0, true
 	return nil
 }
 
@@ -331,7 +340,7 @@ func (c *Consumer) take(p *cpart, resp *wire.Response) error {
 			c.hold(p, false)
 			return nil
 		}
-		c.cur, c.curC = p, body.Checkpoint
+		c.cur, c.curC, c.unread = p, body.Checkpoint, true
 		c.ri.topic, c.ri.part = c.topic, p.id
 		c.ri.reset(body.Records, &p.cur)
 		c.ri.limit, c.ri.stamp = limit, stamp
@@ -388,7 +397,7 @@ func (c *Consumer) Next() bool {
 			return true
 		}
 		if c.ri.err != nil {
-			c.failed = c.ri.err
+			c.failed, c.unread = c.ri.err, false
 			return false
 		}
 		if c.ri.held {
@@ -396,6 +405,7 @@ func (c *Consumer) Next() bool {
 			c.ri.held = false
 		}
 		if c.ans == nil || c.partIdx >= len(c.ans.parts) {
+			c.unread = false
 			return false
 		}
 		ap := &c.ans.parts[c.partIdx]

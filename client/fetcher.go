@@ -286,9 +286,12 @@ func (f *fetcher) read(a *answer, id uint32) error {
 	if _, err := io.ReadFull(f.br, a.buf); err != nil {
 		return err
 	}
-	size, hdr, err := wire.PeekResponse(a.buf, f.c.cfg.maxFrame)
+	size, hdr, err := wire.PeekResponse(a.buf, f.maxFrame())
 	if err != nil && !errors.Is(err, wire.ErrShort) {
 		return err
+	}
+	if hdr.RequestID != id || hdr.APIKey != wire.APIFetchMulti { // before readEarly acts on it
+		return fmt.Errorf("cannot match answer: id %d of %v, want id %d of %v", hdr.RequestID, hdr.APIKey, id, wire.APIFetchMulti)
 	}
 	a.buf = growKeep(a.buf, size)
 	got, err := f.readEarly(hdr, a.buf)
@@ -300,13 +303,19 @@ func (f *fetcher) read(a *answer, id uint32) error {
 	}
 	f.body.Version = f.version
 	f.resp.Body = &f.body // the layout of f.version (an error answer may have cleared it)
-	if _, err := f.resp.Decode(a.buf, f.c.cfg.maxFrame); err != nil {
+	if _, err := f.resp.Decode(a.buf, f.maxFrame()); err != nil {
 		return fmt.Errorf("cannot decode answer: %w", err)
 	}
-	if f.resp.Header.RequestID != id {
-		return fmt.Errorf("cannot match answer: id %d, want %d", f.resp.Header.RequestID, id)
-	}
 	return nil
+}
+
+// maxFrame is the largest answer the lane takes: the client's limit, or what the
+// protocol allows its request, whichever is larger. A budget of at most batch.MaxSize
+// (newCfg) and the first partition's one batch beyond it bound the records by one
+// batch.MaxSize; the part table grows with the lane's partitions (4096 parts, about
+// 160 KiB, would not fit the 64 KiB DefaultMaxFrame keeps beside a batch).
+func (f *fetcher) maxFrame() int {
+	return max(f.c.cfg.maxFrame, batch.MaxSize+wire.FetchMultiTableSize(len(f.parts))+64<<10)
 }
 
 // readEarly is where a lane keeps two requests in flight. It reads the frame (of which

@@ -68,6 +68,10 @@ func (c *pconn) readLoop() {
 			c.l.broken(c, err)
 			return
 		}
+		if resp.Header.APIKey != wire.APIProduce { // this connection sends nothing else
+			c.l.broken(c, fmt.Errorf("cannot match answer %d: an answer of %v to a produce", resp.Header.RequestID, resp.Header.APIKey))
+			return
+		}
 		pd, ok := c.pop(resp.Header.RequestID)
 		if !ok {
 			c.l.broken(c, fmt.Errorf("cannot match answer %d to a request", resp.Header.RequestID))

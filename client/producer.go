@@ -75,18 +75,15 @@ func NewProducer(ctx context.Context, topic string, opts ...Opt) (*Producer, err
 	if err != nil {
 		return nil, err
 	}
-	admin := &Admin{cfg: c}
+	admin := newAdmin(c)
 	t, err := admin.topic(ctx, topic)
 	if err != nil {
 		admin.Close()
 		return nil, fmt.Errorf("cannot start producer: %w", err)
 	}
-	p := &Producer{cfg: c, topic: topic, topicB: []byte(topic), admin: admin, pid: c.producerID, t0: time.Now(),
+	p := &Producer{cfg: c, topic: topic, topicB: []byte(topic), admin: admin, pid: newPID(), t0: time.Now(),
 		stages: newProducerStages()}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
-	if p.pid <= 0 {
-		p.pid = newPID()
-	}
 	p.mu.sh = winShared{codec: c.codec, batchBytes: c.batchBytes, requestBytes: c.requestBytes,
 		maxInflight: c.maxInflight, linger: int64(c.linger), freeBytes: c.maxBuffered / 4, newPID: newPID,
 		pinLimit: 2 * c.maxBuffered, compactAt: 2 * c.maxBuffered,
@@ -108,7 +105,12 @@ func NewProducer(ctx context.Context, topic string, opts ...Opt) (*Producer, err
 	return p, nil
 }
 
-// newPID returns a random positive producer id.
+// newPID returns a random positive producer id. Ids are never chosen by the application:
+// a producer starts its sequences at 0, and a partition remembers the last batches of
+// each id (engine/dedup.go), so a new producer under a reused id would have its first
+// batches taken for resends of the old one's and acknowledged without being appended.
+// Nothing carries a producer's sequences across a restart, so there is no option to set
+// the id. n producers' random ids collide with odds of about n²/2^64.
 func newPID() int64 { return 1 + rand.Int64N(1<<63-1) }
 
 // ID returns the producer id stamped on every batch (a partition that produced 2^31
@@ -220,6 +222,16 @@ func (p *Producer) roomLocked(ctx context.Context, size int64) error {
 			return nil
 		case !p.cfg.blockOnFull:
 			return ErrBufferFull
+		default:
+			// Full: the open batches go now, whatever their linger (Kafka's accumulator
+			// counts a batch ready when someone waits for buffer memory). Room comes
+			// only from batches the broker took; with a long linger, open batches that
+			// filled the buffer would otherwise hold it until their lingers end.
+			for i, w := range p.mu.wins {
+				if w.seal() {
+					p.mu.links[i].wake()
+				}
+			}
 		}
 		if err := p.waitLocked(ctx); err != nil {
 			return fmt.Errorf("cannot produce record: %w", p.gaveUpLocked(err, p.mu.wins))
@@ -343,6 +355,19 @@ func (p *Producer) notifyLocked() {
 		close(p.mu.changed)
 		p.mu.changed = make(chan struct{})
 	}
+}
+
+// failLinkLocked gives up on every window that link l serves, with err, and fails the
+// producer. A window's waiters (ProduceSync, Flush, WaitPersisted, Close) look at its
+// own error: with only the producer's set, they would wait for a link that stopped
+// reconnecting until their contexts ended.
+func (p *Producer) failLinkLocked(l *link, err error) {
+	for i, w := range p.mu.wins {
+		if p.mu.links[i] == l && w.err == nil {
+			w.fail(err)
+		}
+	}
+	p.failLocked(err)
 }
 
 // failLocked makes the producer's failure sticky and wakes every waiter.

@@ -235,7 +235,7 @@ func (l *link) conns() (data, poll *pconn, ok bool) {
 		}
 		if permanent(err) { // the credentials were refused: no reconnection cures that
 			l.p.mu.Lock()
-			l.p.failLocked(err)
+			l.p.failLinkLocked(l, err)
 			l.p.mu.Unlock()
 			return nil, nil, false
 		}

@@ -139,3 +139,58 @@ func TestAuthOverTLS(t *testing.T) {
 		t.Fatalf("no reload in the log:\n%s", log)
 	}
 }
+
+// TestProducerRefusedOnReconnect: records wait in a producer while its broker is down;
+// the broker comes back without the producer's user, so every reconnection is refused.
+// Flush and Close return that refusal (the link stops reconnecting) instead of waiting
+// for their contexts to end, and no record is reported written.
+func TestProducerRefusedOnReconnect(t *testing.T) {
+	f := newAuthFiles(t, map[string]string{"alice": alicePW, "bob": bobPW},
+		"allow alice admin *\nallow bob produce,consume orders\n")
+	b := testbroker.Start(t, t.TempDir(), "-auth.users", f.users, "-auth.failure_delay", "10ms",
+		"-auth.reload_interval", "1h")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	a, err := client.NewAdmin(client.Brokers(b.Addr), client.Auth("alice", alicePW))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if _, err := a.CreateTopic(ctx, "orders", 2, wire.TopicOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := client.NewProducer(ctx, "orders", client.Brokers(b.Addr), client.Auth("bob", bobPW))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.ProduceSync(ctx, &client.Record{Value: []byte("before")}, client.AckPersisted); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 { // buffered while the links redial a broker that is down
+		if err := p.Produce(ctx, &client.Record{Key: []byte{byte(i)}, Value: []byte("waiting")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := removeUser(f.users, "bob"); err != nil {
+		t.Fatal(err)
+	}
+	b.Restart()
+
+	// Bounded by 30 s, not ctx: a producer that never gives up fails with DeadlineExceeded.
+	wait, stop := context.WithTimeout(ctx, 30*time.Second)
+	defer stop()
+	if err := p.Flush(wait); !errors.Is(err, client.ErrAuthFailed) {
+		t.Fatalf("flush after the broker refused the producer's user: %v, want %v", err, client.ErrAuthFailed)
+	}
+	err = p.Close(wait)
+	var ue *client.UnpersistedError
+	if !errors.Is(err, client.ErrAuthFailed) || !errors.As(err, &ue) || len(ue.Records) != 10 {
+		t.Fatalf("close: %v, want %v with the 10 records not written", err, client.ErrAuthFailed)
+	}
+	if wait.Err() != nil {
+		t.Fatal("the producer waited out its context")
+	}
+}
