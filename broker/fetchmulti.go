@@ -214,6 +214,14 @@ func (m *multiFetch) gatherGroup(memoryOnly bool) bool {
 			}
 			continue
 		}
+		if m.spent > 0 && int(res.Len()) > left {
+			// A read returns at least one whole batch, which only the first partition
+			// with records may take beyond the budget (docs/protocol.md): later ones
+			// would stack batches of up to batch.MaxSize each past it, over what the
+			// connection reserved and over the client's frame limit.
+			res.Release()
+			continue // offsets only, as for a spent budget
+		}
 		it.res, it.win = res, res.Window
 		m.spent += int(res.Len())
 	}

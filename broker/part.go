@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"sluice/engine"
+	"sluice/internal/failpoint"
 	"sluice/persist"
 	"sluice/persist/local"
 	"sluice/sched"
@@ -128,21 +129,50 @@ func (pt *part) refusal() error {
 func (b *Broker) settle(pt *part) (fetches int) {
 	pt.ready = pt.p.Ready(pt.ready[:0])
 	for _, w := range pt.ready {
-		switch t := w.(type) {
-		case *fetchTask:
-			b.parkedFetch.Add(-1)
+		if b.serveWoken(pt, w) {
 			fetches++
-			t.serve()
-		case *produceTask:
-			b.parkedAck.Add(-1)
-			t.answerWindow()
-		default:
-			panic(fmt.Sprintf("BUG: broker: %T parked on a partition", w))
 		}
 	}
 	clear(pt.ready)
 	b.arm(pt)
 	return fetches
+}
+
+// serveWoken answers one woken request; fetch says it was a long poll. A panic in it is
+// recovered here, for this request alone, and answered with an internal error (a no-op
+// if it was answered already): Ready took every woken request out of the engine's wait
+// lists at once, so one recovered by the caller would leave the rest unanswered, and
+// their connections' later answers behind them, for good. Shard only.
+func (b *Broker) serveWoken(pt *part, w engine.Waiter) (fetch bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			b.logPanic("woken request", pt, r)
+			err := wire.NewError(wire.CodeInternal, fmt.Sprintf("internal error answering a woken request: %v", r))
+			switch t := w.(type) {
+			case *fetchTask:
+				if m := t.multi; m != nil {
+					b.respond(m.c, m.slot, m.hdr, err, nil)
+				} else {
+					b.respond(t.c, t.slot, t.hdr, err, nil)
+				}
+			case *produceTask:
+				b.respond(t.c, t.slot, t.hdr, err, nil)
+			}
+		}
+	}()
+	switch t := w.(type) {
+	case *fetchTask:
+		b.parkedFetch.Add(-1)
+		failpoint.Panic("woken_fetch", pt.topic.meta.Name)
+		t.serve()
+		return true
+	case *produceTask:
+		b.parkedAck.Add(-1)
+		t.answerWindow()
+		return false
+	default:
+		panic(fmt.Sprintf("BUG: broker: %T parked on a partition", w))
+	}
 }
 
 // arm sets the partition's timer for its earliest parked deadline, unless it is armed

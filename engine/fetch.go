@@ -35,10 +35,11 @@ func (r *FetchResult) Len() int64 {
 }
 
 // Release releases the spans or the region; the result may be reused with its Spans
-// slice's capacity.
+// slice's capacity, and holds no bytes (Len 0) until then.
 func (r *FetchResult) Release() {
 	r.Spans = memarena.ReleaseAll(r.Spans)
 	r.Region.Release()
+	r.Region = persist.Region{}
 }
 
 // Fetch returns whole batches starting with the one that holds offset, up to maxBytes

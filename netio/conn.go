@@ -294,24 +294,25 @@ func (c *Conn) unchargeLocked(s *slot) {
 // goroutine; Respond on the slot ends the park.
 func (c *Conn) Park(sl Slot, r Releaser) {
 	c.mu.Lock()
-	if c.mu.closed || sl.s.ready || sl.s.release != nil {
+	if sl.s.ready || sl.s.release != nil {
 		c.mu.Unlock()
 		return
 	}
-	// An answer behind it may be ready already: then release at once.
-	behind := false
-	for i := len(c.mu.queue) - 1; i >= 0 && c.mu.queue[i] != sl.s; i-- {
-		if c.mu.queue[i].ready {
-			behind = true
-			break
-		}
+	// Release at once when an answer behind it is ready already; when the connection
+	// is closed (nothing else would release it: the poll would hold its partitions'
+	// waiters and its memory for its whole max wait); and when the connection is
+	// paused (stop released the polls parked when it paused, not one parked since, and
+	// the request that would end the pause waits behind it).
+	now := c.mu.closed || c.pausedSeen.Load()
+	for i := len(c.mu.queue) - 1; !now && i >= 0 && c.mu.queue[i] != sl.s; i-- {
+		now = c.mu.queue[i].ready
 	}
-	if !behind {
+	if !now {
 		sl.s.release = r
 		c.mu.parked++
 	}
 	c.mu.Unlock()
-	if behind {
+	if now {
 		c.release([]Releaser{r})
 	}
 }

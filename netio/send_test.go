@@ -389,7 +389,7 @@ func (h lateWriterHandler) Handle(c *Conn, sl Slot, req *wire.Request) {
 func TestDonePanicLeavesNoAnswerBehind(t *testing.T) {
 	h := lateWriterHandler{slot0: make(chan Slot, 1), inDone: make(chan struct{}), answered1: make(chan struct{})}
 	s := startServer(t, Config{}, h)
-	askTwo(t, s)
+	askN(t, s, 2)
 	if n := s.Stats().Panics; n != 1 {
 		t.Fatalf("%d panics counted, want 1", n)
 	}
@@ -429,7 +429,7 @@ func TestHolderLooksAgain(t *testing.T) {
 		default:
 		}
 	}}
-	askTwo(t, startServer(t, cfg, h))
+	askN(t, startServer(t, cfg, h), 2)
 }
 
 // emptyAnswer is an empty produce answer to request id.
@@ -439,21 +439,21 @@ func emptyAnswer(id uint32) Response {
 	return Response{Head: r.AppendTo(nil), File: -1}
 }
 
-// askTwo sends requests 0 and 1 in one write on a new connection and expects both
+// askN sends requests 0 to n-1 in one write on a new connection and expects them all
 // answered, in order, without error, within 20 s.
-func askTwo(t *testing.T, s *Server) {
+func askN(t *testing.T, s *Server, n int) {
 	t.Helper()
 	c, err := net.Dial("tcp", s.Addr())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if _, err := c.Write(produceStream(2)); err != nil {
+	if _, err := c.Write(produceStream(n)); err != nil {
 		t.Fatal(err)
 	}
 	c.SetReadDeadline(time.Now().Add(20 * time.Second))
 	r := bufio.NewReader(c)
-	for id := range uint32(2) {
+	for id := range uint32(n) {
 		resp, err := readAnswer(r)
 		if err != nil || resp.Header.RequestID != id || resp.Header.Code != wire.CodeNone {
 			t.Fatalf("answer %d: %v %+v", id, err, resp)

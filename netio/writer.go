@@ -8,8 +8,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// maxSendfile bounds one sendfile call: a connection sending a large region gives its
-// loop back to the other connections every MiB.
+// maxSendfile bounds one sendfile call, so that one call never holds the loop for a
+// whole large region's disk reads. The loop goes on calling until the region is sent or
+// the socket is full; the socket's buffer, not this bound, is what gives the loop back
+// to its other connections.
 const maxSendfile = 1 << 20
 
 // errBlocked says the socket buffer is full; writing resumes when it drains.

@@ -2,6 +2,7 @@ package test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -142,8 +143,53 @@ func TestFetchMultiBadRequests(t *testing.T) {
 		t.Fatalf("no partitions: %v", resp.Header.Code)
 	}
 	w = dial(t, b.Addr)
+	// A partition listed twice: each listed partition costs the broker a read and a
+	// parked waiter, so 4096 copies of one would cost 4096 of each.
+	resp = w.call(&wire.FetchMultiRequest{Topic: []byte("x"), Partitions: []wire.FetchMultiPartition{{}, {Offset: 5}}})
+	if resp.Header.Code != wire.CodeMalformed || !strings.Contains(resp.Text, "listed twice") {
+		t.Fatalf("a partition listed twice: %v %q", resp.Header.Code, resp.Text)
+	}
+	w = dial(t, b.Addr)
 	resp = w.call(&wire.FetchMultiRequest{Topic: []byte("x"), Partitions: []wire.FetchMultiPartition{{}}})
 	mustOK(t, resp)
+}
+
+// TestFetchMultiBudgetLaterPartitions: three partitions hold one batch of about 600 KB
+// each, read with a budget of 1 MiB. The first partition gets its batch; the others,
+// whose batch does not fit in what is left, get their offsets and no records
+// (docs/protocol.md: only the first partition with records may pass the budget). Before,
+// every partition got a whole batch, and an answer could pass its budget by up to a
+// batch of 64 MiB per partition.
+func TestFetchMultiBudgetLaterPartitions(t *testing.T) {
+	b := testbroker.Start(t, t.TempDir())
+	w := dial(t, b.Addr)
+	createTopic(t, w, "big", 3)
+	for part := range uint32(3) {
+		var bld batch.Builder
+		bld.Reset(nil, 0, -1)
+		for i := range 600 {
+			bld.Add(uint16(i), time.Now().UnixMilli(), nil, make([]byte, 1000))
+		}
+		mustOK(t, w.call(&wire.ProduceRequest{Topic: []byte("big"), Partition: part, Version: 1, Batches: bld.Finish()}))
+	}
+	for _, order := range [][]uint32{{0, 1, 2}, {2, 0, 1}} {
+		req := &wire.FetchMultiRequest{Topic: []byte("big"), MaxBytes: 1 << 20}
+		for _, p := range order {
+			req.Partitions = append(req.Partitions, wire.FetchMultiPartition{Partition: p})
+		}
+		resp := w.call(req)
+		mustOK(t, resp)
+		parts := resp.Body.(*wire.FetchMultiResponse).Parts
+		if n := len(multiValues(t, &parts[0], 0)); n != 600 {
+			t.Fatalf("order %v: the first partition got %d records, want its batch of 600", order, n)
+		}
+		for _, p := range parts[1:] {
+			if len(p.Records) != 0 || p.HighWatermark != 600 {
+				t.Fatalf("order %v: partition %d got %d bytes of records (high watermark %d) past a budget its batch does not fit",
+					order, p.Partition, len(p.Records), p.HighWatermark)
+			}
+		}
+	}
 }
 
 // TestFetchMultiV1NextOffsets reads, with fetch_multi versions 1 and 2 (the part table

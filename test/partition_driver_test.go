@@ -129,3 +129,31 @@ func TestShutdownWithParkedRequests(t *testing.T) {
 		t.Fatalf("checkpoint %d after a clean stop, want 2", p.Checkpoint)
 	}
 }
+
+// TestPanicInWokenPoll: a produce wakes two long polls and serving each one panics (a
+// failpoint where a woken poll is served). Each poll is answered with an internal error,
+// and the produce that woke them is answered as appended. The engine hands every woken
+// request over at once, so a panic recovered around them all (the produce's recovery,
+// before) answered the produce with an error although its records were in the log, and
+// left the second poll unanswered for good.
+func TestPanicInWokenPoll(t *testing.T) {
+	b := testbroker.StartEnv(t, t.TempDir(), []string{"SLUICE_FAILPOINTS=woken_fetch=wk"}, "-metrics", "127.0.0.1:0")
+	w := dial(t, b.Addr)
+	createTopic(t, w, "wk", 1)
+	polls := []*wireConn{dial(t, b.Addr), dial(t, b.Addr)}
+	for _, p := range polls {
+		p.send(&wire.FetchRequest{Topic: []byte("wk"), MaxBytes: 1 << 20, MaxWaitMs: 60_000})
+	}
+	waitMetric(t, b.MetricsAddr, `sluice_parked_requests{kind="fetch"}`, 2)
+	mustOK(t, w.call(&wire.ProduceRequest{Topic: []byte("wk"), Version: 1, Batches: records(0, -1, "v", 1)}))
+	for i, p := range polls {
+		resp := p.recv() // within readFrame's 30 s, half the polls' max wait
+		if resp.Header.Code != wire.CodeInternal || !strings.Contains(resp.Text, "failpoint") {
+			t.Fatalf("poll %d answered %v %q, want internal", i, resp.Header.Code, resp.Text)
+		}
+	}
+	if got := fetchValues(t, w, "wk", 0, 0); len(got) != 1 || got[0] != "v-0" {
+		t.Fatalf("the log holds %v", got)
+	}
+	waitMetric(t, b.MetricsAddr, `sluice_parked_requests{kind="fetch"}`, 0)
+}

@@ -58,7 +58,8 @@ func (r *FetchMultiRequest) AppendTo(dst []byte) []byte {
 }
 
 // Decode decodes the request body at the front of b; see Body. A request without
-// partitions, with more than MaxFetchPartitions or with a negative offset is malformed.
+// partitions, with more than MaxFetchPartitions, with a partition listed twice or with a
+// negative offset is malformed.
 // It allocates only when Partitions has too little capacity.
 func (r *FetchMultiRequest) Decode(b []byte) (rest []byte, err error) {
 	rd := reader{b: b}
@@ -77,7 +78,43 @@ func (r *FetchMultiRequest) Decode(b []byte) (rest []byte, err error) {
 		}
 		r.Partitions = append(r.Partitions, p)
 	}
+	if rd.err == nil {
+		if id, dup := repeatedPartition(r.Partitions); dup {
+			rd.err = malformed("fetch partition " + i64toa(int64(id)) + " is listed twice")
+		}
+	}
 	return rd.b, rd.err
+}
+
+// repeatedPartition returns a partition ps lists twice, if any. Each listed partition
+// costs the broker a read and a parked waiter, so a request listing one partition 4096
+// times would cost 4096 of them for 12 bytes each on the wire. Without allocating: pairs
+// for a few partitions (a consumer's lane holds a handful), a bitmap on the stack for
+// more (partition ids beyond it, which no topic has, are left to be answered
+// unknown_partition one by one).
+func repeatedPartition(ps []FetchMultiPartition) (uint32, bool) {
+	if len(ps) <= 32 {
+		for i := 1; i < len(ps); i++ {
+			for j := range i {
+				if ps[i].Partition == ps[j].Partition {
+					return ps[i].Partition, true
+				}
+			}
+		}
+		return 0, false
+	}
+	var seen [MaxPartitions / 64]uint64
+	for _, p := range ps {
+		if p.Partition >= MaxPartitions {
+			continue
+		}
+		w, bit := p.Partition/64, uint64(1)<<(p.Partition%64)
+		if seen[w]&bit != 0 {
+			return p.Partition, true
+		}
+		seen[w] |= bit
+	}
+	return 0, false
 }
 
 // FetchMultiResponse answers a fetch_multi request: one part per requested partition, in

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -269,6 +270,28 @@ func TestFetchMultiMalformed(t *testing.T) {
 		requireCode(t, err, CodeMalformed)
 		if t.Failed() {
 			t.Fatalf("%s", name)
+		}
+	}
+}
+
+// TestFetchMultiRepeatedPartition: a request listing a partition twice is malformed, by
+// either path of the check (pairs for a few partitions, a bitmap for many), and distinct
+// partitions are not, ids beyond any topic's included.
+func TestFetchMultiRepeatedPartition(t *testing.T) {
+	for _, n := range []int{2, 32, 33, MaxFetchPartitions} {
+		req := FetchMultiRequest{Topic: []byte("t")}
+		for i := range n {
+			req.Partitions = append(req.Partitions, FetchMultiPartition{Partition: uint32(i) * 16})
+		}
+		req.Partitions[n-1].Partition = 1<<32 - 1 // beyond MaxPartitions: not in the bitmap
+		var got FetchMultiRequest
+		if _, err := got.Decode(req.AppendTo(nil)); err != nil {
+			t.Fatalf("%d distinct partitions: %v", n, err)
+		}
+		req.Partitions[n-1].Partition = req.Partitions[n/2-1].Partition
+		_, err := got.Decode(req.AppendTo(nil))
+		if CodeOf(err) != CodeMalformed || !strings.Contains(err.Error(), "listed twice") {
+			t.Fatalf("%d partitions, one twice: %v", n, err)
 		}
 	}
 }
