@@ -74,16 +74,19 @@ func TestFetchMultiAnswersBusyPartition(t *testing.T) {
 	}
 }
 
-// onDiskThenRestart creates topic with 2 partitions, writes 8 batches of 50 records
-// ("disk<i>-<j>") to partition 0, and restarts the broker, so that they are read from
-// the segment files only; it returns a connection to the restarted broker.
+// onDiskThenRestart creates topic with 3 partitions, writes 8 batches of 50 records
+// ("disk<i>-<j>") to partitions 0 and 2, and restarts the broker, so that they are read
+// from the segment files only (partition 1 stays empty); it returns a connection to the
+// restarted broker.
 func onDiskThenRestart(t *testing.T, b *testbroker.Broker, topic string) *wireConn {
 	t.Helper()
 	w := dial(t, b.Addr)
-	createTopic(t, w, topic, 2)
-	for i := range 8 {
-		mustOK(t, w.call(&wire.ProduceRequest{Topic: []byte(topic), Partition: 0, Version: 1,
-			Batches: records(0, -1, fmt.Sprintf("disk%d", i), 50)}))
+	createTopic(t, w, topic, 3)
+	for _, part := range []uint32{0, 2} {
+		for i := range 8 {
+			mustOK(t, w.call(&wire.ProduceRequest{Topic: []byte(topic), Partition: part, Version: 1,
+				Batches: records(0, -1, fmt.Sprintf("disk%d", i), 50)}))
+		}
 	}
 	b.Stop()
 	b.Restart()
@@ -101,7 +104,7 @@ func TestFetchMultiSendfileAndMemory(t *testing.T) {
 	mustOK(t, w.call(&wire.ProduceRequest{Topic: []byte("s"), Partition: 1, Version: 1, Batches: records(0, -1, "mem", 5)}))
 	sent0 := scrape(t, b.MetricsAddr, `sluice_fetch_bytes_total{path="sendfile"}`)
 	resp := w.call(&wire.FetchMultiRequest{Topic: []byte("s"), MaxBytes: 8 << 20, Partitions: []wire.FetchMultiPartition{
-		{Partition: 0, Offset: 10}, {Partition: 1, Offset: 0}, {Partition: 7}, {Partition: 1, Offset: 99}}})
+		{Partition: 0, Offset: 10}, {Partition: 1, Offset: 0}, {Partition: 7}, {Partition: 2, Offset: 999}}})
 	mustOK(t, resp)
 	parts := resp.Body.(*wire.FetchMultiResponse).Parts
 	disk := multiValues(t, &parts[0], 10)
@@ -111,7 +114,7 @@ func TestFetchMultiSendfileAndMemory(t *testing.T) {
 	if mem := multiValues(t, &parts[1], 0); fmt.Sprint(mem) != "[mem-0 mem-1 mem-2 mem-3 mem-4]" {
 		t.Fatalf("memory partition: %v", mem)
 	}
-	if parts[2].Code != wire.CodeUnknownPartition || parts[3].Code != wire.CodeOffsetOutOfRange || parts[3].HighWatermark != 5 {
+	if parts[2].Code != wire.CodeUnknownPartition || parts[3].Code != wire.CodeOffsetOutOfRange || parts[3].HighWatermark != 400 {
 		t.Fatalf("error parts: %+v, %+v", parts[2], parts[3])
 	}
 	if sent := scrape(t, b.MetricsAddr, `sluice_fetch_bytes_total{path="sendfile"}`) - sent0; sent < float64(len(parts[0].Records)) {
@@ -224,7 +227,7 @@ func TestFetchMultiV1NextOffsets(t *testing.T) {
 		want     []int64 // next offset per part
 	}{
 		{"whole", 8 << 20, []wire.FetchMultiPartition{{Partition: 0, Offset: 10}, {Partition: 1, Offset: 3},
-			{Partition: 7}, {Partition: 1, Offset: 99}}, []int64{400, 15, -1, -1}},
+			{Partition: 7}, {Partition: 2, Offset: 999}}, []int64{400, 15, -1, -1}},
 		{"one batch from the segment, none from memory", 1, []wire.FetchMultiPartition{{Partition: 0, Offset: 120},
 			{Partition: 1, Offset: 2}}, []int64{150, 2}},
 		{"one batch from memory, none from the segment", 1, []wire.FetchMultiPartition{{Partition: 1, Offset: 6},
@@ -232,7 +235,7 @@ func TestFetchMultiV1NextOffsets(t *testing.T) {
 		{"two segment batches", 2 * 50 * 20, []wire.FetchMultiPartition{{Partition: 0, Offset: 200}}, []int64{300}},
 		{"at the end", 1 << 20, []wire.FetchMultiPartition{{Partition: 0, Offset: 400}, {Partition: 1, Offset: 15}},
 			[]int64{400, 15}},
-		{"two segment regions in a row", 1 << 20, []wire.FetchMultiPartition{{Partition: 0, Offset: 10}, {Partition: 0, Offset: 300},
+		{"two segment regions in a row", 1 << 20, []wire.FetchMultiPartition{{Partition: 0, Offset: 10}, {Partition: 2, Offset: 300},
 			{Partition: 1, Offset: 0}}, []int64{400, 400, 15}},
 	} {
 		for _, version := range []uint16{1, 2} {
