@@ -9,3 +9,10 @@ func EarlyFetches(c *Consumer) int64 { return c.earlyFetches.Load() }
 func PinFetchVersion(c *Consumer, addr string, v uint16) {
 	c.oldFetch = map[string]uint16{addr: v}
 }
+
+// Links returns how many brokers p keeps a sender for.
+func Links(p *Producer) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.mu.every)
+}

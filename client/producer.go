@@ -42,15 +42,18 @@ type Producer struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	// startLink, when set (tests of the windows' logic), starts a new link instead of
+	// its sender goroutine.
+	startLink func(*link)
 
 	mu struct {
 		sync.Mutex
 		sh    winShared
 		wins  []*window
 		links []*link // per partition
-		// every holds each link ever started, also those no partition uses any more (all
-		// of a broker's partitions moved away while it lives): Close shuts them all down,
-		// or their connections' readers would keep Close waiting.
+		// every holds each link running: Close shuts them all down, or their
+		// connections' readers would keep Close waiting. A link no partition uses any
+		// more leaves it when retired (retireIdleLocked).
 		every     []*link
 		rt        router
 		changed   chan struct{} // closed when windows change and someone waits

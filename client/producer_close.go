@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"sluice/batch"
 	"sluice/codec"
@@ -157,6 +158,25 @@ func (p *Producer) applyAddrsLocked(t wire.Topic) {
 		}
 		p.mu.links[i].wake()
 	}
+	p.retireIdleLocked()
+}
+
+// retireIdleLocked stops the links that serve no partition any more: a broker whose
+// partitions all moved, or a partition's empty address (none yet) once it has one. A
+// link's sender redials its broker until the producer closes, and asks for the metadata
+// every third failure: kept, a producer would do that for every broker it ever lost.
+// A partition that moves back gets a new link.
+func (p *Producer) retireIdleLocked() {
+	var keep []*link // a new array: Close ranges over the old one without the lock
+	for _, l := range p.mu.every {
+		if slices.Contains(p.mu.links, l) {
+			keep = append(keep, l)
+			continue
+		}
+		l.stop()
+		l.shutdown()
+	}
+	p.mu.every = keep
 }
 
 // minProgress returns the smallest positive progress number of the records the window

@@ -14,7 +14,7 @@ import (
 // (link.deliver), and the metadata refresh's answer (applyTopicLocked).
 
 // testProducer returns a producer of a topic at version 7 with parts partitions, whose
-// links run no goroutines: partition i's broker is "b<i>", for every i < 64.
+// links run no goroutines: partition i's broker is "b<i>".
 func testProducer(t *testing.T, parts int) *Producer {
 	t.Helper()
 	p := &Producer{topic: "t", topicB: []byte("t"), pid: 42, t0: time.Now(), cfg: defaultCfg()}
@@ -25,12 +25,10 @@ func testProducer(t *testing.T, parts int) *Producer {
 	p.mu.changed = make(chan struct{})
 	p.mu.rt = router{p: parts}
 	p.mu.version = 7
-	for i := range 64 {
-		p.mu.every = append(p.mu.every, &link{p: p, addr: fmt.Sprint("b", i), kick: make(chan struct{}, 1)})
-	}
+	p.startLink = func(*link) {}
 	for i := range parts {
 		p.mu.wins = append(p.mu.wins, newWindow(&p.mu.sh, i, 7, p.pid))
-		p.mu.links = append(p.mu.links, p.mu.every[i])
+		p.mu.links = append(p.mu.links, p.linkLocked(fmt.Sprint("b", i)))
 	}
 	return p
 }

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"net"
 	"sync"
 	"time"
@@ -22,6 +23,10 @@ type link struct {
 	p    *Producer
 	addr string
 	kick chan struct{} // wakes the sender; capacity 1
+	// ctx ends when the producer closes or the link is retired (retireIdleLocked):
+	// its sender stops redialing then.
+	ctx  context.Context
+	stop context.CancelFunc
 
 	mu struct {
 		sync.Mutex
@@ -45,13 +50,18 @@ type link struct {
 
 // linkLocked returns the link to addr, starting one if there is none.
 func (p *Producer) linkLocked(addr string) *link {
-	for _, l := range p.mu.every { // also a broker's that lost its partitions and gets some back
+	for _, l := range p.mu.every {
 		if l.addr == addr {
 			return l
 		}
 	}
 	l := &link{p: p, addr: addr, kick: make(chan struct{}, 1)}
+	l.ctx, l.stop = context.WithCancel(p.ctx)
 	p.mu.every = append(p.mu.every, l)
+	if p.startLink != nil {
+		p.startLink(l)
+		return l
+	}
 	p.wg.Add(1)
 	go l.run()
 	return l
@@ -203,7 +213,7 @@ func (l *link) sleep(wakeAt int64) bool {
 				l.sleeper, _ = nanosleep.NewSleeper() // without a timerfd, it sleeps in nanosleep(2)
 			}
 			l.sleeper.Sleep(d)
-			return l.p.ctx.Err() == nil
+			return l.ctx.Err() == nil
 		}
 		l.timer.Reset(d)
 		defer l.timer.Stop()
@@ -211,7 +221,7 @@ func (l *link) sleep(wakeAt int64) bool {
 	select {
 	case <-l.kick:
 	case <-l.timer.C:
-	case <-l.p.ctx.Done():
+	case <-l.ctx.Done():
 		return false
 	}
 	return true
@@ -244,7 +254,7 @@ func (l *link) conns() (data, poll *pconn, ok bool) {
 			l.p.refreshLocked()
 			l.p.mu.Unlock()
 		}
-		if sleepCtx(l.p.ctx, jitter(delay)) != nil {
+		if sleepCtx(l.ctx, jitter(delay)) != nil {
 			return nil, nil, false
 		}
 		delay = min(2*delay, cfg.backoffMax)
@@ -253,11 +263,11 @@ func (l *link) conns() (data, poll *pconn, ok bool) {
 
 // dial opens both connections and starts their readers.
 func (l *link) dial() (data, poll *pconn, err error) {
-	nd, err := dial(l.p.ctx, &l.p.cfg, l.addr)
+	nd, err := dial(l.ctx, &l.p.cfg, l.addr)
 	if err != nil {
 		return nil, nil, err
 	}
-	np, err := dial(l.p.ctx, &l.p.cfg, l.addr)
+	np, err := dial(l.ctx, &l.p.cfg, l.addr)
 	if err != nil {
 		nd.Close()
 		return nil, nil, err
