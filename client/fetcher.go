@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 
 	"sluice/batch"
@@ -120,8 +121,11 @@ func (c *Consumer) startFetchers(ctx context.Context) error {
 		seen[p.addr]++
 		f := byLane[k]
 		if f == nil {
+			// The rotation starts anywhere: a partition the budget leaves out (its next
+			// batch larger than what is left) is read when its turn comes first, and a
+			// lane started again and again (regates) must not always begin it last.
 			f = &fetcher{c: c, addr: p.addr, free: make(chan *answer, answerBuffers), quit: make(chan struct{}),
-				version: c.fetchVersion(p.addr)}
+				version: c.fetchVersion(p.addr), rot: rand.Int()}
 			for range answerBuffers {
 				f.free <- &answer{f: f}
 			}

@@ -13,8 +13,8 @@ import (
 // TestPollBeforeNextEnds: an application that takes one record per Poll (a Poll while
 // the answer still has records) reads every record once, in order: Poll keeps the
 // answer it has not finished. Before, the rest of the answer was dropped while the
-// fetchers had already asked for what follows it, and the consumer stopped with a gap
-// error.
+// fetchers had already asked for what follows it: those records were never read (the
+// next answers began past them, or found a gap).
 func TestPollBeforeNextEnds(t *testing.T) {
 	b := startBroker(t)
 	createTopic(t, b.Addr, "onebyone", 1)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -226,20 +227,36 @@ func (p *Producer) roomLocked(ctx context.Context, size int64) error {
 		case !p.cfg.blockOnFull:
 			return ErrBufferFull
 		default:
-			// Full: the open batches go now, whatever their linger (Kafka's accumulator
-			// counts a batch ready when someone waits for buffer memory). Room comes
-			// only from batches the broker took; with a long linger, open batches that
-			// filled the buffer would otherwise hold it until their lingers end.
-			for i, w := range p.mu.wins {
-				if w.seal() {
-					p.mu.links[i].wake()
+			// Full. Room comes from the batches sent, as the broker takes them; the open
+			// ones free nothing until they are sealed and sent. When all the sent ones
+			// going would still not make room, the open batches go now, whatever their
+			// linger (with a long linger they would hold the buffer until it ended).
+			// Not sooner: a saturated producer whose buffer waits for the disk would
+			// seal every batch at its first records, and send smaller and smaller ones.
+			if open := p.openBytesLocked(); open > 0 && open+size > p.cfg.maxBuffered {
+				for i, w := range p.mu.wins {
+					if w.seal() {
+						p.mu.links[i].wake()
+					}
 				}
+				continue // a compressed batch takes less room sealed
 			}
 		}
 		if err := p.waitLocked(ctx); err != nil {
 			return fmt.Errorf("cannot produce record: %w", p.gaveUpLocked(err, p.mu.wins))
 		}
 	}
+}
+
+// openBytesLocked returns the bytes of the open batches, counted in buffered.
+func (p *Producer) openBytesLocked() int64 {
+	var n int64
+	for _, w := range p.mu.wins {
+		if w.open {
+			n += int64(w.bld.Len())
+		}
+	}
+	return n
 }
 
 // Flush sends every record produced so far at once (ignoring Linger) and waits until the
@@ -364,13 +381,26 @@ func (p *Producer) notifyLocked() {
 // producer. A window's waiters (ProduceSync, Flush, WaitPersisted, Close) look at its
 // own error: with only the producer's set, they would wait for a link that stopped
 // reconnecting until their contexts ended.
+//
+// A link refused after it was retired serves no window and fails nothing. The link leaves
+// every, so that a partition that moves to its broker later gets a new link (this one's
+// sender has stopped), and an expansion whose last draining windows these were ends.
 func (p *Producer) failLinkLocked(l *link, err error) {
+	served := false
 	for i, w := range p.mu.wins {
-		if p.mu.links[i] == l && w.err == nil {
-			w.fail(err)
+		if p.mu.links[i] == l {
+			served = true
+			if w.err == nil {
+				w.fail(err)
+			}
 		}
 	}
-	p.failLocked(err)
+	l.stop()
+	p.mu.every = slices.DeleteFunc(slices.Clone(p.mu.every), func(x *link) bool { return x == l })
+	if served {
+		p.failLocked(err)
+		p.finishExpansionLocked()
+	}
 }
 
 // failLocked makes the producer's failure sticky and wakes every waiter.

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -159,5 +160,42 @@ func TestProducerExpandSyncTwice(t *testing.T) {
 		}
 	case <-time.After(2 * time.Second):
 		t.Fatal("ProduceSync still waits for a record persisted after its second move")
+	}
+}
+
+// TestProducerRefusedDuringExpansion: a broker refuses the producer's credentials for
+// good while an expansion waits for its window to drain (a request in flight). The
+// window fails, which counts as drained: the expansion ends, and Flush returns the
+// refusal instead of waiting for its context (it waited while the expansion was
+// pending, before looking at the windows' errors).
+func TestProducerRefusedDuringExpansion(t *testing.T) {
+	p := testProducer(t, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := p.Produce(ctx, &Record{UseLogical: true, Logical: 20000, Value: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	p.mu.Lock()
+	w := p.mu.wins[0]
+	w.seal()
+	r := &sendReq{}
+	if !w.nextRequest(never-1, r) { // in flight, never answered
+		t.Fatal("nothing to send")
+	}
+	w.writeDone(r)
+	p.mu.Unlock()
+	p.refreshTo(8, 4)
+	p.mu.Lock()
+	if p.mu.next == nil {
+		t.Fatal("the expansion did not wait for the request in flight")
+	}
+	p.failLinkLocked(p.mu.links[0], fmt.Errorf("reconnect: %w", wire.ErrAuthFailed))
+	next := p.mu.next
+	p.mu.Unlock()
+	if next != nil {
+		t.Fatal("the expansion still waits for a window that failed")
+	}
+	if err := p.Flush(ctx); !errors.Is(err, wire.ErrAuthFailed) {
+		t.Fatalf("flush: %v, want %v", err, wire.ErrAuthFailed)
 	}
 }

@@ -53,7 +53,7 @@ func (h lateParkHandler) Handle(c *Conn, sl Slot, req *wire.Request) {
 // waiting out the polls (whose owner here would never answer them otherwise: a max wait
 // of a minute, in a broker).
 func TestParkWhilePaused(t *testing.T) {
-	h := lateParkHandler{parkBelow: 2, delay: 50 * time.Millisecond, parked: make(chan uint32, 2), released: make(chan uint32, 2)}
+	h := lateParkHandler{parkBelow: 2, delay: 200 * time.Millisecond, parked: make(chan uint32, 2), released: make(chan uint32, 2)}
 	askN(t, startServer(t, Config{MaxInflight: 2}, h), 3) // a poll parked into the pause held the connection
 }
 
