@@ -72,20 +72,27 @@ func (p *Producer) refreshTo(v uint32, n int) {
 	p.notifyLocked()
 }
 
-// TestProducerExpandFlushAfterMove: a window whose unheld batches all went to other
-// partitions' windows holds nothing; WaitPersisted must not wait for those batches in
-// it (they are waited for where they went).
-func TestProducerExpandFlushAfterMove(t *testing.T) {
+// sealedOnTwo returns a test producer of 2 partitions holding one sealed batch of one
+// record of logical id 20000 (partition 0 of 2, partition 1 of 4), and a context of 5 s.
+func sealedOnTwo(t *testing.T) (*Producer, context.Context) {
+	t.Helper()
 	p := testProducer(t, 2)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	// Logical 20000: partition 0 of 2, partition 1 of 4.
+	t.Cleanup(cancel)
 	if err := p.Produce(ctx, &Record{UseLogical: true, Logical: 20000, Value: []byte("x")}); err != nil {
 		t.Fatal(err)
 	}
 	p.mu.Lock()
 	p.mu.wins[0].seal()
 	p.mu.Unlock()
+	return p, ctx
+}
+
+// TestProducerExpandFlushAfterMove: a window whose unheld batches all went to other
+// partitions' windows holds nothing; WaitPersisted must not wait for those batches in
+// it (they are waited for where they went).
+func TestProducerExpandFlushAfterMove(t *testing.T) {
+	p, ctx := sealedOnTwo(t)
 	// Partition 0 switched to version 8 before the batch came: refused, never appended.
 	if !p.answerNext(t, 0, wire.CodeVersionMismatch, &wire.ProduceResponse{Version: 8, Session: 5, Checkpoint: 9,
 		BaseOffset: -1, LastOffset: -1}) {
@@ -169,15 +176,9 @@ func TestProducerExpandSyncTwice(t *testing.T) {
 // refusal instead of waiting for its context (it waited while the expansion was
 // pending, before looking at the windows' errors).
 func TestProducerRefusedDuringExpansion(t *testing.T) {
-	p := testProducer(t, 2)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := p.Produce(ctx, &Record{UseLogical: true, Logical: 20000, Value: []byte("x")}); err != nil {
-		t.Fatal(err)
-	}
+	p, ctx := sealedOnTwo(t)
 	p.mu.Lock()
 	w := p.mu.wins[0]
-	w.seal()
 	r := &sendReq{}
 	if !w.nextRequest(never-1, r) { // in flight, never answered
 		t.Fatal("nothing to send")
