@@ -2,8 +2,6 @@ package client_test
 
 import (
 	"context"
-	"encoding/binary"
-	"io"
 	"net"
 	"strings"
 	"sync"
@@ -58,13 +56,8 @@ func TestAnswerOfAnotherKey(t *testing.T) {
 func answerWithProduceKey(c net.Conn) {
 	defer c.Close()
 	for {
-		var size [4]byte
-		if _, err := io.ReadFull(c, size[:]); err != nil {
-			return
-		}
-		frame := make([]byte, 4+binary.LittleEndian.Uint32(size[:]))
-		copy(frame, size[:])
-		if _, err := io.ReadFull(c, frame[4:]); err != nil {
+		frame, err := readFrame(c) // consumer_refresh_test.go
+		if err != nil {
 			return
 		}
 		_, hdr, err := wire.PeekFrame(frame, wire.DefaultMaxFrame)
