@@ -416,10 +416,9 @@ func TestLeaderPlacesByLoad(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	_, gen0, err := leader.conn.Get(leader.root + "/assignments")
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The leader bumps the generation after a pass's writes (deferred), so the owners can
+	// be seen before it: wait for the bump of the first placement.
+	gen0 := generationAtLeast(t, leader, 1, deadline)
 	busy := map[string]PartLoad{}
 	var hot []string
 	for _, n := range topics {
@@ -442,16 +441,30 @@ func TestLeaderPlacesByLoad(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	_, gen1, err := leader.conn.Get(leader.root + "/assignments")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if gen1.Version <= gen0.Version {
-		t.Fatalf("assignments changed without a new generation (version %d, then %d)", gen0.Version, gen1.Version)
-	}
+	// Fails at the deadline if the move never told the brokers through a new generation.
+	generationAtLeast(t, leader, gen0+1, deadline)
 	time.Sleep(time.Second) // ten passes: nothing more to move
 	if again := ownerOf(); fmt.Sprint(again) != fmt.Sprint(placed) {
 		t.Fatalf("placement kept moving without cause: %v then %v", placed, again)
+	}
+}
+
+// generationAtLeast waits until the assignments znode's version reaches v and returns
+// it, failing the test at deadline.
+func generationAtLeast(t *testing.T, c *Cluster, v int32, deadline time.Time) int32 {
+	t.Helper()
+	for {
+		_, st, err := c.conn.Get(c.root + "/assignments")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Version >= v {
+			return st.Version
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the assignments' generation stays at version %d, below %d: changed without telling the brokers", st.Version, v)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
