@@ -38,14 +38,21 @@ type Consumer struct {
 	unread bool  // Poll took an answer and Next has not returned false since
 	ri     recordIter
 	// The fetchers, owned by the goroutine calling Poll (mu.fetchers is the copy Close
-	// reads): started by Poll, stopped on a failure and started again from the cursors.
+	// reads): started by Poll; a failed lane is started again from its cursors while the
+	// others go on (down, consumer_lanes.go), and a failure of all stops them all.
 	fetchers []*fetcher
-	fwg      sync.WaitGroup
-	ready    chan *answer // answers of every fetcher, in arrival order
-	ans      *answer      // the answer Next iterates
-	partIdx  int          // its next part
-	stop     chan struct{}
-	once     sync.Once
+	// down are the partitions of failed lanes, waiting to start again at downAt (after
+	// asking the metadata: revived brings the answer); downDelay is the backoff.
+	down      []*cpart
+	downAt    time.Time
+	downDelay time.Duration
+	revived   chan laneMetadata
+	fwg       sync.WaitGroup
+	ready     chan *answer // answers of every fetcher, in arrival order
+	ans       *answer      // the answer Next iterates
+	partIdx   int          // its next part
+	stop      chan struct{}
+	once      sync.Once
 	// failed is the error that stopped an iteration (damaged data: a *GapError or a
 	// corrupt batch); Poll returns it from then on, so nothing past it is delivered.
 	failed error
@@ -290,13 +297,9 @@ func (c *Consumer) poll(ctx context.Context) error {
 			return err
 		}
 	}
-	var a *answer
-	select {
-	case a = <-c.ready:
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-c.stop:
-		return ErrClosed
+	a, err := c.await(ctx)
+	if err != nil {
+		return err
 	}
 	if a.err != nil {
 		c.stopFetchers()

@@ -8,6 +8,8 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"slices"
+	"time"
 
 	"sluice/batch"
 	"sluice/wire"
@@ -28,7 +30,9 @@ import (
 //
 // The fetcher owns its fetch positions (pos); the application's cursors are the
 // consumer's. On any failure the fetcher delivers an answer with the error and ends; the
-// consumer then stops every fetcher and starts new ones from its cursors (Poll's retry).
+// consumer then starts that lane again from its cursors while the others go on
+// (consumer_lanes.go), or, for a failure that concerns them all, stops every fetcher and
+// starts new ones (Poll's retry).
 type fetcher struct {
 	c     *Consumer
 	addr  string
@@ -41,13 +45,19 @@ type fetcher struct {
 	// it, read straight into the answer's buffer (bufio does so for reads larger than
 	// its buffer once it is empty).
 	br   *bufio.Reader
-	free chan *answer  // buffers the application gave back; capacity answerBuffers
-	quit chan struct{} // closed when the consumer stops its fetchers
-	req  wire.FetchMultiRequest
-	resp wire.Response
-	body wire.FetchMultiResponse // f.resp's body, of f.version
-	wbuf []byte
-	id   uint32 // of the last request sent
+	free chan *answer // buffers the application gave back; capacity answerBuffers
+	// ctx ends (quit closes) when the consumer stops the fetcher (cancel, stopLocked).
+	ctx    context.Context
+	cancel context.CancelFunc
+	quit   <-chan struct{}
+	// revived: a lane started again after its broker failed (consumer_lanes.go); its
+	// first answer resets the consumer's lane backoff.
+	revived bool
+	req     wire.FetchMultiRequest
+	resp    wire.Response
+	body    wire.FetchMultiResponse // f.resp's body, of f.version
+	wbuf    []byte
+	id      uint32 // of the last request sent
 	// version is the fetch_multi version asked (2, or older for a broker that predates
 	// it). With version 2 a lane sends its next request as soon as it has read an
 	// answer's part table (early), before the records; with version 1 only a lane of one
@@ -101,10 +111,39 @@ const fetchLanes = 2
 // fetchLanes per broker, each reading every fetchLanes-th of its partitions. A partition
 // the metadata names no broker for (moving, or new and not placed yet) is left out
 // (p.unrouted) until a refresh gives it one (followAddresses), so that it never holds up
-// the others, and so is one whose start at a time is not known yet (p.timeStart); with no partition to fetch at all the answer is errNoAddress (retried
-// after a refresh). c.fetchers is set only once every fetcher runs: a Poll never waits
-// on fetchers that were not started.
+// the others, and so is one whose start at a time is not known yet (p.timeStart); with
+// no partition to fetch at all the answer is errNoAddress (retried after a refresh).
+// Each fetcher dials its broker itself (run): a broker that is down fails its own lanes
+// only (consumer_lanes.go), and no Poll waits for a dial while other lanes have records.
 func (c *Consumer) startFetchers(ctx context.Context) error {
+	var parts []*cpart
+	for _, p := range c.parts {
+		p.unrouted = !p.held && (p.addr == "" || p.timeStart)
+		if !p.held && !p.unrouted { // else it waits for its gate (consumer_layout.go), or for an address
+			parts = append(parts, p)
+		}
+	}
+	fs := c.lanes(parts)
+	if len(fs) == 0 {
+		return fmt.Errorf("cannot fetch %s: %w", c.topic, errNoAddress)
+	}
+	// Room for every buffer of the first fetchers: they rarely wait handing over (lanes
+	// started later may; every hand-over also watches quit, so stopping never waits for
+	// the application).
+	ready := make(chan *answer, answerBuffers*len(fs))
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed() {
+		return ErrClosed
+	}
+	c.ready = ready
+	c.runLocked(fs)
+	return nil
+}
+
+// lanes makes the fetchers of parts, from their cursors: fetchLanes per broker, each
+// reading every fetchLanes-th of the broker's partitions.
+func (c *Consumer) lanes(parts []*cpart) []*fetcher {
 	type lane struct {
 		addr string
 		i    int
@@ -112,11 +151,7 @@ func (c *Consumer) startFetchers(ctx context.Context) error {
 	var fs []*fetcher
 	byLane := map[lane]*fetcher{}
 	seen := map[string]int{} // partitions so far per broker
-	for _, p := range c.parts {
-		p.unrouted = !p.held && (p.addr == "" || p.timeStart)
-		if p.held || p.unrouted {
-			continue // waits for its gate (consumer_layout.go), or for an address
-		}
+	for _, p := range parts {
 		k := lane{p.addr, seen[p.addr] % fetchLanes}
 		seen[p.addr]++
 		f := byLane[k]
@@ -124,8 +159,10 @@ func (c *Consumer) startFetchers(ctx context.Context) error {
 			// The rotation starts anywhere: a partition the budget leaves out (its next
 			// batch larger than what is left) is read when its turn comes first, and a
 			// lane started again and again (regates) must not always begin it last.
-			f = &fetcher{c: c, addr: p.addr, free: make(chan *answer, answerBuffers), quit: make(chan struct{}),
+			f = &fetcher{c: c, addr: p.addr, free: make(chan *answer, answerBuffers),
 				version: c.fetchVersion(p.addr), rot: rand.Int()}
+			f.ctx, f.cancel = context.WithCancel(context.Background())
+			f.quit = f.ctx.Done()
 			for range answerBuffers {
 				f.free <- &answer{f: f}
 			}
@@ -135,68 +172,55 @@ func (c *Consumer) startFetchers(ctx context.Context) error {
 		f.parts = append(f.parts, p)
 		f.pos = append(f.pos, p.cur.next)
 	}
-	if len(fs) == 0 {
-		return fmt.Errorf("cannot fetch %s: %w", c.topic, errNoAddress)
-	}
-	for _, f := range fs {
-		nc, err := dial(ctx, &c.cfg, f.addr)
-		if err != nil {
-			for _, g := range fs {
-				if g.nc != nil {
-					g.nc.Close()
-				}
-			}
-			return err
-		}
-		f.nc = nc
-	}
-	// Room for every buffer of every fetcher: a fetcher never blocks handing over, so
-	// stopping never waits for the application.
-	ready := make(chan *answer, answerBuffers*len(fs))
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.mu.fetchers = fs
-	if c.closed() {
-		c.stopFetchersLocked()
-		return ErrClosed
-	}
-	c.fetchers, c.ready = fs, ready
+	return fs
+}
+
+// runLocked adds fs to the running fetchers and starts their goroutines. Requires c.mu.
+func (c *Consumer) runLocked(fs []*fetcher) {
+	c.fetchers = append(c.fetchers, fs...)
+	// Close reads mu.fetchers: a copy of its own, never sharing c.fetchers' array.
+	c.mu.fetchers = slices.Clone(c.fetchers)
 	for _, f := range fs {
 		c.fwg.Add(1)
-		go f.run(ready)
+		go f.run(c.ready)
 	}
-	return nil
 }
 
 // stopFetchers stops the fetchers and waits for their goroutines; answers not yet taken
-// are dropped.
+// are dropped, and so are the lanes waiting to start again (consumer_lanes.go): the next
+// fetchers start every lane.
 func (c *Consumer) stopFetchers() {
 	c.mu.Lock()
 	c.stopFetchersLocked()
 	c.mu.Unlock()
 	c.fwg.Wait()
 	c.fetchers, c.ready, c.ans = nil, nil, nil
+	c.down, c.downAt, c.revived = nil, time.Time{}, nil
 }
 
 // stopFetchersLocked closes the fetchers' connections and quit channels: their
 // goroutines end soon after. Requires c.mu.
 func (c *Consumer) stopFetchersLocked() {
 	for _, f := range c.mu.fetchers {
-		if f.nc != nil {
-			f.nc.Close()
-		}
-		select {
-		case <-f.quit:
-		default:
-			close(f.quit)
-		}
+		f.stopLocked()
 	}
 	c.mu.fetchers = nil
 }
 
-// run is the fetcher goroutine: request, read, hand over, until the connection closes.
+// stopLocked ends the fetcher: a dial in progress, a read or a hand-over returns. Requires
+// c.mu (which guards f.nc against connect).
+func (f *fetcher) stopLocked() {
+	f.cancel()
+	if f.nc != nil {
+		f.nc.Close()
+	}
+}
+
+// run is the fetcher goroutine: dial, then request, read, hand over, until the
+// connection fails or the consumer stops the fetcher.
 func (f *fetcher) run(ready chan<- *answer) {
 	defer f.c.fwg.Done()
+	dialErr := f.connect()
 	for {
 		var a *answer
 		select {
@@ -204,17 +228,39 @@ func (f *fetcher) run(ready chan<- *answer) {
 		case <-f.quit:
 			return
 		}
-		if f.stale != nil {
+		switch {
+		case dialErr != nil:
+			a.parts, a.err = a.parts[:0], dialErr
+		case f.stale != nil:
 			a.parts, a.err = a.parts[:0], f.stale
-			ready <- a
+		default:
+			a.err = f.fetch(a)
+		}
+		select {
+		case ready <- a:
+		case <-f.quit:
 			return
 		}
-		a.err = f.fetch(a)
-		ready <- a // ready has room for every fetcher's every buffer: never blocks
 		if a.err != nil {
 			return
 		}
 	}
+}
+
+// connect dials the fetcher's broker; a stop (f.quit) ends a dial in progress.
+func (f *fetcher) connect() error {
+	nc, err := dial(f.ctx, &f.c.cfg, f.addr)
+	if err != nil {
+		return fmt.Errorf("cannot fetch %s from %s: %w", f.c.topic, f.addr, err)
+	}
+	f.c.mu.Lock()
+	defer f.c.mu.Unlock()
+	if f.ctx.Err() != nil { // stopped while dialing: stopLocked did not see nc
+		nc.Close()
+		return fmt.Errorf("cannot fetch %s from %s: %w", f.c.topic, f.addr, net.ErrClosed)
+	}
+	f.nc = nc
+	return nil
 }
 
 // fetch sends the next request, unless it went out early, and reads its answer into a.

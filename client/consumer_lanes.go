@@ -1,0 +1,150 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"sluice/wire"
+)
+
+// A broker that goes down takes its own lanes down, not the consumer: the partitions of
+// the other brokers keep coming while the consumer tries the failed lanes again (with
+// backoff, after asking the metadata: the partitions may have moved), from the cursors
+// of the records it delivered.
+//
+// That restart point is exact: a fetcher hands over its error after every answer it
+// read, and Poll takes an answer only once the application is done with the one before
+// (Next returned false), so when the error is taken every record the lane fetched has
+// been delivered and the partitions' cursors stand right after them. A lane does not
+// redial by itself instead: its fetch positions run ahead of what was delivered (it asks
+// for the next answer before the application read this one), and its partitions may
+// have moved to another broker.
+
+// laneMetadata is the topic's metadata asked for the down lanes (reviveAsk).
+type laneMetadata struct {
+	t   wire.Topic
+	err error
+}
+
+// await waits for the next answer of the running fetchers, starting failed lanes again
+// as they come due. It returns a data answer, or an error answer that concerns every
+// lane (Poll then stops them all); a lane's own failure it handles (laneFailed).
+func (c *Consumer) await(ctx context.Context) (*answer, error) {
+	for {
+		var due <-chan time.Time
+		var timer *time.Timer
+		if len(c.down) > 0 && c.revived == nil {
+			wait := time.Until(c.downAt)
+			if wait <= 0 {
+				c.reviveAsk()
+				continue
+			}
+			timer = time.NewTimer(wait) // only while a lane is down: no timer per answer
+			due = timer.C
+		}
+		var a *answer
+		select {
+		case a = <-c.ready:
+		case m := <-c.revived:
+			c.revived = nil
+			c.revive(m)
+		case <-due:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-c.stop:
+			return nil, ErrClosed
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+		if a != nil {
+			if a.err == nil {
+				if a.f.revived { // the lane is back: the next failure backs off from the start
+					a.f.revived = false
+					if len(c.down) == 0 {
+						c.downDelay = 0
+					}
+				}
+				return a, nil
+			}
+			if !c.laneFailed(a) {
+				return a, nil
+			}
+		}
+	}
+}
+
+// laneFailed takes the lane of error answer a out of the running fetchers and puts its
+// partitions down, to start again after a backoff, when the failure is the lane's own
+// (a connection lost, a retriable code) and other lanes run. It reports whether it did;
+// otherwise the failure goes to Poll, which stops every lane: a permanent error, a
+// broker to read with an older fetch version, a partition to read with the single fetch,
+// or the last lane running.
+func (c *Consumer) laneFailed(a *answer) bool {
+	var sf *singleFetchError
+	var ob *oldBrokerError
+	if len(c.fetchers) < 2 || c.closed() || !retriable(a.err) || errors.As(a.err, &sf) || errors.As(a.err, &ob) {
+		return false
+	}
+	f := a.f
+	c.fetchers = slices.DeleteFunc(c.fetchers, func(g *fetcher) bool { return g == f })
+	c.mu.Lock()
+	f.stopLocked()
+	c.mu.fetchers = slices.Clone(c.fetchers)
+	c.mu.Unlock()
+	c.down = append(c.down, f.parts...)
+	if c.downAt.IsZero() {
+		c.downDelay = min(max(c.downDelay, c.cfg.backoffMin), c.cfg.backoffMax)
+		c.downAt = time.Now().Add(jitter(c.downDelay))
+	}
+	return true
+}
+
+// reviveAsk asks the topic's metadata for the down lanes, in the background (the broker
+// asked may be the one that is down: Poll goes on with the other lanes meanwhile); the
+// answer comes on c.revived. The ask gives up after the dial timeout, or when the
+// consumer closes (Close closes the Admin).
+func (c *Consumer) reviveAsk() {
+	ch := make(chan laneMetadata, 1)
+	c.revived = ch
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.dialTimeout)
+		defer cancel()
+		t, err := c.admin.topic(ctx, c.topic)
+		ch <- laneMetadata{t, err}
+	}()
+}
+
+// revive starts the down partitions' lanes again, at the addresses the metadata m gives
+// (or those known, when it could not be read: a broker restarted in place). A partition
+// with no broker now waits for one with the unrouted (followAddresses). The backoff
+// doubles until a revived lane delivers an answer.
+func (c *Consumer) revive(m laneMetadata) {
+	parts := c.down
+	c.down, c.downAt = nil, time.Time{}
+	c.downDelay = min(2*c.downDelay, c.cfg.backoffMax)
+	var up []*cpart
+	for _, p := range parts {
+		if m.err == nil && p.id < len(m.t.Partitions) {
+			p.addr = m.t.Partitions[p.id].Addr
+		}
+		switch {
+		case p.held: // a regate is due: the next Poll starts every lane
+		case p.addr == "":
+			p.unrouted = true
+		default:
+			up = append(up, p)
+		}
+	}
+	fs := c.lanes(up)
+	for _, f := range fs {
+		f.revived = true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.closed() {
+		c.runLocked(fs)
+	}
+}
