@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -154,7 +155,7 @@ func (a *Admin) call(ctx context.Context, req wire.Body, idempotent bool, use fu
 	defer a.mu.Unlock()
 	delay := a.cfg.backoffMin
 	for {
-		err := a.tryLocked(ctx, req, use)
+		err := a.attemptLocked(ctx, req, idempotent, use)
 		var pe *wire.ProtocolError
 		retry := err != nil && !permanent(err) && (!errors.As(err, &pe) || (idempotent && pe.Code.Retriable()))
 		if !retry || a.mu.closed {
@@ -168,6 +169,25 @@ func (a *Admin) call(ctx context.Context, req wire.Body, idempotent bool, use fu
 		}
 		delay = min(2*delay, a.cfg.backoffMax)
 	}
+}
+
+// attemptLocked is one try of call. A read (idempotent) that the broker does not answer
+// within twice the dial timeout ends, and the next try goes to the next broker: a hung
+// broker (paused, or its host gone without a reset) must not hold up the clients that
+// ask it for metadata (a consumer reads the layouts every few seconds) until their own
+// context ends, which for a consumer's Poll may be never. A write is left to the
+// caller's context: another try could apply it twice.
+func (a *Admin) attemptLocked(ctx context.Context, req wire.Body, idempotent bool, use func(*wire.Response) error) error {
+	if !idempotent {
+		return a.tryLocked(ctx, req, use)
+	}
+	actx, cancel := context.WithTimeout(ctx, 2*a.cfg.dialTimeout)
+	defer cancel()
+	err := a.tryLocked(actx, req, use)
+	if err != nil && ctx.Err() == nil && actx.Err() != nil {
+		err = fmt.Errorf("no answer within %v: %w", 2*a.cfg.dialTimeout, os.ErrDeadlineExceeded)
+	}
+	return err
 }
 
 func (a *Admin) tryLocked(ctx context.Context, req wire.Body, use func(*wire.Response) error) error {

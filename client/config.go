@@ -113,7 +113,8 @@ func Brokers(addrs ...string) Opt {
 // broker that asks for a client certificate); nil: plaintext.
 func TLS(conf *tls.Config) Opt { return optFunc(func(c *cfg) { c.tls = conf }) }
 
-// DialTimeout bounds each connection attempt (default 5s).
+// DialTimeout bounds each connection attempt (default 5s); a consumer also waits at most
+// twice as long, past its long poll, for a fetch answer (FetchMaxWait).
 func DialTimeout(d time.Duration) Opt { return optFunc(func(c *cfg) { c.dialTimeout = d }) }
 
 // RetryBackoff sets the first and the largest delay between reconnections and retries
@@ -195,8 +196,22 @@ func LogicalRange(lo, hi uint16) Opt {
 func FetchMaxBytes(n int) Opt { return optFunc(func(c *cfg) { c.fetchBytes = n }) }
 
 // FetchMaxWait is the consumer's long poll: how long the broker may wait for records when
-// there are none yet (default 500ms).
+// there are none yet (default 500ms). A broker that has not answered a fetch within it
+// plus twice the dial timeout is taken for hung: the consumer reads that broker's
+// partitions again from where the metadata places them.
 func FetchMaxWait(d time.Duration) Opt { return optFunc(func(c *cfg) { c.fetchWait = d }) }
+
+// fetchTimeout is how long a consumer waits for a fetch answer before it takes the
+// broker for hung and reads its partitions again from the metadata's brokers: the
+// long poll's wait plus twice the dial timeout (a slow network is one that needs a
+// longer dial timeout too).
+func (c *cfg) fetchTimeout() time.Duration { return c.fetchWait + 2*c.dialTimeout }
+
+// produceTimeout is how long a producer's connection may go without an answer while
+// requests wait for one before the producer takes the broker for hung: it reconnects,
+// asks the metadata where the partitions are now, and sends again what was not
+// acknowledged. The durable long poll's wait plus twice the dial timeout.
+func (c *cfg) produceTimeout() time.Duration { return c.pollWait + 2*c.dialTimeout }
 
 // StartAt is where a consumer starts; make one with Oldest, Newest, AtOffset or AtTime.
 type StartAt struct {

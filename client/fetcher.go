@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"os"
 	"slices"
 	"time"
 
@@ -266,6 +267,12 @@ func (f *fetcher) connect() error {
 // fetch sends the next request, unless it went out early, and reads its answer into a.
 func (f *fetcher) fetch(a *answer) error {
 	a.parts = a.parts[:0]
+	// A broker owes this answer within the long poll's wait (the request went out at the
+	// latest now); one that does not answer by then and the slack is hung (paused, or
+	// its host gone without a reset): the lane fails and starts again, after asking the
+	// metadata, where its partitions are now. One deadline per answer, not per read.
+	limit := f.c.cfg.fetchTimeout()
+	f.nc.SetDeadline(time.Now().Add(limit))
 	if !f.early {
 		if err := f.send(); err != nil {
 			return err
@@ -273,6 +280,9 @@ func (f *fetcher) fetch(a *answer) error {
 	}
 	f.early = false
 	if err := f.read(a, f.id); err != nil {
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			err = fmt.Errorf("no answer within %v: %w", limit, err)
+		}
 		return fmt.Errorf("cannot fetch %s from %s: %w", f.c.topic, f.addr, err)
 	}
 	if err := f.resp.Err(); err != nil {

@@ -1,9 +1,12 @@
 package client
 
 import (
+	"errors"
 	"fmt"
 	"net"
+	"os"
 	"sync"
+	"time"
 
 	"sluice/wire"
 )
@@ -51,7 +54,23 @@ func (c *pconn) pop(id uint32) (pending, bool) {
 		n := copy(c.mu.pending, c.mu.pending[c.mu.head:])
 		c.mu.pending, c.mu.head = c.mu.pending[:n], 0
 	}
+	c.armLocked(c.mu.head < len(c.mu.pending))
 	return pd, true
+}
+
+// armLocked sets the read deadline after the pending requests changed: with requests
+// waiting (waiting), the next answer is due within the produce timeout from now (a
+// broker that answers nothing for that long is hung: paused, or its host gone without a
+// reset, which TCP keepalive never sees of a paused process); with none, the connection
+// may stay quiet for good. One deadline per request written to an idle connection and
+// per answer, not per record. Requires c.mu (send and pop arm under it, so an answer
+// that empties the queue cannot clear the deadline of a request written meanwhile).
+func (c *pconn) armLocked(waiting bool) {
+	if waiting {
+		c.nc.SetReadDeadline(time.Now().Add(c.l.p.cfg.produceTimeout()))
+	} else {
+		c.nc.SetReadDeadline(time.Time{})
+	}
 }
 
 // readLoop is the reader goroutine: it decodes each answer and gives it to its window.
@@ -65,6 +84,14 @@ func (c *pconn) readLoop() {
 			_, err = resp.Decode(frame, fr.maxFrame)
 		}
 		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				// Hung: its partitions may have moved (the broker's session expired
+				// meanwhile), and a reconnection to a paused process succeeds (the
+				// kernel accepts): ask where they are now.
+				c.l.p.mu.Lock()
+				c.l.p.refreshLocked()
+				c.l.p.mu.Unlock()
+			}
 			c.l.broken(c, err)
 			return
 		}

@@ -159,6 +159,9 @@ func (l *link) send(c *pconn, reqs []sendReq, parts []int, waitMs uint32) bool {
 		c.mu.Unlock()
 		return false
 	}
+	if c.mu.head == len(c.mu.pending) { // idle until now: the answer timeout starts
+		c.armLocked(true)
+	}
 	for i := range reqs {
 		r := &reqs[i]
 		c.mu.nextID++

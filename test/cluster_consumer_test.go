@@ -20,35 +20,17 @@ import (
 // where it stopped: every record, before and after the kill, exactly once and in order
 // per key, by the one consumer that ran through it all.
 func TestClusterConsumerOutlivesBroker(t *testing.T) {
-	c := startClusterSession(t, 2, 10*time.Second)
-	b1, b2 := c.brokers[0], c.brokers[1]
-	c.createTopic(t, "o", 4)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	p, err := client.NewProducer(ctx, "o", client.Brokers(b2.Addr), client.Linger(time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close(context.Background())
+	w := startTwoBrokerWrite(t, "o")
+	b1, b2 := w.brokers[0], w.brokers[1]
 	const before, after = 2000, 2000
 	// Persisted before the kill: nothing the dead broker acknowledged is lost with it, so
 	// no record the consumer read comes back at another offset.
-	for i := range before {
-		if err := p.Produce(ctx, spreadRecord(i)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := p.WaitPersisted(ctx); err != nil {
-		t.Fatal(err)
-	}
+	w.produce(t, 0, before)
+	w.persisted(t)
 	r := startIDReader(t, "o", b1.Addr, b2.Addr)
 	waitFor(t, "the records before the kill read", func() bool { return r.count(0) == before })
 	b1.Kill()
-	for i := before; i < before+after; i++ { // those of b1's partitions wait in the producer
-		if err := p.Produce(ctx, spreadRecord(i)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	w.produce(t, before, before+after) // those of b1's partitions wait in the producer
 	waitFor(t, "records written after the kill read from the survivor", func() bool { return r.count(before) >= 100 })
 	if m := servedBy(owners(t, b2.Addr, "o")); m[b2.Addr] != 2 {
 		t.Fatalf("the records written after the kill were read only once the dead broker's partitions had moved (%v): the consumer stalled while one broker was down", m)
@@ -56,11 +38,81 @@ func TestClusterConsumerOutlivesBroker(t *testing.T) {
 	waitFor(t, "the dead broker's partitions on the survivor", func() bool {
 		return servedBy(owners(t, b2.Addr, "o"))[b2.Addr] == 4
 	})
-	if err := p.WaitPersisted(ctx); err != nil {
-		t.Fatal(err)
-	}
+	w.persisted(t)
 	waitFor(t, "every record read", func() bool { return r.count(0) >= before+after })
 	r.check(t, before+after)
+}
+
+// TestClusterBrokerPaused: TestClusterConsumerOutlivesBroker with the broker paused
+// (SIGSTOP: a hung process; its connections stay open, the kernel even accepts new ones,
+// and nothing answers) instead of killed. Its session (10 s) expires and its partitions
+// move to the survivor. One producer writes throughout, some of its requests to the
+// paused broker in flight when it stopped; one consumer reads throughout. Both must
+// carry on at the survivor: every record written is persisted and read exactly once
+// while the broker is still paused. Their connections to the paused broker wait for
+// answers that never come: they fail at their answer timeouts (the long poll's wait plus
+// twice the dial timeout) and the clients ask the metadata where the partitions are
+// (without those timeouts both waited for good).
+func TestClusterBrokerPaused(t *testing.T) {
+	w := startTwoBrokerWrite(t, "pz")
+	b1, b2 := w.brokers[0], w.brokers[1]
+	const before, during, after = 1000, 500, 1000
+	w.produce(t, 0, before)
+	w.persisted(t)
+	r := startIDReader(t, "pz", b1.Addr, b2.Addr)
+	waitFor(t, "the records before the pause read", func() bool { return r.count(0) == before })
+	resume := pause(t, b1)
+	defer resume()
+	w.produce(t, before, before+during) // those of the paused broker's partitions go unanswered
+	waitFor(t, "the paused broker's partitions on the survivor", func() bool {
+		return servedBy(owners(t, b2.Addr, "pz"))[b2.Addr] == 4
+	})
+	w.produce(t, before+during, before+during+after)
+	w.persisted(t)
+	const n = before + during + after
+	waitFor(t, "every record read while the broker is paused", func() bool { return r.count(0) >= n })
+	r.check(t, n)
+}
+
+// twoBrokerWrite is a cluster of two brokers (ZooKeeper sessions of 10 s) serving a
+// topic of four partitions, and a producer of spreadRecords to it that knows only the
+// second broker (the first is the one the tests stop).
+type twoBrokerWrite struct {
+	*cluster
+	ctx context.Context
+	p   *client.Producer
+}
+
+func startTwoBrokerWrite(t *testing.T, topic string) *twoBrokerWrite {
+	t.Helper()
+	c := startClusterSession(t, 2, 10*time.Second)
+	c.createTopic(t, topic, 4)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	p, err := client.NewProducer(ctx, topic, client.Brokers(c.brokers[1].Addr), client.Linger(time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close(context.Background()) })
+	return &twoBrokerWrite{cluster: c, ctx: ctx, p: p}
+}
+
+// produce hands ids [from, to) to the producer.
+func (w *twoBrokerWrite) produce(t *testing.T, from, to int) {
+	t.Helper()
+	for i := from; i < to; i++ {
+		if err := w.p.Produce(w.ctx, spreadRecord(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// persisted waits until every record produced is persisted.
+func (w *twoBrokerWrite) persisted(t *testing.T) {
+	t.Helper()
+	if err := w.p.WaitPersisted(w.ctx); err != nil {
+		t.Fatalf("records not persisted: %v", err)
+	}
 }
 
 // spreadRecord is the record of id i, its value as idRecord's, its key one of 101: every
