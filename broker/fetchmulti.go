@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -54,6 +55,8 @@ type multiFetch struct {
 	// answeredAt is when an answer with records was queued (Unix ns; 0: none): the
 	// start of its send stage, which release ends (stages.go).
 	answeredAt int64
+	// answered: the answer is queued (its Done releases the reads). Owned by the pass.
+	answered bool
 	// state says whether the request is parked and whether a waiter woke it; any
 	// goroutine.
 	state atomic.Int32
@@ -143,7 +146,7 @@ func (m *multiFetch) submit(g int) {
 
 // Run runs the current pass on its group's shard.
 func (m *multiFetch) Run(*sched.Shard) {
-	defer m.b.recoverRequest("fetch_multi", nil, m.c, m.slot, m.hdr)
+	defer m.recoverPass()
 	if m.phase == mfPark {
 		m.parkPass()
 		return
@@ -224,6 +227,9 @@ func (m *multiFetch) gatherGroup(memoryOnly bool) bool {
 		}
 		it.res, it.win = res, res.Window
 		m.spent += int(res.Len())
+		if res.Len() > 0 {
+			failpoint.Panic("fetch_multi", pt.topic.meta.Name) // with records held
+		}
 	}
 	return true
 }
@@ -267,17 +273,46 @@ func (m *multiFetch) woken(sh *sched.Shard) {
 			}
 		case mfParked:
 			if m.state.CompareAndSwap(mfParked, mfWoken) {
-				if g := m.groupOf(sh); g >= 0 {
-					m.answerFrom(g, sh)
-				} else {
-					m.startFinal()
-				}
+				m.wake(sh)
 				return
 			}
 		default:
 			return
 		}
 	}
+}
+
+// wake starts the final gather of a parked request that a waiter (on shard sh, nil for
+// the connection) woke: this goroutine owns the request from here.
+func (m *multiFetch) wake(sh *sched.Shard) {
+	defer m.recoverPass()
+	if g := m.groupOf(sh); g >= 0 {
+		m.answerFrom(g, sh)
+	} else {
+		m.startFinal()
+	}
+}
+
+// recoverPass recovers a panic in a pass of the request (deferred by whoever owns it:
+// Run, wake). Answering with an internal error alone, as other requests do, would leave
+// what the request holds held: the reads of its partitions (arena spans, segment
+// regions) for good, and its waiters parked on other shards until their deadline.
+func (m *multiFetch) recoverPass() {
+	r := recover()
+	if r == nil {
+		return
+	}
+	m.b.logPanic("fetch_multi", nil, r)
+	m.state.Store(mfActive) // wake-ups from now on do nothing
+	for g := range m.groups {
+		// Best effort: with the queue full the waiters wake at their deadline.
+		_ = m.groups[g].shard.Submit(&mfCleanup{m: m, g: g})
+	}
+	if m.answered {
+		return // the answer is out: its Done releases the reads, once written
+	}
+	m.release()
+	m.b.respond(m.c, m.slot, m.hdr, wire.NewError(wire.CodeInternal, fmt.Sprintf("internal error in fetch_multi: %v", r)), nil)
 }
 
 // groupOf returns the index of sh's group, -1 when sh is nil or has none.
@@ -410,6 +445,7 @@ func (m *multiFetch) answer() {
 	if rest > n*partHead {
 		m.answeredAt = time.Now().UnixNano()
 	}
+	m.answered = true
 	m.c.Respond(m.slot, resp)
 }
 

@@ -157,3 +157,45 @@ func TestPanicInWokenPoll(t *testing.T) {
 	}
 	waitMetric(t, b.MetricsAddr, `sluice_parked_requests{kind="fetch"}`, 0)
 }
+
+// TestFetchMultiPanicLetsGo: a panic in a fetch_multi pass that holds records it read
+// (the failpoint fetch_multi panics in the gather right after a partition's read: the
+// one fake here, a real request cannot hit a bug on cue) is answered with an internal
+// error, and the request lets go of what it holds: its reads, and its waiters parked on
+// other shards, released at once rather than at the request's deadline (five minutes
+// here; before, the waiters stayed parked until then, and the reads held for good). The
+// panic comes once in the first gather (on a shard) and once in the final gather of a
+// parked request woken by a produce (run inline on the event loop that appended).
+func TestFetchMultiPanicLetsGo(t *testing.T) {
+	b := testbroker.StartEnv(t, t.TempDir(), []string{"SLUICE_FAILPOINTS=fetch_multi=fmp"},
+		"-metrics", "127.0.0.1:0", "-shards", "2", "-broker.max_wait", "10m")
+	w := dial(t, b.Addr)
+	const n = 8 // over both shards
+	createTopic(t, w, "fmp", n)
+	p := dial(t, b.Addr)
+	mustOK(t, p.call(&wire.ProduceRequest{Topic: []byte("fmp"), Partition: 0, Version: 1, Batches: records(0, -1, "a", 3)}))
+	parts := make([]wire.FetchMultiPartition, n)
+	for i := range parts {
+		parts[i].Partition = uint32(i)
+	}
+	resp := w.call(&wire.FetchMultiRequest{Topic: []byte("fmp"), MaxBytes: 1 << 20, Partitions: parts})
+	if resp.Header.Code != wire.CodeInternal || !strings.Contains(resp.Text, "failpoint") {
+		t.Fatalf("fetch_multi with records answered %v %q, want internal", resp.Header.Code, resp.Text)
+	}
+	parts[0].Offset = 3 // at every partition's end: the request parks
+	w.send(&wire.FetchMultiRequest{Topic: []byte("fmp"), MaxWaitMs: 300_000, MaxBytes: 1 << 20, Partitions: parts})
+	waitMetric(t, b.MetricsAddr, `sluice_parked_requests{kind="fetch"}`, n)
+	mustOK(t, p.call(&wire.ProduceRequest{Topic: []byte("fmp"), Partition: 5, Version: 1, Batches: records(0, -1, "b", 2)}))
+	if resp := w.recv(); resp.Header.Code != wire.CodeInternal || !strings.Contains(resp.Text, "failpoint") {
+		t.Fatalf("the woken fetch_multi answered %v %q, want internal", resp.Header.Code, resp.Text)
+	}
+	waitMetric(t, b.MetricsAddr, `sluice_parked_requests{kind="fetch"}`, 0)
+	waitMetric(t, b.MetricsAddr, `sluice_internal_errors_total{where="shard"}`, 2)
+	// The connection and the broker go on serving the records the panics had read.
+	if got := fetchValues(t, w, "fmp", 0, 0); strings.Join(got, ",") != "a-0,a-1,a-2" {
+		t.Fatalf("partition 0 after the panics: %v", got)
+	}
+	if got := fetchValues(t, w, "fmp", 5, 0); strings.Join(got, ",") != "b-0,b-1" {
+		t.Fatalf("partition 5 after the panics: %v", got)
+	}
+}
