@@ -39,7 +39,6 @@ func (r *FetchResult) Len() int64 {
 func (r *FetchResult) Release() {
 	r.Spans = memarena.ReleaseAll(r.Spans)
 	r.Region.Release()
-	r.Region = persist.Region{}
 }
 
 // Fetch returns whole batches starting with the one that holds offset, up to maxBytes

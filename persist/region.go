@@ -29,13 +29,14 @@ func NewRegion(f vfs.File, pos, n, offset, next int64, ref Releaser) Region {
 // EmptyRegion returns the region of no batches at offset (the end of the log).
 func EmptyRegion(offset int64) Region { return Region{Offset: offset, NextOffset: offset} }
 
-// Release drops the region's reference to its file. It is safe to call twice and on an
-// empty region.
+// Release drops the region's reference to its file and empties the region (no file, no
+// bytes: a released region can never be sent or read; its offsets stay). It is safe to
+// call twice and on an empty region.
 func (r *Region) Release() {
 	if r.ref != nil {
 		r.ref.Release()
-		r.ref, r.File = nil, nil
 	}
+	r.ref, r.File, r.Pos, r.Len = nil, nil, 0, 0
 }
 
 // Ref returns the reference the region holds (for the store that made it).

@@ -525,8 +525,8 @@ func readAllOffsets(t *testing.T, l *Log, p *fuzzPartition, logBad map[string]in
 		if rerr != nil {
 			t.Fatalf("read of the region at %d: %v", o, rerr)
 		}
-		if r.Offset != o || r.Len <= 0 {
-			t.Fatalf("region at %d starts at %d with %d bytes", o, r.Offset, r.Len)
+		if r.Offset != o || len(buf) == 0 {
+			t.Fatalf("region at %d starts at %d with %d bytes", o, r.Offset, len(buf))
 		}
 		for rest := buf; len(rest) > 0; k++ {
 			want := p.all[k]
