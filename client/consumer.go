@@ -47,6 +47,7 @@ type Consumer struct {
 	downAt    time.Time
 	downDelay time.Duration
 	revived   chan laneMetadata
+	asks      sync.WaitGroup // the metadata asks of reviveAsk, which Close waits for
 	fwg       sync.WaitGroup
 	ready     chan *answer // answers of every fetcher, in arrival order
 	ans       *answer      // the answer Next iterates
@@ -485,7 +486,8 @@ func (c *Consumer) Close() error {
 		c.stopFetchersLocked()
 		c.mu.Unlock()
 		c.fwg.Wait()
-		c.admin.Close()
+		c.admin.Close() // ends the asks in flight
+		c.asks.Wait()
 	})
 	return nil
 }

@@ -105,11 +105,13 @@ func (c *Consumer) laneFailed(a *answer) bool {
 // reviveAsk asks the topic's metadata for the down lanes, in the background (the broker
 // asked may be the one that is down: Poll goes on with the other lanes meanwhile); the
 // answer comes on c.revived. The ask gives up after the dial timeout, or when the
-// consumer closes (Close closes the Admin).
+// consumer closes (Close closes the Admin, then waits for the asks: c.asks).
 func (c *Consumer) reviveAsk() {
 	ch := make(chan laneMetadata, 1)
 	c.revived = ch
+	c.asks.Add(1)
 	go func() {
+		defer c.asks.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.dialTimeout)
 		defer cancel()
 		t, err := c.admin.topic(ctx, c.topic)
