@@ -139,9 +139,15 @@ func storageError(err error) error {
 // answer (netio drops the second).
 func (b *Broker) recoverRequest(what string, pt *part, c *netio.Conn, slot netio.Slot, hdr wire.ResponseHeader) {
 	if r := recover(); r != nil {
-		b.logPanic(what, pt, r)
-		b.respond(c, slot, hdr, wire.NewError(wire.CodeInternal, fmt.Sprintf("internal error in %s: %v", what, r)), nil)
+		b.answerPanic(what, pt, r, c, slot, hdr)
 	}
+}
+
+// answerPanic counts and logs the recovered panic r and answers the request with an
+// internal error.
+func (b *Broker) answerPanic(what string, pt *part, r any, c *netio.Conn, slot netio.Slot, hdr wire.ResponseHeader) {
+	b.logPanic(what, pt, r)
+	b.respond(c, slot, hdr, wire.NewError(wire.CodeInternal, fmt.Sprintf("internal error in %s: %v", what, r)), nil)
 }
 
 // recoverShard recovers a panic in the shard's own work on a partition (timers,

@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -226,8 +225,9 @@ func (m *multiFetch) gatherGroup(memoryOnly bool) bool {
 			continue // offsets only, as for a spent budget
 		}
 		it.res, it.win = res, res.Window
-		m.spent += int(res.Len())
-		if res.Len() > 0 {
+		n := int(res.Len())
+		m.spent += n
+		if n > 0 {
 			failpoint.Panic("fetch_multi", pt.topic.meta.Name) // with records held
 		}
 	}
@@ -302,17 +302,17 @@ func (m *multiFetch) recoverPass() {
 	if r == nil {
 		return
 	}
-	m.b.logPanic("fetch_multi", nil, r)
 	m.state.Store(mfActive) // wake-ups from now on do nothing
 	for g := range m.groups {
 		// Best effort: with the queue full the waiters wake at their deadline.
 		_ = m.groups[g].shard.Submit(&mfCleanup{m: m, g: g})
 	}
-	if m.answered {
-		return // the answer is out: its Done releases the reads, once written
+	if m.answered { // the answer is out: its Done releases the reads, once written
+		m.b.logPanic("fetch_multi", nil, r)
+		return
 	}
 	m.release()
-	m.b.respond(m.c, m.slot, m.hdr, wire.NewError(wire.CodeInternal, fmt.Sprintf("internal error in fetch_multi: %v", r)), nil)
+	m.b.answerPanic("fetch_multi", nil, r, m.c, m.slot, m.hdr)
 }
 
 // groupOf returns the index of sh's group, -1 when sh is nil or has none.

@@ -294,7 +294,7 @@ func (c *Consumer) poll(ctx context.Context) error {
 		}
 	}
 	if c.fetchers == nil {
-		if err := c.startFetchers(ctx); err != nil {
+		if err := c.startFetchers(); err != nil {
 			return err
 		}
 	}

@@ -116,7 +116,7 @@ const fetchLanes = 2
 // no partition to fetch at all the answer is errNoAddress (retried after a refresh).
 // Each fetcher dials its broker itself (run): a broker that is down fails its own lanes
 // only (consumer_lanes.go), and no Poll waits for a dial while other lanes have records.
-func (c *Consumer) startFetchers(ctx context.Context) error {
+func (c *Consumer) startFetchers() error {
 	var parts []*cpart
 	for _, p := range c.parts {
 		p.unrouted = !p.held && (p.addr == "" || p.timeStart)
