@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"os"
 	"slices"
 	"sync"
@@ -31,7 +32,20 @@ type Admin struct {
 		learned []string // brokers metadata answers named that are not seeds
 		closed  bool
 	}
+	// hung is what shun needs without mu, which a call holds while it waits for an
+	// answer: the broker of the connection calls use, and the brokers found hung.
+	hung struct {
+		sync.Mutex
+		addr string               // the broker of mu.rc, "" when none
+		nc   net.Conn             // mu.rc's connection
+		at   map[string]time.Time // broker: when a client last found it hung
+	}
 }
+
+// shunFor is how long a broker a client found hung is left out of the Admin's rotation
+// (unless every broker is): about as long as the broker's partitions take to move and
+// the broker to be restarted or to wake.
+const shunFor = 30 * time.Second
 
 // maxLearned bounds the brokers an Admin learns from metadata (a cluster larger than
 // that is still reached through the seeds and the first ones learned).
@@ -75,6 +89,7 @@ func (a *Admin) Close() error {
 	if a.mu.rc != nil {
 		a.mu.rc.close()
 		a.mu.rc = nil
+		a.using("", nil)
 	}
 	return nil
 }
@@ -195,28 +210,85 @@ func (a *Admin) tryLocked(ctx context.Context, req wire.Body, use func(*wire.Res
 		return ErrClosed
 	}
 	if a.mu.rc == nil {
-		n := len(a.cfg.brokers) + len(a.mu.learned)
-		addr, i := "", a.mu.seed%n
-		if i < len(a.cfg.brokers) {
-			addr = a.cfg.brokers[i]
-		} else {
-			addr = a.mu.learned[i-len(a.cfg.brokers)]
-		}
-		a.mu.seed++
+		addr := a.nextLocked()
 		rc, err := dialRPC(ctx, &a.cfg, addr)
 		if err != nil {
 			return err
 		}
 		a.mu.rc = rc
+		a.using(addr, rc.nc)
 	}
 	a.mu.rc.resp = wire.Response{}
 	resp, err := a.mu.rc.call(ctx, req)
 	if err != nil {
 		a.mu.rc.close()
 		a.mu.rc = nil
+		a.using("", nil)
 		return err
 	}
 	return use(resp)
+}
+
+// nextLocked returns the broker to dial next, in turn through the seeds then the brokers
+// learned, leaving out those a client found hung lately unless all of them are.
+func (a *Admin) nextLocked() string {
+	n := len(a.cfg.brokers) + len(a.mu.learned)
+	at := func(i int) string {
+		if i < len(a.cfg.brokers) {
+			return a.cfg.brokers[i]
+		}
+		return a.mu.learned[i-len(a.cfg.brokers)]
+	}
+	start := a.mu.seed
+	for i := range n {
+		if addr := at((start + i) % n); !a.shunned(addr) {
+			a.mu.seed = start + i + 1
+			return addr
+		}
+	}
+	a.mu.seed = start + 1
+	return at(start % n)
+}
+
+// using records the broker and connection calls use from now on (none: "", nil).
+func (a *Admin) using(addr string, nc net.Conn) {
+	a.hung.Lock()
+	defer a.hung.Unlock()
+	a.hung.addr, a.hung.nc = addr, nc
+}
+
+// shunned reports whether a client found the broker at addr hung within shunFor.
+func (a *Admin) shunned(addr string) bool {
+	a.hung.Lock()
+	defer a.hung.Unlock()
+	t, ok := a.hung.at[addr]
+	return ok && time.Since(t) < shunFor
+}
+
+// shun tells the Admin that the broker at addr did not answer a producer's or a
+// consumer's request in time (hung: paused, or its host gone without a reset). Its
+// metadata is what that client asks next, to learn where the broker's partitions went,
+// and the Admin's connection may well be to the same broker: a call waiting on it now
+// would wait out its own timeout (twice the dial timeout) before trying another broker,
+// doubling the client's stall. So the connection is closed at once when it is to addr
+// (the call in flight fails and is tried again at the next broker), and addr is left out
+// of the rotation for shunFor. Any goroutine; it never waits for a call.
+func (a *Admin) shun(addr string) {
+	a.hung.Lock()
+	defer a.hung.Unlock()
+	if a.hung.at == nil {
+		a.hung.at = map[string]time.Time{}
+	}
+	now := time.Now()
+	for b, t := range a.hung.at { // bounded by the brokers known
+		if now.Sub(t) >= shunFor {
+			delete(a.hung.at, b)
+		}
+	}
+	a.hung.at[addr] = now
+	if a.hung.addr == addr && a.hung.nc != nil {
+		a.hung.nc.Close() // tryLocked closes it again, harmlessly, when the call fails
+	}
 }
 
 // IsCode reports whether err carries a broker answer with code c.

@@ -16,3 +16,6 @@ func Links(p *Producer) int {
 	defer p.mu.Unlock()
 	return len(p.mu.every)
 }
+
+// Shun tells a that a client found the broker at addr hung (Admin.shun).
+func Shun(a *Admin, addr string) { a.shun(addr) }

@@ -281,6 +281,7 @@ func (f *fetcher) fetch(a *answer) error {
 	f.early = false
 	if err := f.read(a, f.id); err != nil {
 		if errors.Is(err, os.ErrDeadlineExceeded) {
+			f.c.admin.shun(f.addr) // the lane asks the metadata next: not this broker
 			err = fmt.Errorf("no answer within %v: %w", limit, err)
 		}
 		return fmt.Errorf("cannot fetch %s from %s: %w", f.c.topic, f.addr, err)

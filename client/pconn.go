@@ -87,7 +87,8 @@ func (c *pconn) readLoop() {
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				// Hung: its partitions may have moved (the broker's session expired
 				// meanwhile), and a reconnection to a paused process succeeds (the
-				// kernel accepts): ask where they are now.
+				// kernel accepts): ask where they are now, and not that broker.
+				c.l.p.admin.shun(c.l.addr)
 				c.l.p.mu.Lock()
 				c.l.p.refreshLocked()
 				c.l.p.mu.Unlock()
