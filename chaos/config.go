@@ -146,5 +146,5 @@ func (c *Config) String() string {
 
 // DistributedFaults are the faults of distributed mode (ZooKeeper, HDFS, admins and
 // several brokers).
-var DistributedFaults = []string{"broker-kill", "broker-pause", "admin-kill", "zk-restart", "hdfs-restart", "hdfs-pause",
+var DistributedFaults = []string{"broker-kill", "broker-pause", "broker-hang", "admin-kill", "zk-restart", "hdfs-restart", "hdfs-pause",
 	"nn-kill", "dn-kill", "nn-pause", "dn-pause", "clockjump"}

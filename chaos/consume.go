@@ -16,6 +16,7 @@ type reader struct {
 	addrs func() []string
 	hist  *check.History
 	next  map[int]int64 // per partition, the offset after the last one recorded
+	prog  *progress     // the live consumer's: when it last read each partition (nil: not kept)
 }
 
 // poll reads one round from c and records it; it returns the consumer's error, if any.
@@ -23,8 +24,13 @@ func (rd *reader) poll(ctx context.Context, c *client.Consumer) error {
 	if err := c.Poll(ctx); err != nil {
 		return fmt.Errorf("cannot poll: %w", err)
 	}
+	noted, now := -1, time.Now().UnixNano()
 	for c.Next() {
 		r, part := c.Record(), c.Partition()
+		if rd.prog != nil && part != noted {
+			rd.prog.readFrom(part, now)
+			noted = part
+		}
 		if r.Offset < rd.next[part] { // a new consumer reads again from the oldest
 			continue
 		}

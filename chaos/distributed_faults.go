@@ -36,6 +36,7 @@ func (r *run) clusterFaults(c *cluster) map[string]func(context.Context) (string
 	return map[string]func(context.Context) (string, error){
 		"broker-kill":  func(ctx context.Context) (string, error) { return r.brokerDown(ctx, c, "broker-kill", false) },
 		"broker-pause": func(ctx context.Context) (string, error) { return r.brokerDown(ctx, c, "broker-pause", true) },
+		"broker-hang":  func(ctx context.Context) (string, error) { return r.brokerHang(ctx, c) },
 		"admin-kill":   func(ctx context.Context) (string, error) { return r.adminKill(ctx, c) },
 		"zk-restart": func(ctx context.Context) (string, error) {
 			c.zk.Kill()
@@ -100,7 +101,8 @@ func (r *run) hdfsPause(ctx context.Context, what string, pause, resume func()) 
 // moved).
 func (r *run) brokerDown(ctx context.Context, c *cluster, fault string, pause bool) (string, error) {
 	b := c.brokers[r.rng.IntN(len(c.brokers))]
-	held := ownedBy(ctx, c.addrs(), b.addr)
+	where, _ := placement(ctx, c.addrs()) // unreadable: counted as none
+	held := len(where[b.addr])
 	t := time.Now()
 	if pause {
 		if err := b.p.signal(syscall.SIGSTOP); err != nil {
@@ -134,27 +136,30 @@ func (r *run) brokerDown(ctx context.Context, c *cluster, fault string, pause bo
 	return fmt.Sprintf("%s %s; its %d partitions moved after %v", b.name, what, held, failover.Round(time.Millisecond)), nil
 }
 
-// ownedBy returns how many partitions the metadata places on the broker at addr (0 when
-// the metadata cannot be read).
-func ownedBy(ctx context.Context, addrs []string, addr string) int {
+// placement returns the partitions the metadata places on each broker, by address, or
+// why the metadata could not be read.
+func placement(ctx context.Context, addrs []string) (map[string][]int, error) {
 	a, err := client.NewAdmin(client.Brokers(addrs...))
 	if err != nil {
-		return 0
+		return nil, err
 	}
 	defer a.Close()
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	ts, err := a.Metadata(ctx, topic)
-	if err != nil || len(ts) != 1 {
-		return 0
+	if err != nil {
+		return nil, err
 	}
-	n := 0
+	if len(ts) != 1 {
+		return nil, fmt.Errorf("metadata of %d topics, asked for one", len(ts))
+	}
+	held := map[string][]int{}
 	for _, p := range ts[0].Partitions {
-		if p.Addr == addr {
-			n++
+		if p.Addr != "" {
+			held[p.Addr] = append(held[p.Addr], int(p.ID))
 		}
 	}
-	return n
+	return held, nil
 }
 
 // waitPlaced waits until the metadata gives every partition a broker outside avoid.

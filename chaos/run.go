@@ -88,7 +88,7 @@ func (r *run) load(addrs func() []string) (stop func() int64) {
 		wg.Add(1)
 		go func() { defer wg.Done(); w.run(ctx) }()
 	}
-	rd := &reader{topic: topic, addrs: addrs, hist: r.hist, next: map[int]int64{}}
+	rd := &reader{topic: topic, addrs: addrs, hist: r.hist, next: map[int]int64{}, prog: &r.prog}
 	wg.Add(1)
 	go func() { defer wg.Done(); rd.live(ctx, r.logf) }()
 	sm := &sampler{topic: topic, addrs: addrs, hist: r.hist, rng: rand.New(rand.NewPCG(uint64(r.cfg.Seed), 0x5a3b1e))}
