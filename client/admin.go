@@ -274,6 +274,17 @@ func (a *Admin) shunned(addr string) bool {
 // (the call in flight fails and is tried again at the next broker), and addr is left out
 // of the rotation for shunFor. Any goroutine; it never waits for a call.
 func (a *Admin) shun(addr string) {
+	if nc := a.shunLocking(addr); nc != nil {
+		// Outside the lock: a TLS connection's Close writes its close_notify first, which
+		// can wait on a peer that reads nothing. tryLocked closes it again, harmlessly,
+		// when the call fails.
+		nc.Close()
+	}
+}
+
+// shunLocking records addr as found hung now and returns the Admin's connection when it
+// is to addr.
+func (a *Admin) shunLocking(addr string) net.Conn {
 	a.hung.Lock()
 	defer a.hung.Unlock()
 	if a.hung.at == nil {
@@ -286,9 +297,10 @@ func (a *Admin) shun(addr string) {
 		}
 	}
 	a.hung.at[addr] = now
-	if a.hung.addr == addr && a.hung.nc != nil {
-		a.hung.nc.Close() // tryLocked closes it again, harmlessly, when the call fails
+	if a.hung.addr == addr {
+		return a.hung.nc
 	}
+	return nil
 }
 
 // IsCode reports whether err carries a broker answer with code c.

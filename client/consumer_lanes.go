@@ -38,7 +38,9 @@ func (c *Consumer) await(ctx context.Context) (*answer, error) {
 		if len(c.down) > 0 && c.revived == nil {
 			wait := time.Until(c.downAt)
 			if wait <= 0 {
-				c.reviveAsk()
+				if !c.reviveAsk() {
+					return nil, ErrClosed
+				}
 				continue
 			}
 			timer = time.NewTimer(wait) // only while a lane is down: no timer per answer
@@ -105,11 +107,20 @@ func (c *Consumer) laneFailed(a *answer) bool {
 // reviveAsk asks the topic's metadata for the down lanes, in the background (the broker
 // asked may be the one that is down: Poll goes on with the other lanes meanwhile); the
 // answer comes on c.revived. The ask gives up after the dial timeout, or when the
-// consumer closes (Close closes the Admin, then waits for the asks: c.asks).
-func (c *Consumer) reviveAsk() {
+// consumer closes (Close closes the Admin, then waits for the asks: c.asks). It reports
+// false, asking nothing, once the consumer is closing: an ask is counted in c.asks under
+// c.mu, before Close closes c.stop under c.mu and then waits for them, or not at all (a
+// WaitGroup's Add must not race its Wait: the race detector caught this Add running
+// beside Close's Wait).
+func (c *Consumer) reviveAsk() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed() {
+		return false
+	}
+	c.asks.Add(1)
 	ch := make(chan laneMetadata, 1)
 	c.revived = ch
-	c.asks.Add(1)
 	go func() {
 		defer c.asks.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.dialTimeout)
@@ -117,6 +128,7 @@ func (c *Consumer) reviveAsk() {
 		t, err := c.admin.topic(ctx, c.topic)
 		ch <- laneMetadata{t, err}
 	}()
+	return true
 }
 
 // revive starts the down partitions' lanes again, at the addresses the metadata m gives
