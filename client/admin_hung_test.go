@@ -1,7 +1,9 @@
 package client_test
 
 import (
+	"bytes"
 	"fmt"
+	"os"
 	"syscall"
 	"testing"
 	"time"
@@ -45,6 +47,7 @@ func TestAdminLeavesHungBroker(t *testing.T) {
 	}
 	resume := signal(t, hung.Pid(), syscall.SIGSTOP)
 	defer resume()
+	waitStopped(t, hung.Pid()) // kill returns before every thread has stopped
 
 	// A call waiting on the hung broker's connection when a client finds it hung.
 	done := make(chan error, 1)
@@ -61,4 +64,29 @@ func TestAdminLeavesHungBroker(t *testing.T) {
 	if err := metadataFrom(fresh, "the first call after the broker was found hung"); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// waitStopped waits until every thread of process pid is stopped (state T in
+// /proc/PID/task/*/stat): a SIGSTOP's kill returns before they all are, and a thread
+// still running may answer one more request.
+func waitStopped(t *testing.T, pid int) {
+	t.Helper()
+	waitUntil(t, func() bool {
+		tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, task := range tasks {
+			stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
+			if err != nil {
+				return false // a thread that exited meanwhile: look again
+			}
+			// The state follows the command's closing parenthesis: "pid (comm) S ...".
+			i := bytes.LastIndexByte(stat, ')')
+			if i < 0 || i+2 >= len(stat) || stat[i+2] != 'T' {
+				return false
+			}
+		}
+		return true
+	})
 }
