@@ -111,8 +111,8 @@ func persistBenchBytes() int64 {
 // preallocated the same way. Each side writes persistBenchBytes (-benchtime 1x): the
 // direct log and the raw ceiling in alternating rounds of 256 MiB, so that the noise of
 // a shared disk hits both alike; then the buffered log alone (its writeback would slow
-// whatever ran beside it). Each side's time includes its final fsyncs (Close for the
-// log, which fsyncs every segment sealed under SyncNever), so the buffered side pays for
+// whatever ran beside it). Each side's time includes its fsyncs (the log's of each
+// segment it seals, under SyncNever too, and Close's of the rest), so the buffered side pays for
 // all of its writeback: no file is deleted before it is synced (deleting a file drops
 // its dirty pages unwritten). Disk use is bounded by persistBenchBytes per side; every
 // file is deleted after.

@@ -24,10 +24,10 @@ const (
 	SyncEveryBatch
 	// SyncNever leaves flushing to the operating system, like Kafka's default. The durable
 	// checkpoint then means "written to the file": it advances on every Persist and
-	// survives a process crash, not a host crash. Close still fsyncs everything (and the
-	// recovery point it writes says so), and that is the only time the recovery point
-	// advances: after a crash, recovery scans everything written since the last clean
-	// Close.
+	// survives a process crash, not a host crash. As Kafka flushes a segment when it
+	// rolls, a segment is fsynced once when it is sealed and the recovery point moves
+	// over it (and Open fsyncs what it recovered, and Close everything): after a crash,
+	// recovery scans the active segment only.
 	SyncNever
 )
 

@@ -250,8 +250,8 @@ func cutFile(fs vfs.FS, path string, size int64) error {
 	return nil
 }
 
-// afterRecovery makes the recovered log durable and records it, with an fsync policy:
-// the active segment is fsynced (recovery may have cut it), then the recovery point
+// afterRecovery makes the recovered log durable and records it, under every policy
+// (SyncNever only when it holds data above the record): the active segment is fsynced (recovery may have cut it), then the recovery point
 // moves to the recovered end, fsyncing first whatever else it covers that no fsync may
 // have (segments scanned above the old point; every segment, without one). A damaged
 // log changes nothing. Open only: nobody else has the log yet.
@@ -264,8 +264,13 @@ func (l *Log) afterRecovery() error {
 		}
 	}
 	l.mu.Unlock()
-	if l.damage != nil || l.opts.Sync == SyncNever {
-		return nil // damaged: nothing changes; SyncNever: recorded by Close, after the fsyncs it does
+	if l.damage != nil {
+		return nil // damaged: nothing changes
+	}
+	// Under SyncNever too: one fsync at open, so that a broker that crashes again
+	// does not scan the same data again (the record moves only over what is fsynced).
+	if end := active.next - 1; l.opts.Sync == SyncNever && (end < l.start.Load() || l.rp.valid && end <= l.rp.offset) {
+		return nil // nothing above the record was scanned: no fsync to pay at every open
 	}
 	if err := l.w.bw.f.Sync(); err != nil { // the data scanned, the cut, the preallocation
 		return fmt.Errorf("cannot fsync recovered segment %s: %w", active.path, err)
