@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"sluice/admin"
+	"sluice/internal/failpoint"
 	"sluice/wire"
 )
 
@@ -287,6 +288,11 @@ func (b *Broker) follow() {
 		case <-expired:
 			expired = cl.c.Expired()
 			b.giveUpAll()
+			if failpoint.On("expiry_reread", "cluster") {
+				// Tests: hold what giveUpAll left for metadata to be read, as a slow
+				// reading of a large cluster would (a live ZooKeeper answers in ms).
+				time.Sleep(expiryRereadHold)
+			}
 			tch, bch, ach = nil, nil, nil
 			cl.leaseSession.Store(cl.c.SessionID())
 		case <-tch:
@@ -300,6 +306,10 @@ func (b *Broker) follow() {
 		}
 	}
 }
+
+// expiryRereadHold is how long the failpoint expiry_reread holds the reading after a
+// session expiry.
+const expiryRereadHold = 10 * time.Second
 
 const (
 	// followResync re-reads the assignments even when no watch fired.

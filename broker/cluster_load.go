@@ -278,7 +278,16 @@ func (b *Broker) unload(pt *part, ship bool) *part {
 func (b *Broker) giveUpAll() {
 	cl := b.cl
 	cl.mu.Lock()
-	cl.mu.owners = nil // loads under way see the partition unassigned and stop
+	// This broker's assignments are gone with its session: loads under way see their
+	// partitions unassigned and stop, and metadata names none of them here. The others'
+	// stay as last read, and metadata keeps naming their brokers until the next reading
+	// (forgetting them too had every partition of the cluster answered as moving, and
+	// clients asking again, until ZooKeeper was read on the new session).
+	for pid, o := range cl.mu.owners {
+		if o.Broker == cl.id {
+			delete(cl.mu.owners, pid)
+		}
+	}
 	var held []*part
 	b.mu.RLock()
 	for _, parts := range b.mu.byShard {

@@ -74,7 +74,14 @@ func (c *cluster) addBroker(t testing.TB) *testbroker.Broker {
 // (a proxy in front of c.zk, for a test that cuts that broker off).
 func (c *cluster) addBrokerVia(t testing.TB, zkAddr string) *testbroker.Broker {
 	t.Helper()
-	b := testbroker.Start(t, t.TempDir(), "-metrics", "127.0.0.1:0", "-hdfs.addr", c.hdfs.Addr, "-hdfs.timeout", "5s",
+	return c.addBrokerEnv(t, zkAddr, nil)
+}
+
+// addBrokerEnv is addBrokerVia with extra environment variables for the broker process
+// (SLUICE_FAILPOINTS).
+func (c *cluster) addBrokerEnv(t testing.TB, zkAddr string, env []string) *testbroker.Broker {
+	t.Helper()
+	b := testbroker.StartEnv(t, t.TempDir(), env, "-metrics", "127.0.0.1:0", "-hdfs.addr", c.hdfs.Addr, "-hdfs.timeout", "5s",
 		"-hdfs.commit_interval", "20ms", "-zk", zkAddr, "-zk.session_timeout", c.brokerSession().String())
 	c.brokers = append(c.brokers, b)
 	return b

@@ -8,5 +8,7 @@
 // start, lists `point=topic` pairs separated by commas: Panic(point, topic) panics for
 // each listed pair, and On(point, topic) reports it listed (a fault the code meets by
 // another path: "arena_miss" makes the reads an event loop runs inline find no records
-// in memory, as if the arena had reclaimed them).
+// in memory, as if the arena had reclaimed them; "expiry_reread=cluster" holds a
+// broker's reading of the cluster after its ZooKeeper session expired for 10 s, as a
+// large cluster's reading would take).
 package failpoint
