@@ -21,7 +21,7 @@ import (
 //   - above R in the last segment, it is a torn tail (a crash cut the log short): the
 //     segment is truncated there;
 //   - at or below R, or in a segment that has a successor (a roll made it whole, fsynced
-//     under a sync policy, before the next began: no crash tears it), acknowledged data
+//     under every policy, before the next began: no crash tears it), acknowledged data
 //     is corrupt: the log opens damaged. Nothing is
 //     truncated or deleted; Damage returns the *CorruptionError, the log ends at it
 //     (reads below are served, reads at or past it fail with it) and writes fail with
@@ -40,8 +40,8 @@ import (
 // segments whose files run past their data are cut to it. Tail says where the next
 // batch goes.
 //
-// With an fsync policy, Open then fsyncs what it scanned and records the recovered end
-// as the new recovery point. An I/O error never truncates anything: Open fails instead.
+// Open then fsyncs what it scanned and records the recovered end as the new recovery
+// point (under SyncNever only when that end is above the old record). An I/O error never truncates anything: Open fails instead.
 // Stray temporary files are removed; index files without a .log are removed; any other
 // file is refused with a *ForeignFileError.
 func Open(dir string, opts Options) (*Log, error) {

@@ -285,20 +285,26 @@ func (l *Log) datasyncWriter() error {
 
 // finishSegment seals j's segment, which the log has moved past and which is wholly
 // written: the file is cut to its length (dropping the preallocated space and the last
-// block's padding) and fdatasync'd (the size change with it), then its index files are
-// written and it is sealed; the write descriptor is closed. Under SyncNever nothing is
-// synced here: the segment is marked for the fsync that recordSealed runs next.
+// block's padding) and fdatasync'd (the size change with it), under every policy, then
+// its index files are written (synced unless SyncNever) and it is sealed; the write
+// descriptor is closed.
 func (l *Log) finishSegment(j persistJob) error {
 	w, s := &l.w, j.seg
 	if !w.finished {
 		if err := w.bw.f.Truncate(j.placed); err != nil {
 			return l.fail(fmt.Errorf("cannot cut segment %s to its length %d: %w", s.path, j.placed, err))
 		}
-		if l.opts.Sync != SyncNever {
-			w.dirty = true
-			if err := l.datasyncWriter(); err != nil {
-				return err
-			}
+		// Under every policy, SyncNever too, and through the write descriptor, which
+		// needs no open that could fail: the next segment's file is created only
+		// after this, so a sealed segment no fsync covered is never followed by
+		// another (recovery would call bad data in it damage). Kafka flushes a
+		// segment when it rolls for the same reason. One fdatasync per segment, of data
+		// O_DIRECT has put on the device already; where the filesystem refuses
+		// O_DIRECT it writes back what the kernel has not yet (the persister waits:
+		// the arena holds what comes meanwhile).
+		w.dirty = true
+		if err := l.datasyncWriter(); err != nil {
+			return err
 		}
 		w.finished = true
 	}
@@ -318,7 +324,7 @@ func (l *Log) finishSegment(j persistJob) error {
 	l.mu.Lock()
 	s.sealed = true
 	s.sealedAt = l.opts.Clock().UnixMilli()
-	s.needSync = l.opts.Sync == SyncNever
+	s.needSync = false // the fdatasync above covers the whole file
 	l.mu.Unlock()
 	return nil
 }
@@ -344,18 +350,12 @@ func (l *Log) verifySealed(s *segment) error {
 	return nil
 }
 
-// recordSealed records, under SyncNever, a segment just sealed as covered by the
-// recovery point: the segment (and any other no fsync covered yet) and the directory are
-// fsynced, then the record moves to its last offset. Before the next segment's file
-// exists, so that a crash finds either that segment last (a torn tail, cut) or covered
-// by the record: a sealed segment no fsync covered is never followed by another, which
-// recovery would call damage. Kafka flushes a segment when it rolls, whatever its flush
-// policy, for the same reason: without it, recovery after a crash scans everything
-// written since the last clean stop (a 1 TiB partition, minutes), and a host crash
-// could leave a hole in a sealed segment, which the partition refuses writes over until
-// an operator repairs it. One fsync per segment (1 GiB by default), of data O_DIRECT
-// has mostly put on the device already. A failure to write the record is logged and
-// leaves the old one, which stays true. persistMu held.
+// recordSealed records, under SyncNever, a segment just sealed (and fdatasync'd:
+// finishSegment) as covered by the recovery point, after an fsync of the directory and
+// of any other segment no fsync covered yet: so that after a crash recovery scans the
+// active segment only, not everything written since the last clean stop (a 1 TiB
+// partition, minutes). A failure to write the record is logged and leaves the old one,
+// which stays true; the segment is durable anyway. persistMu held.
 func (l *Log) recordSealed(s *segment) error {
 	if l.opts.Sync != SyncNever {
 		return nil // the sync policies fsynced it in finishSegment; recordCheckpoint records

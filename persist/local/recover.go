@@ -42,7 +42,7 @@ func (l *Log) loadSegmentsLocked(bases []int64) error {
 			continue
 		}
 		// Only the last segment can have a torn tail: a roll makes the sealed segment
-		// whole (fsynced, under a sync policy) before the next one starts, so bad data
+		// whole (fsynced, under every policy) before the next one starts, so bad data
 		// in a segment that has a successor is damage whatever the recovery point says.
 		// (The recovery point is written at most every RecoveryPointInterval, so it may
 		// lag well behind acknowledged data.)
@@ -267,8 +267,8 @@ func (l *Log) afterRecovery() error {
 	if l.damage != nil {
 		return nil // damaged: nothing changes
 	}
-	// Under SyncNever too: one fsync at open, so that a broker that crashes again
-	// does not scan the same data again (the record moves only over what is fsynced).
+	// Under SyncNever too, when the recovered end is above the record: one fsync at
+	// open, so that a broker that crashes again does not scan the same data again.
 	if end := active.next - 1; l.opts.Sync == SyncNever && (end < l.start.Load() || l.rp.valid && end <= l.rp.offset) {
 		return nil // nothing above the record was scanned: no fsync to pay at every open
 	}

@@ -51,8 +51,8 @@ type segment struct {
 	// (written or scanned by this process). Set before idx is published, then fixed.
 	verified *bitmap
 	// needSync: the file may hold data no fsync has covered, so no recovery point may
-	// cover it until one does (sealed under SyncNever, or loaded above the recovery
-	// point).
+	// cover it until one does (cut by Truncate under SyncNever, or loaded above the
+	// recovery point); sealing clears it (finishSegment fdatasyncs the file).
 	needSync bool
 	// bad is the corruption that the scan rebuilding a trusted segment's index stopped
 	// at, or nil. The segment is then served up to it (see viewLocked) and reads at or
