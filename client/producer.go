@@ -57,6 +57,7 @@ type Producer struct {
 		// more leaves it when retired (retireIdleLocked).
 		every     []*link
 		rt        router
+		clock     recordClock   // each record's timestamp and window time
 		changed   chan struct{} // closed when windows change and someone waits
 		waiters   int
 		err       error // sticky: the producer failed
@@ -88,6 +89,7 @@ func NewProducer(ctx context.Context, topic string, opts ...Opt) (*Producer, err
 	p := &Producer{cfg: c, topic: topic, topicB: []byte(topic), admin: admin, pid: newPID(), t0: time.Now(),
 		stages: newProducerStages()}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
+	p.mu.clock = newRecordClock(p.t0)
 	p.mu.sh = winShared{codec: c.codec, batchBytes: c.batchBytes, requestBytes: c.requestBytes,
 		maxInflight: c.maxInflight, linger: int64(c.linger), freeBytes: c.maxBuffered / 4, newPID: newPID,
 		pinLimit: 2 * c.maxBuffered, compactAt: 2 * c.maxBuffered,
@@ -179,22 +181,22 @@ func (p *Producer) produce(ctx context.Context, r *Record, seal bool) (*window, 
 		return nil, nil, fmt.Errorf("cannot produce record of %d bytes: %w", size, ErrRecordTooLarge)
 	}
 	size += recordOverhead
-	now := time.Now()
-	ts := r.Timestamp
-	if ts == 0 {
-		ts = now.UnixMilli()
-	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err := p.roomLocked(ctx, size); err != nil {
 		return nil, nil, err
+	}
+	wallMs, mono := p.mu.clock.now()
+	ts := r.Timestamp
+	if ts == 0 {
+		ts = wallMs
 	}
 	if keyless(r) {
 		p.mu.rt.follow(p.nextOrdLocked)
 	}
 	logical, part := p.mu.rt.route(r)
 	w := p.mu.wins[part]
-	wake := w.add(r, logical, ts, int64(now.Sub(p.t0)))
+	wake := w.add(r, logical, ts, int64(mono))
 	p.mu.maxProg = max(p.mu.maxProg, r.Progress)
 	var b *pbatch
 	if seal {

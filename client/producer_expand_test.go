@@ -24,6 +24,7 @@ func testProducer(t *testing.T, parts int) *Producer {
 	p.mu.sh = winShared{batchBytes: 1024, requestBytes: 1024, maxInflight: 4, linger: 5 * ms,
 		newPID: func() int64 { return 43 }}
 	p.mu.changed = make(chan struct{})
+	p.mu.clock = newRecordClock(p.t0)
 	p.mu.rt = router{p: parts}
 	p.mu.version = 7
 	p.startLink = func(*link) {}
