@@ -93,8 +93,8 @@ const minPace = 50 * time.Microsecond
 // Short sleeps therefore wait on a timerfd (nanosleep.Sleeper: 28 µs median overshoot,
 // and the goroutine parks, leaving its P to the consumers; nanosleep(2) held it), long
 // ones in time.Sleep.
-func sleepUntil(t int64, s *nanosleep.Sleeper) {
-	d := time.Duration(t - time.Now().UnixNano())
+func sleepUntil(t int64, clk clock, s *nanosleep.Sleeper) {
+	d := time.Duration(t - clk.now())
 	switch {
 	case d <= 0:
 	case d < 2*time.Millisecond:
@@ -103,3 +103,25 @@ func sleepUntil(t int64, s *nanosleep.Sleeper) {
 		time.Sleep(d)
 	}
 }
+
+// clock is the harness's clock for its per-record readings: Unix ns, as the wall clock
+// read once at start plus the monotonic time since. A reading is one vDSO call, where
+// time.Now().UnixNano() makes two (wall and monotonic, about 35 ns each on these hosts):
+// the e2e consumer read the clock for every record, 8 % of the harness's processor time
+// at a million records a second, time the systems measured beside it did not get. Every
+// per-record reading of one run (the producers' stamps, the consumers' arrivals) comes
+// from one clock, so a step of the wall clock during a run does not enter a latency
+// (the drivers' arrival times of answers, read once per answer for the stages, are the
+// wall clock: they differ from this one by its drift since the run began, µs).
+type clock struct {
+	t0   time.Time // carries a monotonic reading
+	base int64     // t0 in Unix ns
+}
+
+func newClock() clock {
+	t := time.Now()
+	return clock{t0: t, base: t.UnixNano()}
+}
+
+// now returns the time in Unix ns.
+func (c clock) now() int64 { return c.base + int64(time.Since(c.t0)) }

@@ -68,10 +68,10 @@ func Run(ctx context.Context, w string, c Config, progress io.Writer) (*Result, 
 
 // produceLoop is one producer's loop: it sends quota records (0 = no limit) at rate
 // (0 = as fast as it can) until ctx ends, stamping each with its intended send time.
-func produceLoop(ctx context.Context, p Producer, c *Config, rate float64, quota int64, cnt *Counters, rec *Recorder) {
+func produceLoop(ctx context.Context, p Producer, c *Config, clk clock, rate float64, quota int64, cnt *Counters, rec *Recorder) {
 	v := make([]byte, c.RecordSize)
 	fillPayload(v[stampSize:], rand.Uint64())
-	pacer := NewPacer(time.Now(), rate)
+	pacer := NewPacer(time.Unix(0, clk.now()), rate)
 	sleeper, _ := nanosleep.NewSleeper() // without a timerfd, it sleeps in nanosleep(2)
 	defer sleeper.Close()
 	var ack func(error)
@@ -84,10 +84,10 @@ func produceLoop(ctx context.Context, p Producer, c *Config, rate float64, quota
 	}
 	var sent int64
 	for ctx.Err() == nil && (quota == 0 || sent < quota) {
-		now := time.Now().UnixNano()
+		now := clk.now()
 		first, n := pacer.Take(now)
 		if n == 0 {
-			sleepUntil(max(pacer.Due(), now+int64(minPace)), sleeper)
+			sleepUntil(max(pacer.Due(), now+int64(minPace)), clk, sleeper)
 			continue
 		}
 		if quota > 0 {
@@ -103,7 +103,7 @@ func produceLoop(ctx context.Context, p Producer, c *Config, rate float64, quota
 				// The records of one wake-up are handed over within microseconds of each
 				// other: their hand-over time (the schedule stage's end) is read once per
 				// 16, not per record (a clock read costs about 0.1 µs on these hosts).
-				now = time.Now().UnixNano()
+				now = clk.now()
 			}
 			putSent(v, now)
 			a := ack
@@ -113,7 +113,7 @@ func produceLoop(ctx context.Context, p Producer, c *Config, rate float64, quota
 						cnt.fail(err)
 						return
 					}
-					rec.Record(time.Now().UnixNano() - stamp)
+					rec.Record(clk.now() - stamp)
 				}
 			}
 			// Counted before it goes: counted after, a record could reach the consumer
@@ -169,6 +169,7 @@ func RunProduce(ctx context.Context, d Driver, c Config, progress io.Writer) (*R
 	defer closeAll(prods)
 	var cnt Counters
 	rec := NewRecorder()
+	clk := newClock()
 	res := &Result{Workload: "produce", Config: c, Start: time.Now()}
 	rctx, cancel := produceContext(ctx, &c, &cnt)
 	defer cancel()
@@ -179,7 +180,7 @@ func RunProduce(ctx context.Context, d Driver, c Config, progress io.Writer) (*R
 	go func() { sending.Wait(); stopSeries() }() // the series covers the sends, not the flush
 	for i, p := range prods {
 		wg.Go(func() {
-			produceLoop(rctx, p, &c, c.Rate/float64(len(prods)), split(c.Count, len(prods), i), &cnt, rec)
+			produceLoop(rctx, p, &c, clk, c.Rate/float64(len(prods)), split(c.Count, len(prods), i), &cnt, rec)
 			sending.Done()
 			fctx, fcancel := context.WithTimeout(ctx, time.Minute)
 			defer fcancel()
@@ -340,6 +341,7 @@ func RunE2E(ctx context.Context, d Driver, c Config, progress io.Writer) (*Resul
 	defer closeAll(prods)
 	var sent, got Counters
 	rec := NewRecorder()
+	clk := newClock() // the stamps' and the arrivals' clock
 	cctx, ccancel := context.WithCancel(ctx)
 	defer ccancel()
 	var cwg sync.WaitGroup
@@ -357,7 +359,7 @@ func RunE2E(ctx context.Context, d Driver, c Config, progress io.Writer) (*Resul
 				lat, ss = lat[:0], ss[:0]
 			}
 			err := cs.Run(cctx, func(v []byte) bool {
-				now := time.Now().UnixNano()
+				now := clk.now()
 				lat = append(lat, now-stampOf(v))
 				var arrived int64
 				if arr != nil {
@@ -417,7 +419,7 @@ func RunE2E(ctx context.Context, d Driver, c Config, progress io.Writer) (*Resul
 	var pwg sync.WaitGroup
 	for i, p := range prods {
 		pwg.Go(func() {
-			produceLoop(rctx, p, &c, c.Rate/float64(len(prods)), split(c.Count, len(prods), i), &sent, nil)
+			produceLoop(rctx, p, &c, clk, c.Rate/float64(len(prods)), split(c.Count, len(prods), i), &sent, nil)
 			fctx, fcancel := context.WithTimeout(ctx, time.Minute)
 			defer fcancel()
 			if err := p.Flush(fctx); err != nil {

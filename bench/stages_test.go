@@ -3,6 +3,7 @@ package bench
 import (
 	"math"
 	"testing"
+	"time"
 )
 
 // TestStageQuantile: quantiles of a cumulative histogram interpolate within the bucket
@@ -35,4 +36,26 @@ func TestStageQuantile(t *testing.T) {
 	if got := labelOf(`sluice_request_stage_seconds_bucket{stage="wake",le="0.0005"}`, "le"); got != "0.0005" {
 		t.Fatalf("labelOf: %q", got)
 	}
+}
+
+// BenchmarkClock compares a reading of the harness's clock (one monotonic vDSO read) with
+// time.Now().UnixNano() (wall and monotonic), which the e2e consumer took per record.
+//
+//	go test -run '^$' -bench '^BenchmarkClock$' -count 6 ./bench
+func BenchmarkClock(b *testing.B) {
+	b.Run("clock", func(b *testing.B) {
+		clk := newClock()
+		var sink int64
+		for b.Loop() {
+			sink += clk.now()
+		}
+		_ = sink
+	})
+	b.Run("time.Now", func(b *testing.B) {
+		var sink int64
+		for b.Loop() {
+			sink += time.Now().UnixNano()
+		}
+		_ = sink
+	})
 }
