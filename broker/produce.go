@@ -49,7 +49,10 @@ func (b *Broker) handleProduce(c *netio.Conn, slot netio.Slot, hdr wire.Response
 		return
 	}
 	failpoint.Panic("produce", pt.topic.meta.Name)
-	t := &produceTask{b: b, pt: pt, c: c, slot: slot, hdr: hdr, wait: r.WaitDurableMs}
+	// On this goroutine's stack: only a request that waits for durability outlives the
+	// handler, and it goes to its shard in a copy (park). A task per request was 1 MB/s
+	// of the broker's allocation at 10 000 records/s.
+	t := produceTask{b: b, pt: pt, c: c, slot: slot, hdr: hdr, wait: r.WaitDurableMs}
 	res, err := pt.p.Produce(r.Version, r.Session, r.Batches, start)
 	wake := false // long polls are parked on the partition: wake them
 	t.res = res
@@ -71,9 +74,7 @@ func (b *Broker) handleProduce(c *netio.Conn, slot netio.Slot, hdr wire.Response
 	case err != nil:
 		t.fail(err)
 	case t.wait > 0:
-		if pt.shard.Submit(t) != nil {
-			t.answer(wire.CodeNone, "") // the shard is swamped: the client polls for C
-		}
+		t.park()
 	}
 	now := time.Now().UnixNano()
 	since(b.stages.queue, c.ReadAt(), start.UnixNano())
@@ -99,6 +100,16 @@ func (b *Broker) handleProduce(c *netio.Conn, slot netio.Slot, hdr wire.Response
 		// the polls' records, which end-to-end latency waits for, go before the
 		// producer's acknowledgment, which only frees a slot of its pipeline.
 		t.answer(wire.CodeNone, "")
+	}
+}
+
+// park hands a produce that waits for durability to its partition's shard, in a copy of
+// t that lives until it is answered.
+func (t *produceTask) park() {
+	parked := new(produceTask)
+	*parked = *t
+	if t.pt.shard.Submit(parked) != nil {
+		parked.answer(wire.CodeNone, "") // the shard is swamped: the client polls for C
 	}
 }
 

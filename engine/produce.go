@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"sluice/batch"
@@ -111,30 +112,42 @@ func (p *Partition) produce(v uint32, s uint64, batches []byte, now time.Time, r
 // validate checks every batch and that the producers' sequences continue, without
 // changing anything.
 func (p *Partition) validate(batches []byte) error {
-	// Sequences continue across the batches of one request too: track the last seen.
-	var pending map[int64]int32
+	// Sequences continue across the batches of one request too: track the last seen per
+	// producer. A request carries one producer's batches (the client's), so a few
+	// entries on the stack, searched in order, do where a map was allocated for every
+	// request (1.3 MB/s of the broker's allocation at 10 000 records/s).
+	var seen [4]pendingSeq
+	pending := seen[:0]
 	for pos := 0; pos < len(batches); {
 		h, err := batch.Check(batches[pos:])
 		if err != nil {
 			return fmt.Errorf("%w at byte %d of the request: %w", ErrInvalidBatch, pos, err)
 		}
 		if idempotent(&h) {
-			if last, ok := pending[h.ProducerID]; ok {
-				if h.BaseSequence != last+1 {
+			i := slices.IndexFunc(pending, func(s pendingSeq) bool { return s.producer == h.ProducerID })
+			if i >= 0 {
+				if last := pending[i].last; h.BaseSequence != last+1 {
 					return fmt.Errorf("%w: producer %d sent %d after %d in one request", ErrOutOfOrderSequence, h.ProducerID, h.BaseSequence, last)
 				}
 			} else if verdict, _ := p.app.producers[h.ProducerID].check(&h); verdict == seqGap {
 				return fmt.Errorf("%w: producer %d sent sequence %d, expected %d", ErrOutOfOrderSequence,
 					h.ProducerID, h.BaseSequence, p.app.producers[h.ProducerID].lastSeq()+1)
 			}
-			if pending == nil {
-				pending = map[int64]int32{}
+			if i < 0 {
+				pending = append(pending, pendingSeq{producer: h.ProducerID})
+				i = len(pending) - 1
 			}
-			pending[h.ProducerID] = h.BaseSequence + int32(h.Count) - 1
+			pending[i].last = h.BaseSequence + int32(h.Count) - 1
 		}
 		pos += h.Size()
 	}
 	return nil
+}
+
+// pendingSeq is a producer's last sequence in the batches of a request validated so far.
+type pendingSeq struct {
+	producer int64
+	last     int32
 }
 
 // appendOne appends one validated batch, unless it is a duplicate: the store places it
