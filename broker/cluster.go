@@ -291,7 +291,11 @@ func (b *Broker) follow() {
 			if failpoint.On("expiry_reread", "cluster") {
 				// Tests: hold what giveUpAll left for metadata to be read, as a slow
 				// reading of a large cluster would (a live ZooKeeper answers in ms).
-				time.Sleep(expiryRereadHold)
+				select {
+				case <-cl.stop:
+					return
+				case <-time.After(expiryRereadHold):
+				}
 			}
 			tch, bch, ach = nil, nil, nil
 			cl.leaseSession.Store(cl.c.SessionID())

@@ -26,9 +26,10 @@ func newRecordClock(t0 time.Time) recordClock {
 // now returns the wall time in Unix ms and the monotonic time since t0.
 func (c *recordClock) now() (wallMs int64, mono time.Duration) {
 	mono = time.Since(c.t0) // one monotonic read: t0 carries a monotonic reading
-	if mono-c.anchor >= anchorEvery || mono < c.anchor {
+	if mono-c.anchor >= anchorEvery {
 		n := time.Now()
-		c.anchor, c.wallMs, mono = n.Sub(c.t0), n.UnixMilli(), n.Sub(c.t0)
+		mono = n.Sub(c.t0)
+		c.anchor, c.wallMs = mono, n.UnixMilli()
 	}
 	return c.wallMs + int64((mono-c.anchor)/time.Millisecond), mono
 }

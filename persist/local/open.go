@@ -41,7 +41,8 @@ import (
 // batch goes.
 //
 // Open then fsyncs what it scanned and records the recovered end as the new recovery
-// point (under SyncNever only when that end is above the old record). An I/O error never truncates anything: Open fails instead.
+// point (under SyncNever only when that end is above the old record). An I/O error
+// never truncates anything: Open fails instead.
 // Stray temporary files are removed; index files without a .log are removed; any other
 // file is refused with a *ForeignFileError.
 func Open(dir string, opts Options) (*Log, error) {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"time"
 
 	"sluice/persist"
 	"sluice/persist/vfs"
@@ -363,38 +364,37 @@ func (l *Log) recordSealed(s *segment) error {
 	l.mu.Lock()
 	r := s.next - 1
 	l.mu.Unlock()
-	if l.rp.valid && r <= l.rp.offset || r < l.start.Load() {
-		return nil
-	}
-	l.rp.written = l.opts.Clock()
-	if err := l.saveRecoveryPoint(r, false); err != nil {
-		if errors.Is(err, ErrFailed) {
-			return err
-		}
-		l.opts.Logger.Warn("cannot advance the recovery point over a sealed segment", "dir", l.dir, "segment", s.path, "err", err)
-	}
-	return nil
+	return l.advanceRecord(r, l.opts.Clock(), "over a sealed segment")
 }
 
 // recordCheckpoint rewrites the recovery point to the checkpoint, at most every
 // RecoveryPointInterval and only under a sync policy (under SyncNever a sealed segment
-// moves it, recordSealed, and Close, after the fsyncs they need). A failure to write it is logged and leaves
-// the old record, which stays true. persistMu held.
+// moves it, recordSealed, and Close, after the fsyncs they need). persistMu held.
 func (l *Log) recordCheckpoint() error {
 	if l.opts.Sync == SyncNever {
 		return nil
 	}
-	target := l.durable.Load()
 	now := l.opts.Clock()
-	if now.Sub(l.rp.written) < l.opts.RecoveryPointInterval || (l.rp.valid && target <= l.rp.offset) || target < l.start.Load() {
+	if now.Sub(l.rp.written) < l.opts.RecoveryPointInterval {
+		return nil
+	}
+	return l.advanceRecord(l.durable.Load(), now, "to the checkpoint")
+}
+
+// advanceRecord moves the recovery point up to r, durable already (saveRecoveryPoint),
+// unless the record is at or above it or r is below the log's start. A failure to write
+// it is logged and leaves the old record, which stays true; only ErrFailed is returned.
+// persistMu held.
+func (l *Log) advanceRecord(r int64, now time.Time, what string) error {
+	if l.rp.valid && r <= l.rp.offset || r < l.start.Load() {
 		return nil
 	}
 	l.rp.written = now
-	if err := l.saveRecoveryPoint(target, false); err != nil {
+	if err := l.saveRecoveryPoint(r, false); err != nil {
 		if errors.Is(err, ErrFailed) {
 			return err
 		}
-		l.opts.Logger.Warn("cannot advance the recovery point", "dir", l.dir, "err", err)
+		l.opts.Logger.Warn("cannot advance the recovery point "+what, "dir", l.dir, "to", r, "err", err)
 	}
 	return nil
 }
