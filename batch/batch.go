@@ -58,9 +58,10 @@ package batch
 import (
 	"encoding/binary"
 	"fmt"
-	"hash/crc32"
 	"math"
 	"strconv"
+
+	"sluice/internal/crc32c"
 )
 
 const (
@@ -94,10 +95,6 @@ const (
 	// maxSection is the largest size of a records section, decompressed or not.
 	maxSection = MaxSize - HeaderSize
 )
-
-// crcTable is the Castagnoli table, built once. crc32 recognizes it and uses the CPU's
-// CRC32C instructions where it has them. It is never written after init.
-var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
 // Codec names the compression of a batch's records section.
 type Codec uint8
@@ -246,7 +243,7 @@ func Check(b []byte) (Header, error) {
 	if len(b) < h.Size() {
 		return Header{}, ErrShort
 	}
-	if got := crc32.Checksum(b[offMagic:h.Size()], crcTable); got != h.CRC {
+	if got := crc32c.Checksum(b[offMagic:h.Size()]); got != h.CRC {
 		return Header{}, corrupt(offCRC, "crc is "+strconv.FormatUint(uint64(h.CRC), 16)+
 			", computed "+strconv.FormatUint(uint64(got), 16))
 	}
@@ -307,6 +304,6 @@ func putHeader(b []byte, h *Header) {
 	le.PutUint32(b[offUncompressed:], h.UncompressedSize)
 	le.PutUint64(b[offFirstTS:], uint64(h.FirstTimestamp))
 	le.PutUint64(b[offMaxTS:], uint64(h.MaxTimestamp))
-	h.CRC = crc32.Checksum(b[offMagic:h.Size()], crcTable)
+	h.CRC = crc32c.Checksum(b[offMagic:h.Size()])
 	le.PutUint32(b[offCRC:], h.CRC)
 }
