@@ -83,7 +83,7 @@ lanes:
 	VEXTRACTI32X4 $3, Z3, X6
 	VEXTRACTI64X4 $1, Z4, Y7
 	VPXORQ        Y7, Y4, Y4
-	VEXTRACTI128  $1, Y4, X7
+	VEXTRACTI32X4 $1, Y4, X7
 	VPTERNLOGD    $0x96, X6, X7, X4
 	// The 128 bits left are congruent to everything folded, placed as its last 16 bytes:
 	// their CRC from a zero register is the register after everything folded.
