@@ -59,7 +59,7 @@ func line(xys plotter.XYs, col color.Color, w float64, dash bool) (*plotter.Line
 func (s *Suite) ThroughputChart(path string) error {
 	p := newPlot("Throughput, MB/s of record values (higher is better)", "", "MB/s")
 	systems := []string{"sluice", "kafka", "nats"}
-	labels := []string{"produce 1 KiB", "produce 100 B", "consume page cache", "consume memory"}
+	labels := []string{"produce 1 KiB", "produce 100 B", "consume after restart", "consume page cache", "consume memory"}
 	p.NominalX(labels...)
 	barW := vg.Points(26)
 	for i, sys := range systems {
