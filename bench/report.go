@@ -152,7 +152,7 @@ var measureTitles = []struct{ m, title string }{
 	{MProduce1K, "produce, 1 KiB records"},
 	{MProduce100, "produce, 100 B records"},
 	{MConsumeRestart, "consume right after a restart (sluice: from the disk)"},
-	{MConsumePage, "consume from the page cache (after a restart, the files read first)"},
+	{MConsumePage, "consume from the page cache (after a restart, the files read first; median of 3 runs)"},
 	{MConsumeMem, "consume from memory (right after producing)"},
 }
 
@@ -202,6 +202,15 @@ func (s *Suite) Markdown(charts []string) string {
 		}
 		w("\n")
 	}
+	var runs []string
+	for _, sys := range []string{"sluice", "kafka", "nats", ceilingOf(MConsumePage)} {
+		if r := s.Results[sys][MConsumePage]; r != nil && r.Note != "" {
+			runs = append(runs, sys+": "+r.Note)
+		}
+	}
+	if len(runs) > 0 {
+		w("\nConsume from the page cache, every run: %s.\n", strings.Join(runs, "; "))
+	}
 	w("\n")
 	s.sustainedMarkdown(w)
 	s.latencyMarkdown(w)
@@ -241,7 +250,7 @@ func (s *Suite) Markdown(charts []string) string {
 	w("- **Kafka** 4.3.1, single-node KRaft from Maven Central jars, heap 1 GiB (G1), default flush settings (no fsync per write, the page cache); franz-go v1.22.3 with acks=1 (leader), idempotence off, the same batch size and linger, sticky partitioner; consumers assign partitions directly (no group).\n")
 	w("- **NATS** JetStream 2.15.3, file store, default `sync_interval` (fsync every 2 minutes; `sync_interval: always` is about 20× slower per DESIGN.md §7 and not run here); one stream with a subject per partition; nats.go v1.55.0 async publish with at most %d unacknowledged, each publish waiting up to 30 s for room (its batching is the connection's write coalescing; batch size and linger do not apply), an ordered pull consumer (batches of 1000, no acks).\n", natsMaxPending)
 	w("- **Ceilings**, in the harness process: `tcp` writes %d KiB buffers of records into a loopback socket drained by a goroutine (produce) and reads a socket fed from memory (consume from memory); `sendfile` appends the same buffers to a plain file (produce) and sends that file, page-cached, over a loopback socket with sendfile (consume from the page cache). They run right after sluice's runs when sluice ran (before its sustained runs and the other systems), last otherwise.\n", suiteBatch>>10)
-	w("- **Consume after a restart, and from the page cache**: each system's server is restarted after its consume from memory and the same records are consumed right away, from wherever it left them: Kafka's and NATS's segments were written through the page cache, sluice's with O_DIRECT past it, so sluice reads them from the disk (that row has no ceiling). Then it is restarted again and every file of its data directory is read once before the records are consumed again (`bench/warm.go`): that run, from the page cache for every system, is the one compared with sendfile.\n")
+	w("- **Consume after a restart, and from the page cache**: each system's server is restarted after its consume from memory and the same records are consumed right away, from wherever it left them: Kafka's and NATS's segments were written through the page cache, sluice's with O_DIRECT past it, so sluice reads them from the disk (that row has no ceiling). Then it is restarted again and every file of its data directory is read once before the records are consumed again (`bench/warm.go`): that run, from the page cache for every system, is the one compared with sendfile. It runs %d times, each after a restart, and so does the sendfile ceiling; each keeps its run of median MB/s (`bench/median.go`: single runs of half a second moved by up to 1.4× between neighbours).\n", consumeRounds)
 	w("- **Sustained runs**: topics of %d partitions with retention of %d MiB per partition; sluice: topic `RetentionBytes` and `SegmentBytes` %d MiB, retention applied every 2 s (`-broker.retention_check 2s`); Kafka: `retention.bytes`, `segment.bytes` %d MiB, `file.delete.delay.ms` 1000, broker `log.retention.check.interval.ms` 5000; NATS: the stream's `MaxBytes` (%d MiB, all partitions), discard old. Each system is restarted on an empty data directory before each sustained run and its data directory deleted after; a run stops early if the disk's free space falls below a reserve left to others (max(8 GiB, 10%% of the disk)).\n",
 		suitePartitions, sustainRetention>>20, sustainSegment>>20, sustainSegment>>20, suitePartitions*sustainRetention>>20)
 	if len(s.Skipped) > 0 {

@@ -311,19 +311,28 @@ func runSystem(ctx context.Context, s *Suite, o *SuiteOptions, srv *Server, sz s
 		if _, err := run(MConsumeRestart, "consume", cc); err != nil {
 			return err
 		}
-		// Restarted again, so that nothing the last run left in the server's own memory
-		// serves this one, and its files read into the page cache (warm.go).
-		if err := srv.Restart(ctx); err != nil {
-			return err
+		// Restarted again before each run, so that nothing the last run left in the
+		// server's own memory serves this one, and its files read into the page cache
+		// (warm.go). consumeRounds runs, the median kept (median.go).
+		var rs []*Result
+		for i := range consumeRounds {
+			if err := srv.Restart(ctx); err != nil {
+				return err
+			}
+			n, err := warmFiles(srv.Dir)
+			if err != nil {
+				return fmt.Errorf("%s: %w", MConsumePage, err)
+			}
+			cc.ServerPid = srv.Pid()
+			r, err := Run(ctx, "consume", cc, nil)
+			srv.SampleRSS()
+			if err != nil {
+				return fmt.Errorf("%s: %w", MConsumePage, err)
+			}
+			logf("%-8s %-18s round %d (%d MB of files read first): %s", name, MConsumePage, i+1, n/1e6, Summary(r))
+			rs = append(rs, r)
 		}
-		n, err := warmFiles(srv.Dir)
-		if err != nil {
-			return fmt.Errorf("%s: %w", MConsumePage, err)
-		}
-		logf("%-8s %-18s %d MB of files read into the page cache first", name, MConsumePage, n/1e6)
-		if _, err := run(MConsumePage, "consume", cc); err != nil {
-			return err
-		}
+		s.put(name, MConsumePage, medianRun(rs))
 	}
 	if o.has("produce") {
 		c100 := baseConfig(name, srv.Addr, "b100", 100)
@@ -364,12 +373,24 @@ func runCeilings(ctx context.Context, s *Suite, o *SuiteOptions, dir string, sz 
 		}
 		c := baseConfig(st.system, dir, "c1k", st.rec)
 		c.Count, c.Duration, c.FromStart = st.count, sz.cap, st.fromStart
-		r, err := Run(ctx, st.w, c, nil)
-		if err != nil {
-			return fmt.Errorf("%s %s: %w", st.system, st.m, err)
+		rounds := 1
+		if st.m == MConsumePage {
+			rounds = consumeRounds // as the systems' runs it is compared with
 		}
-		s.put(st.system, st.m, r)
-		logf("%-8s %-18s %s", st.system, st.m, Summary(r))
+		var rs []*Result
+		for i := range rounds {
+			r, err := Run(ctx, st.w, c, nil)
+			if err != nil {
+				return fmt.Errorf("%s %s: %w", st.system, st.m, err)
+			}
+			logf("%-8s %-18s round %d: %s", st.system, st.m, i+1, Summary(r))
+			rs = append(rs, r)
+		}
+		if rounds == 1 {
+			s.put(st.system, st.m, rs[0])
+		} else {
+			s.put(st.system, st.m, medianRun(rs))
+		}
 	}
 	return nil
 }
