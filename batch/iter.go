@@ -222,7 +222,18 @@ func uvarint(b []byte, p int) (uint64, int) {
 	return uvarintSlow(b, p)
 }
 
+// uvarintSlow is uvarint past one byte. Two-byte values, which the body and value
+// lengths of records from 128 bytes to 16 KiB are (two of them per record of 1 KiB), are
+// decoded here without binary.Uvarint's loop: BenchmarkIter/1024B/crc, ten alternating
+// runs, benchstat, 4.58 → 3.74 µs a 64 KiB batch (p=0.011), 3.00 → 2.71 without the
+// CRC (p=0.105).
 func uvarintSlow(b []byte, p int) (uint64, int) {
+	if p+1 < len(b) && b[p+1] < 0x80 {
+		return uint64(b[p]&0x7f) | uint64(b[p+1])<<7, p + 2
+	}
+	if p >= len(b) {
+		return 0, -1
+	}
 	v, n := binary.Uvarint(b[p:])
 	if n <= 0 {
 		return 0, -1
