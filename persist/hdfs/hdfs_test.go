@@ -213,7 +213,9 @@ func TestEpochFence(t *testing.T) {
 	for old.Next() < 200 {
 		data, _ := batches(old.Next(), 20, "a")
 		if err := old.Commit(ctx, conn, [][]byte{data}); err != nil {
-			t.Fatal(err)
+			// Once under a loaded make test (2026-12-06) an append here failed with a bare
+			// ERROR_APPLICATION: the NameNode's own message says why, next time.
+			t.Fatalf("%v (HDFS: %q)", err, RemoteMessage(err))
 		}
 	}
 	r := NewReader(conn, dir, nil)
