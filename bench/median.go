@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -26,15 +27,7 @@ func medianRun(rs []*Result) *Result {
 		}
 		return r.MBPerSec
 	}
-	slices.SortStableFunc(sorted, func(a, b *Result) int {
-		switch x, y := mbps(a), mbps(b); {
-		case x < y:
-			return -1
-		case x > y:
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(sorted, func(a, b *Result) int { return cmp.Compare(mbps(a), mbps(b)) })
 	keep := *sorted[len(sorted)/2]
 	all := make([]string, len(rs))
 	for i, r := range rs {

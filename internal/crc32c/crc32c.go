@@ -10,8 +10,9 @@
 // CRC32 instruction, three streams at a time: about 18 GB/s on the benchmark hosts. On
 // processors with AVX-512 and VPCLMULQDQ this package folds four 64-byte blocks per
 // step with carry-less multiplications instead (the method of Intel's "Fast CRC
-// Computation for Generic Polynomials Using PCLMULQDQ Instruction"), and leaves the last
-// 128 bits and the tail to hash/crc32. Elsewhere, and for short inputs, it is hash/crc32.
+// Computation for Generic Polynomials Using PCLMULQDQ Instruction"), passes the 128 bits
+// left through the CRC32 instruction, and leaves the tail (under 64 bytes) to hash/crc32.
+// Elsewhere, and for short inputs, it is hash/crc32.
 package crc32c
 
 import "hash/crc32"
