@@ -192,6 +192,13 @@ func (b *Broker) Serving(addr string) {
 	}
 }
 
+// BeforeWait runs on an event loop after each of its callbacks (netio.Waiter): it lets
+// the shards the handlers woke run before the loop can block in epoll_wait holding its
+// processor (sched.Scheduler.HandOff says why).
+func (b *Broker) BeforeWait() { b.sched.HandOff() }
+
+var _ netio.Waiter = (*Broker)(nil)
+
 // Addr returns the address the broker serves on.
 func (b *Broker) Addr() string {
 	if a := b.addr.Load(); a != nil {

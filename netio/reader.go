@@ -23,8 +23,15 @@ import (
 // is refused: answered with busy and closed. A partial frame that receives nothing for
 // FrameTimeout is answered with timeout and closed (one timer per connection).
 
-// OnTraffic writes what is ready, then reads.
+// OnTraffic writes what is ready, then reads; then the handler's BeforeWait runs.
 func (s *Server) OnTraffic(gc gnet.Conn) gnet.Action {
+	action := s.traffic(gc)
+	s.beforeWait()
+	return action
+}
+
+// traffic is OnTraffic's work. Loop only.
+func (s *Server) traffic(gc gnet.Conn) gnet.Action {
 	c := gc.Context().(*Conn)
 	c.wakePending.Store(false)
 	data, _ := gc.Next(-1) // all of it: nothing may stay in gnet's inbound buffer

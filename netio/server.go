@@ -39,6 +39,14 @@ type Opener interface {
 	Opened(c *Conn)
 }
 
+// Waiter is a Handler that runs something on an event loop after each of its callbacks
+// (a readable event, a close), before the loop goes back to gnet, which may block in
+// epoll_wait holding its processor: the broker yields there to the shards its handlers
+// woke (sched.Scheduler.HandOff says why). It must not block.
+type Waiter interface {
+	BeforeWait()
+}
+
 // Config configures the server. The budgets are what the broker may hold for its
 // clients; DESIGN §7 and the package comment say why they are enforced the way they are.
 type Config struct {
@@ -190,6 +198,7 @@ type Server struct {
 	gnet.BuiltinEventEngine
 	cfg       Config
 	handler   Handler
+	waiter    Waiter // the handler's, or nil
 	eng       gnet.Engine
 	addr      chan string
 	done      chan error
@@ -208,6 +217,7 @@ func Start(cfg Config, h Handler) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, handler: h, addr: make(chan string, 1), done: make(chan error, 1), inBudget: newInboundBudget(&cfg)}
+	s.waiter, _ = h.(Waiter)
 	s.outBudget.limit, s.outBudget.connMax = cfg.MaxOutboundTotal, cfg.MaxOutbound
 	s.bufs.retain = min(cfg.MaxInboundTotal/16, 16<<20)
 	opts := []gnet.Option{gnet.WithMulticore(true), gnet.WithTCPNoDelay(gnet.TCPNoDelay),
@@ -298,7 +308,15 @@ func (s *Server) OnClose(gc gnet.Conn, err error) gnet.Action {
 		c.shutdown()
 	}
 	s.stats.conns.Add(-1)
+	s.beforeWait()
 	return gnet.None
+}
+
+// beforeWait runs the handler's BeforeWait, if it has one. Loop only.
+func (s *Server) beforeWait() {
+	if s.waiter != nil {
+		s.waiter.BeforeWait()
+	}
 }
 
 // handle runs the handler on one request. A panic there is a bug in the broker, not a

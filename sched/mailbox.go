@@ -1,6 +1,9 @@
 package sched
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // mailbox is a shard's bounded queue: many producers, one consumer (the
 // shard goroutine). Producers append to one slice under a mutex; the
@@ -18,6 +21,10 @@ import "sync"
 type mailbox struct {
 	limit int
 	wake  chan struct{}
+	// woken is set by a push that wakes the consumer and cleared by the consumer's next
+	// take: while it is set the consumer is runnable and has not run yet
+	// (Scheduler.HandOff looks at it).
+	woken atomic.Bool
 	mu    struct {
 		sync.Mutex
 		q        []Task
@@ -49,6 +56,9 @@ func (m *mailbox) push(t Task) error {
 	m.mu.q = append(m.mu.q, t)
 	wake := m.mu.asleep
 	m.mu.asleep = false
+	if wake {
+		m.woken.Store(true)
+	}
 	m.mu.Unlock()
 	if wake {
 		m.signal()
@@ -72,6 +82,7 @@ func (m *mailbox) signal() {
 func (m *mailbox) take(spare []Task) (batch []Task, closed bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.woken.Store(false)
 	if len(m.mu.q) == 0 {
 		m.mu.asleep = true
 		return spare, m.mu.closed

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -51,6 +52,7 @@ var brokerKeys = [][2]string{
 	{"log.retention_bytes", "default retention by size per partition"},
 	{"log.retention", "default retention by age, e.g. 168h"},
 	{"shards", "number of shards (default: cores)"},
+	{"procs", "Go processors the broker runs on (GOMAXPROCS; default: one more than the cores, unless the GOMAXPROCS environment variable is set): the spare one runs goroutines made runnable while the event loops wait in system calls"},
 	{"sched.pin", "pin each shard to a core (true/false; off by default: see BENCHMARKS.md)"},
 	{"sched.cores", "comma-separated core list for pinned shards"},
 	{"loops", "number of event loops (default: cores)"},
@@ -310,6 +312,16 @@ func runBroker(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	if err != nil {
 		return usageError{err.Error()}
 	}
+	cores := runtime.GOMAXPROCS(0)
+	procs, err := brokerProcs(*f.settings["procs"], os.Getenv("GOMAXPROCS") != "", cores)
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	if cfg.Sched.Shards == 0 {
+		cfg.Sched.Shards = cores // one per core, whatever the processors (procs.go)
+	}
+	runtime.GOMAXPROCS(procs)
+	logger.Info("go processors", "procs", procs, "cores", cores)
 	b, err := broker.Start(cfg)
 	if err != nil {
 		return err
