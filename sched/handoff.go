@@ -20,14 +20,16 @@ const handOffYields = 3
 // gnet yields once before it blocks, but that yield runs the loop itself again one time
 // in 61. Execution traces of a broker at 10 000 records/s caught shard goroutines
 // runnable for 7-20 ms this way, a stall of every partition of the shard. Yielding here
-// runs the woken shard at once on this P (no thread wake-up), before the loop can block.
+// runs the woken shard at once on this P (no thread wake-up, unless the shard is pinned
+// to a thread of its own, Config.Pin), before the loop can block.
 //
 // Only goroutines that block in system calls while holding their P need this. Shards
 // park in a select, which frees the P for what they woke, so Submit itself does not
 // yield: a shard that yielded to a shard it woke would queue itself behind the event
 // loop and could be stranded in its turn. A shard woken by the other loop, or one held
-// up by a TryRun, costs the caller its bounded yields, never a wait. Safe from any
-// goroutine.
+// up by a TryRun, costs the caller its bounded yields, never a wait: each loop looks at
+// every shard, so on a host with many cores a loop may yield for a shard another loop
+// woke (not measured: these hosts have two). Safe from any goroutine.
 func (sc *Scheduler) HandOff() {
 	for range handOffYields {
 		if !sc.woken() {

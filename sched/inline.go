@@ -41,7 +41,7 @@ func (s *Shard) TryRun(fn func(*Shard)) bool {
 		if when, ok := s.timers.next(); ok && (s.armed < 0 || when < s.armed) {
 			// The parked goroutine waits on no clock, or on a later one: wake it to
 			// re-arm.
-			s.mb.signal()
+			s.mb.nudge()
 		}
 	}()
 	fn(s)

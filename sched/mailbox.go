@@ -66,6 +66,18 @@ func (m *mailbox) push(t Task) error {
 	return nil
 }
 
+// nudge wakes a consumer that may be parked, as push does but with nothing queued (a
+// TryRun that set an earlier timer): a parked consumer is marked woken too, so that
+// Scheduler.HandOff lets it run.
+func (m *mailbox) nudge() {
+	m.mu.Lock()
+	if m.mu.asleep {
+		m.woken.Store(true)
+	}
+	m.mu.Unlock()
+	m.signal()
+}
+
 // signal leaves a wake token unless one is already waiting.
 func (m *mailbox) signal() {
 	select {

@@ -313,14 +313,16 @@ func runBroker(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		return usageError{err.Error()}
 	}
 	cores := runtime.GOMAXPROCS(0)
-	procs, err := brokerProcs(*f.settings["procs"], os.Getenv("GOMAXPROCS") != "", cores)
+	procs, err := brokerProcs(*f.settings["procs"], os.Getenv("GOMAXPROCS") != "", cores, runtime.NumCPU())
 	if err != nil {
 		return usageError{err.Error()}
 	}
 	if cfg.Sched.Shards == 0 {
 		cfg.Sched.Shards = cores // one per core, whatever the processors (procs.go)
 	}
-	runtime.GOMAXPROCS(procs)
+	if procs != cores {
+		runtime.GOMAXPROCS(procs) // which ends the runtime's following of a CPU quota: there is none
+	}
 	logger.Info("go processors", "procs", procs, "cores", cores)
 	b, err := broker.Start(cfg)
 	if err != nil {

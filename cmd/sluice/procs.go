@@ -6,8 +6,11 @@ import (
 )
 
 // brokerProcs is how many Go processors (GOMAXPROCS) the broker runs on: the procs
-// setting when given, else what the runtime chose when the GOMAXPROCS environment
-// variable is set (the operator's choice), else one more than the cores.
+// setting when given; else what the runtime chose (cores) when the GOMAXPROCS
+// environment variable is set (the operator's choice) or when that is below the CPUs
+// the process may use (cpus: a container's CPU quota is in force, and a processor
+// beyond it would have the kernel throttle the whole process for the rest of each
+// quota period, a stall of its own); else one more than the cores.
 //
 // Why one more: gnet's event loops wait in epoll_wait, and the persisters write, in
 // system calls that keep their processor. When every processor is held so, a goroutine
@@ -17,7 +20,7 @@ import (
 // it at once. Measured at 10 000 records/s (docs/bench/latency-notebook.md): the
 // broker's p99.9 went from 1-10 ms to 1-4.7 ms, and it used less processor time (fewer
 // retakes and thread hand-offs). The shards stay one per core (runBroker).
-func brokerProcs(setting string, envSet bool, cores int) (int, error) {
+func brokerProcs(setting string, envSet bool, cores, cpus int) (int, error) {
 	if setting != "" {
 		n, err := strconv.Atoi(setting)
 		if err != nil || n < 1 {
@@ -25,7 +28,7 @@ func brokerProcs(setting string, envSet bool, cores int) (int, error) {
 		}
 		return n, nil
 	}
-	if envSet {
+	if envSet || cores < cpus {
 		return cores, nil
 	}
 	return cores + 1, nil
