@@ -93,7 +93,8 @@ func NewProducer(ctx context.Context, topic string, opts ...Opt) (*Producer, err
 	p.mu.sh = winShared{codec: c.codec, batchBytes: c.batchBytes, requestBytes: c.requestBytes,
 		maxInflight: c.maxInflight, linger: int64(c.linger), freeBytes: c.maxBuffered / 4, newPID: newPID,
 		pinLimit: 2 * c.maxBuffered, compactAt: 2 * c.maxBuffered,
-		lastSend: -int64(c.linger)} // idle for a linger at its start: the first record goes at once
+		lastSend: -int64(c.linger), // idle for a linger at its start: the first record goes at once
+		clock:    &p.mu.clock}
 	p.mu.sh.compactAll = func() { // under p.mu, as every seal is
 		for _, w := range p.mu.wins {
 			w.compact()
@@ -186,17 +187,20 @@ func (p *Producer) produce(ctx context.Context, r *Record, seal bool) (*window, 
 	if err := p.roomLocked(ctx, size); err != nil {
 		return nil, nil, err
 	}
-	wallMs, mono := p.mu.clock.now()
-	ts := r.Timestamp
+	// The clock only when the record needs it: for its timestamp if it brings none, else
+	// (in add) to time a batch it opens. An application that stamps its records, as the
+	// bench harness does, then reads the clock once per batch here, not once per record.
+	ts, now := r.Timestamp, int64(-1)
 	if ts == 0 {
-		ts = wallMs
+		wallMs, mono := p.mu.clock.now()
+		ts, now = wallMs, int64(mono)
 	}
 	if keyless(r) {
 		p.mu.rt.follow(p.nextOrdLocked)
 	}
 	logical, part := p.mu.rt.route(r)
 	w := p.mu.wins[part]
-	wake := w.add(r, logical, ts, int64(mono))
+	wake := w.add(r, logical, ts, now)
 	p.mu.maxProg = max(p.mu.maxProg, r.Progress)
 	var b *pbatch
 	if seal {

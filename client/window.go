@@ -47,6 +47,9 @@ type winShared struct {
 	// newPID returns a fresh producer id, for a window whose sequences would pass
 	// math.MaxInt32.
 	newPID func() int64
+	// clock is the producer's record clock, read by add when it opens a batch and its
+	// caller did not read it (nil in tests that always pass the time).
+	clock *recordClock
 }
 
 // getBuf returns an empty batch buffer of at least hint bytes (bufpool.go).
@@ -200,13 +203,20 @@ func addSat(t, d int64) int64 {
 
 // add appends a record to the open batch, first sealing that batch if the record would
 // take it past the batch size. It reports whether the driver should be woken: a batch was
-// started (its linger runs) or sealed.
+// started (its linger runs) or sealed. now is the windows' clock, or negative when the
+// caller did not read it: add reads it (sh.clock) only if it opens a batch, the one
+// use it has, so that records that bring their own timestamp cost one clock read per
+// batch, not one each.
 func (w *window) add(r *Record, logical uint16, ts, now int64) (wake bool) {
 	if w.open && w.bld.LenWith(ts, r.Key, r.Value, r.Headers...) > w.sh.batchBytes {
 		w.seal()
 		wake = true
 	}
 	if !w.open {
+		if now < 0 {
+			_, mono := w.sh.clock.now()
+			now = int64(mono)
+		}
 		if int(w.seq) > math.MaxInt32-w.sh.batchBytes { // a batch holds at most batchBytes records
 			w.pid, w.seq = w.sh.newPID(), 0 // a new sequence stream rather than a wrap
 		}
