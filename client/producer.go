@@ -188,8 +188,8 @@ func (p *Producer) produce(ctx context.Context, r *Record, seal bool) (*window, 
 		return nil, nil, err
 	}
 	// The clock only when the record needs it: for its timestamp if it brings none, else
-	// (in add) to time a batch it opens. An application that stamps its records, as the
-	// bench harness does, then reads the clock once per batch here, not once per record.
+	// (in add) to time a batch it opens. An application that stamps its records then
+	// reads the clock once per batch, not once per record.
 	ts, now := r.Timestamp, int64(-1)
 	if ts == 0 {
 		wallMs, mono := p.mu.clock.now()

@@ -25,7 +25,7 @@ func (h waiterHandler) Handle(c *Conn, sl Slot, req *wire.Request) {
 
 func (h waiterHandler) BeforeWait() {
 	h.waits.Add(1)
-	h.seen.Store(max(h.seen.Load(), h.handled.Load())) // the loop is the only caller
+	h.seen.Store(h.handled.Load())
 }
 
 // TestBeforeWaitAfterEachCallback: a Waiter's BeforeWait runs after the readable events

@@ -32,6 +32,10 @@
 // its caller wait (an event loop, for the disk) asks Inline and submits that
 // part instead.
 //
+// A goroutine that blocks in system calls holding its P (an event loop in epoll_wait)
+// calls Scheduler.HandOff before it does, so that a shard it woke runs first rather than
+// wait for the runtime to take that P back (handoff.go).
+//
 // # Timers
 //
 // Shard.Every (periodic jobs) and Shard.After (one-shots, with a Timer to

@@ -22,11 +22,7 @@ func TestHandOffRunsTheWokenShard(t *testing.T) {
 	const rounds = 500
 	for i := range rounds {
 		s := sc.Shard(i % 2)
-		waitFor(t, "the shard to park", func() bool {
-			s.mb.mu.Lock()
-			defer s.mb.mu.Unlock()
-			return s.mb.mu.asleep
-		})
+		waitParked(t, s)
 		if err := s.SubmitFunc(count); err != nil {
 			t.Fatal(err)
 		}
@@ -72,16 +68,11 @@ func TestTryRunTimerMarksWoken(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	sc := start(t, Config{Shards: 1, QueueLen: 16})
 	s := sc.Shard(0)
-	var fired atomic.Bool
 	for i := range 50 {
-		waitFor(t, "the shard to park", func() bool {
-			s.mb.mu.Lock()
-			defer s.mb.mu.Unlock()
-			return s.mb.mu.asleep
-		})
+		waitParked(t, s)
 		wakeups := s.c.wakeups.Load()
 		d := time.Hour - time.Duration(i)*time.Minute // earlier than every timer before it
-		if !s.TryRun(func(s *Shard) { s.After(d, func(time.Time) { fired.Store(true) }) }) {
+		if !s.TryRun(func(s *Shard) { s.After(d, func(time.Time) {}) }) {
 			t.Fatalf("round %d: TryRun refused on an idle shard", i)
 		}
 		if s.c.wakeups.Load() == wakeups && !sc.woken() {
@@ -92,4 +83,15 @@ func TestTryRunTimerMarksWoken(t *testing.T) {
 			t.Fatalf("round %d: the shard had not woken after HandOff", i)
 		}
 	}
+}
+
+// waitParked waits until s's goroutine has found its queue empty and parks (or is about
+// to: on one P the test runs only once it has).
+func waitParked(t *testing.T, s *Shard) {
+	t.Helper()
+	waitFor(t, "the shard to park", func() bool {
+		s.mb.mu.Lock()
+		defer s.mb.mu.Unlock()
+		return s.mb.mu.asleep
+	})
 }

@@ -17,9 +17,10 @@ import (
 // made runnable (a shard woken by a timer or a persister's checkpoint, a persister by
 // its ticker) has none to run on and waits for the runtime's monitor to take one back,
 // up to 20 ms on a quiet broker. With a spare processor the runtime starts a thread for
-// it at once. Measured at 10 000 records/s (docs/bench/latency-notebook.md): the
-// broker's p99.9 went from 1-10 ms to 1-4.7 ms, and it used less processor time (fewer
-// retakes and thread hand-offs). The shards stay one per core (runBroker).
+// it at once. Measured at 10 000 records/s with sched.Scheduler.HandOff
+// (docs/bench/latency-notebook.md): rounds whose p99.9 passed 5 ms went from 4 of 8 to
+// 1 of 8, and the broker used less processor time (fewer retakes and thread
+// hand-offs). The shards stay one per core (runBroker).
 func brokerProcs(setting string, envSet bool, cores, cpus int) (int, error) {
 	if setting != "" {
 		n, err := strconv.Atoi(setting)
