@@ -27,9 +27,10 @@ const handOffYields = 3
 // park in a select, which frees the P for what they woke, so Submit itself does not
 // yield: a shard that yielded to a shard it woke would queue itself behind the event
 // loop and could be stranded in its turn. A shard woken by the other loop, or one held
-// up by a TryRun, costs the caller its bounded yields, never a wait: each loop looks at
-// every shard, so on a host with many cores a loop may yield for a shard another loop
-// woke (not measured: these hosts have two). Safe from any goroutine.
+// up by a TryRun, costs the caller its bounded yields, never a wait: the check is one
+// count over every shard (Scheduler.nWoken), so on a host with many cores a loop may
+// yield for a shard another loop woke (not measured: these hosts have two). Safe from
+// any goroutine.
 func (sc *Scheduler) HandOff() {
 	for range handOffYields {
 		if !sc.woken() {
@@ -39,12 +40,6 @@ func (sc *Scheduler) HandOff() {
 	}
 }
 
-// woken reports whether some shard was woken and has not taken its queue since.
-func (sc *Scheduler) woken() bool {
-	for _, s := range sc.shards {
-		if s.mb.woken.Load() {
-			return true
-		}
-	}
-	return false
-}
+// woken reports whether some shard was woken and has not taken its queue since: one
+// load, whatever the number of shards (mailbox.woken says why).
+func (sc *Scheduler) woken() bool { return sc.nWoken.Load() > 0 }

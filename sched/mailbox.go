@@ -21,22 +21,26 @@ import (
 type mailbox struct {
 	limit int
 	wake  chan struct{}
-	// woken is set by a push that wakes the consumer and cleared by the consumer's next
-	// take: while it is set the consumer is runnable and has not run yet
-	// (Scheduler.HandOff looks at it).
-	woken atomic.Bool
+	// woken counts, over every shard of the scheduler, the mailboxes marked woken
+	// (mu.woken): Scheduler.HandOff reads this one word instead of a flag per shard,
+	// each on a line that every push writes (the lock's), which on a host of many cores
+	// would be a cache miss per shard per event-loop callback. nil: not counted (tests).
+	woken *atomic.Int32
 	mu    struct {
 		sync.Mutex
-		q        []Task
-		asleep   bool   // the consumer found q empty and may be parked
+		q      []Task
+		asleep bool // the consumer found q empty and may be parked
+		// woken is set by a push or nudge that wakes the parked consumer and cleared by
+		// its next take: while it is set the consumer is runnable and has not run yet.
+		woken    bool
 		closed   bool   // push refuses with ErrClosed
 		busy     uint64 // pushes refused with ErrBusy
 		maxBatch int    // longest q taken
 	}
 }
 
-func newMailbox(limit int) *mailbox {
-	m := &mailbox{limit: limit, wake: make(chan struct{}, 1)}
+func newMailbox(limit int, woken *atomic.Int32) *mailbox {
+	m := &mailbox{limit: limit, wake: make(chan struct{}, 1), woken: woken}
 	m.mu.q = make([]Task, 0, limit)
 	return m
 }
@@ -57,7 +61,7 @@ func (m *mailbox) push(t Task) error {
 	wake := m.mu.asleep
 	m.mu.asleep = false
 	if wake {
-		m.woken.Store(true)
+		m.markWokenLocked()
 	}
 	m.mu.Unlock()
 	if wake {
@@ -72,10 +76,28 @@ func (m *mailbox) push(t Task) error {
 func (m *mailbox) nudge() {
 	m.mu.Lock()
 	if m.mu.asleep {
-		m.woken.Store(true)
+		m.markWokenLocked()
 	}
 	m.mu.Unlock()
 	m.signal()
+}
+
+// markWokenLocked marks the consumer woken, counted once however often it is woken
+// before it takes.
+func (m *mailbox) markWokenLocked() {
+	if !m.mu.woken {
+		m.mu.woken = true
+		if m.woken != nil {
+			m.woken.Add(1)
+		}
+	}
+}
+
+// isWoken reports whether the consumer is marked woken. Safe from any goroutine.
+func (m *mailbox) isWoken() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.mu.woken
 }
 
 // signal leaves a wake token unless one is already waiting.
@@ -94,7 +116,12 @@ func (m *mailbox) signal() {
 func (m *mailbox) take(spare []Task) (batch []Task, closed bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.woken.Store(false)
+	if m.mu.woken {
+		m.mu.woken = false
+		if m.woken != nil {
+			m.woken.Add(-1)
+		}
+	}
 	if len(m.mu.q) == 0 {
 		m.mu.asleep = true
 		return spare, m.mu.closed

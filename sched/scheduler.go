@@ -5,6 +5,7 @@ import (
 	"math/bits"
 	"slices"
 	"sync"
+	"sync/atomic"
 )
 
 // Scheduler runs the broker's shards. See the package comment for the
@@ -12,6 +13,9 @@ import (
 type Scheduler struct {
 	cfg    Config
 	shards []*Shard
+	// nWoken counts the shards woken by a push that have not taken their queue since
+	// (mailbox.woken; HandOff).
+	nWoken atomic.Int32
 
 	startOnce sync.Once
 	startErr  error
@@ -29,7 +33,7 @@ func New(cfg Config) (*Scheduler, error) {
 	}
 	sc := &Scheduler{cfg: cfg, shards: make([]*Shard, cfg.Shards)}
 	for i := range sc.shards {
-		sc.shards[i] = newShard(i, &sc.cfg)
+		sc.shards[i] = newShard(i, &sc.cfg, &sc.nWoken)
 	}
 	return sc, nil
 }

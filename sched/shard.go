@@ -63,11 +63,11 @@ type counters struct {
 	tasks, batches, wakeups, fired, inline atomic.Uint64
 }
 
-func newShard(id int, cfg *Config) *Shard {
+func newShard(id int, cfg *Config, woken *atomic.Int32) *Shard {
 	s := &Shard{
 		id:    id,
 		core:  -1,
-		mb:    newMailbox(cfg.QueueLen),
+		mb:    newMailbox(cfg.QueueLen, woken),
 		base:  time.Now(),
 		batch: make([]Task, 0, cfg.QueueLen),
 		armed: -1,
