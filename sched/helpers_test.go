@@ -63,3 +63,10 @@ func submitRetry(tb testing.TB, s *Shard, task Task) {
 		}
 	}
 }
+
+// isWoken reports whether the consumer is marked woken. Safe from any goroutine.
+func (m *mailbox) isWoken() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.mu.woken
+}

@@ -93,13 +93,6 @@ func (m *mailbox) markWokenLocked() {
 	}
 }
 
-// isWoken reports whether the consumer is marked woken. Safe from any goroutine.
-func (m *mailbox) isWoken() bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.mu.woken
-}
-
 // signal leaves a wake token unless one is already waiting.
 func (m *mailbox) signal() {
 	select {
