@@ -80,6 +80,8 @@ var (
 		"Connections answered with busy and closed because the inbound budget (reason budget) or their own cap, net.max_inbound (reason connection), would not take more of their requests.", []string{"reason"}, nil)
 	descTimedOut = prometheus.NewDesc("sluice_net_frames_timed_out_total",
 		"Connections closed because a partial request frame received nothing for net.frame_timeout.", nil, nil)
+	descSendTimedOut = prometheus.NewDesc("sluice_net_sends_timed_out_total",
+		"Connections closed because their socket took no byte of their answers for net.send_timeout: clients that stopped reading (their answers, and the arena chunks and deleted segments' files those held, were released).", nil, nil)
 	descExpired = prometheus.NewDesc("sluice_auth_timed_out_connections_total",
 		"With authentication on: connections closed because they did not authenticate within auth.timeout (from their start, or from losing their user).", nil, nil)
 	descPaused = prometheus.NewDesc("sluice_net_paused_total",
@@ -111,7 +113,7 @@ var (
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descSent, descConns, descRequests, descProtoErr, descArena, descReclaimed,
 		descFull, descLag, descHits, descState, descDirect, descPanics, descReleased, descWakes, descSkipped, descParked, descProduced, descCopied,
-		descInbound, descOutbound, descRefused, descTimedOut, descExpired, descPaused, descClamped, descDirectRead, descAnswers,
+		descInbound, descOutbound, descRefused, descTimedOut, descSendTimedOut, descExpired, descPaused, descClamped, descDirectRead, descAnswers,
 		descHDFSLag, descHDFSLagBytes, descHDFSLagSec, descHDFSFailing, descHDFSRounds, descHDFSSwitches, descHDFSBytes, descHDFSRead,
 		descAuth, descAuthRefused, descAuthReloads, descAuthFailing, descAuthUsers, descTLS, descCertExpiry, descTLSReloads} {
 		ch <- d
@@ -157,6 +159,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descRefused, float64(ns.RefusedBudget), "budget")
 	counter(descRefused, float64(ns.RefusedConnLimit), "connection")
 	counter(descTimedOut, float64(ns.FramesTimedOut))
+	counter(descSendTimedOut, float64(ns.SendsTimedOut))
 	counter(descExpired, float64(ns.Expired))
 	counter(descDirectRead, float64(ns.BytesReceived))
 	counter(descAnswers, float64(ns.DirectWrites), "answerer")

@@ -37,7 +37,9 @@
 // kept for connections holding little (budget.go says why), so a huge or stalled frame
 // never crowds out ordinary requests; a connection the budget will not take more of is
 // answered with busy and closed, which is the only backpressure gnet allows. A partial
-// frame that receives nothing for FrameTimeout is answered with timeout and closed. Idle
+// frame that receives nothing for FrameTimeout is answered with timeout and closed; a
+// connection whose socket takes no byte of its answers for SendTimeout is closed, and its
+// answers dropped with what they hold (writer.go's waitWritable). Idle
 // inbound buffers are pooled up to 16 MiB and unmapped beyond, so closing a connection
 // gives its memory back at once.
 //

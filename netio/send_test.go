@@ -82,6 +82,19 @@ func produceStream(n int) []byte {
 	return b
 }
 
+// dialStream connects to s and sends it n empty produce requests (produceStream) from
+// another goroutine, so that the caller may read, or not; the test's end closes it.
+func dialStream(t *testing.T, s *Server, n int) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	go c.Write(produceStream(n))
+	return c
+}
+
 // readAnswers reads n answers from c, within a minute, and checks that each is whole,
 // in order, and the one h gives.
 func (h mixedHandler) readAnswers(t *testing.T, c net.Conn, n int) {
@@ -153,13 +166,8 @@ func TestStalledReaderDuringDirectWrites(t *testing.T) {
 	// not wait for writability would leave the rest stranded.
 	h := mixedHandler{large: 200 << 10, offLoop: true, answered: &answered, given: &given, done: &done}
 	s := startServer(t, Config{MaxInflight: 512}, h)
-	stalled, err := net.Dial("tcp", s.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stalled.Close()
 	const n = 300
-	go stalled.Write(produceStream(n))
+	stalled := dialStream(t, s, n)
 	waitFor(t, "a writer to find the socket full", func() bool { return s.Stats().WriteWaits > 0 })
 	if st := s.Stats(); st.DirectWrites == 0 {
 		t.Fatal("no answer was written by its maker before the socket filled")

@@ -75,7 +75,13 @@ type Config struct {
 	// (net.frame_timeout), and one that has not taken the error it is being closed with
 	// within it; default 30 s.
 	FrameTimeout time.Duration
-	Logger       *slog.Logger
+	// SendTimeout closes a connection whose socket takes no byte of its answers for this
+	// long (net.send_timeout; nginx's send_timeout): a client that stopped reading. Its
+	// answers go with it, and with them what they hold: arena chunks, and the files of
+	// segments retention has deleted, whose disk space a sendfile answer keeps until it
+	// is written or dropped. Default 60 s; negative: never.
+	SendTimeout time.Duration
+	Logger      *slog.Logger
 
 	// afterFlush, tests only, runs when a writer's flush is done, before it lets go of
 	// the connection's writer lock: what a test does there happens after the flush's
@@ -88,6 +94,7 @@ const (
 	DefaultMaxInboundTotal  = 256 << 20
 	DefaultMaxOutboundTotal = 256 << 20
 	DefaultFrameTimeout     = 30 * time.Second
+	DefaultSendTimeout      = time.Minute
 )
 
 // EnsureDefaults fills unset fields.
@@ -113,6 +120,9 @@ func (c *Config) EnsureDefaults() *Config {
 	if c.FrameTimeout == 0 {
 		c.FrameTimeout = DefaultFrameTimeout
 	}
+	if c.SendTimeout == 0 {
+		c.SendTimeout = DefaultSendTimeout
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -135,6 +145,9 @@ func (c *Config) Validate() error {
 	}
 	if c.FrameTimeout < time.Millisecond {
 		errs = append(errs, fmt.Errorf("net.frame_timeout %v below 1ms", c.FrameTimeout))
+	}
+	if c.SendTimeout >= 0 && c.SendTimeout < time.Millisecond {
+		errs = append(errs, fmt.Errorf("net.send_timeout %v below 1ms (negative: never)", c.SendTimeout))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("invalid network config: %w", err)
@@ -170,6 +183,7 @@ type Stats struct {
 	RefusedBudget    uint64 // connections refused because the inbound budget was spent
 	RefusedConnLimit uint64 // connections refused for holding more than MaxInbound
 	FramesTimedOut   uint64 // connections closed because a partial frame made no progress
+	SendsTimedOut    uint64 // connections closed because their socket took nothing for SendTimeout
 	Expired          uint64 // connections closed by their expiry (Conn.Expire)
 	PausedInflight   uint64 // times a connection stopped taking requests at MaxInflight
 	PausedOutbound   uint64 // times a connection stopped taking fetches for its unread answers
@@ -188,6 +202,7 @@ type counters struct {
 	panics, released           atomic.Uint64
 	bytesHeld, bytesReceived   atomic.Uint64
 	timedOut, expired          atomic.Uint64
+	sendTimedOut               atomic.Uint64
 	pausedInflight             atomic.Uint64
 	pausedOutbound             atomic.Uint64
 	directWrites, loopWrites   atomic.Uint64
@@ -265,7 +280,7 @@ func (s *Server) Stats() Stats {
 		Released:      s.stats.released.Load(), InboundBuffered: s.inBudget.held(), InboundIdle: s.bufs.idle(),
 		OutboundQueued: s.outBudget.queued.Load(), OutboundReserved: s.outBudget.reserved.Load(),
 		RefusedBudget: s.inBudget.refusedBudget.Load(), RefusedConnLimit: s.inBudget.refusedConn.Load(),
-		FramesTimedOut: s.stats.timedOut.Load(), Expired: s.stats.expired.Load(), PausedInflight: s.stats.pausedInflight.Load(),
+		FramesTimedOut: s.stats.timedOut.Load(), SendsTimedOut: s.stats.sendTimedOut.Load(), Expired: s.stats.expired.Load(), PausedInflight: s.stats.pausedInflight.Load(),
 		PausedOutbound: s.stats.pausedOutbound.Load(), FetchesClamped: s.outBudget.clamped.Load(),
 		DirectWrites: s.stats.directWrites.Load(), LoopWrites: s.stats.loopWrites.Load()}
 }

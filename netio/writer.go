@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -187,7 +188,9 @@ func advance(iov [][]byte, n int) [][]byte {
 }
 
 // waitWritable parks a goroutine on Go's netpoller until the socket is writable, then
-// wakes the loop. Requires wmu.
+// wakes the loop. A socket that stays full for SendTimeout has the loop close the
+// connection: the client stopped reading, and its answers, and what they hold, go with
+// it. Requires wmu.
 func (c *Conn) waitWritable() error {
 	if c.dup == nil {
 		fd, err := unix.Dup(c.gc.Fd())
@@ -200,12 +203,25 @@ func (c *Conn) waitWritable() error {
 	if err != nil {
 		return err
 	}
+	var deadline time.Time // zero: none
+	if d := c.srv.cfg.SendTimeout; d > 0 {
+		deadline = time.Now().Add(d)
+	}
+	if err := c.dup.SetWriteDeadline(deadline); err != nil {
+		return err
+	}
 	c.waiting.Store(true)
 	c.srv.stats.writeWaits.Add(1)
 	go func() {
 		// Returning false waits for the next readiness event; poll tells the truth
 		// (readiness reported earlier may already be consumed).
-		rc.Write(func(fd uintptr) bool { return writable(int(fd)) })
+		err := rc.Write(func(fd uintptr) bool { return writable(int(fd)) })
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			c.srv.stats.sendTimedOut.Add(1)
+			c.srv.cfg.Logger.Info("closing a connection whose socket took nothing for the send timeout: its client stopped reading",
+				"remote", c.RemoteAddr(), "send_timeout", c.srv.cfg.SendTimeout)
+			c.closeAsked.Store(true) // the loop closes it (only the loop may), releasing its answers
+		}
 		c.waiting.Store(false)
 		c.wake()
 	}()

@@ -1,0 +1,88 @@
+package netio
+
+import (
+	"errors"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestSendTimeoutClosesAStalledReader: a client that sends requests and never reads
+// their answers fills its socket; once the socket has taken nothing for SendTimeout the
+// server closes the connection, every answer's Done runs once (what the answers held is
+// released: arena chunks and deleted segments' files, in a broker), and the outbound
+// budget settles. Without the timeout the connection and its answers would stay as long
+// as the client kept it open.
+func TestSendTimeoutClosesAStalledReader(t *testing.T) {
+	var answered sync.WaitGroup
+	var given, done atomic.Int64
+	h := mixedHandler{large: 200 << 10, offLoop: true, answered: &answered, given: &given, done: &done}
+	s := startServer(t, Config{MaxInflight: 512, SendTimeout: 300 * time.Millisecond}, h)
+	const n = 300
+	stalled := dialStream(t, s, n)
+	waitFor(t, "the stalled reader's connection to be closed for its send timeout",
+		func() bool { return s.Stats().SendsTimedOut > 0 })
+	st := settled(t, s)
+	answered.Wait()
+	if st.SendsTimedOut != 1 {
+		t.Fatalf("%d connections closed for their send timeout, want 1", st.SendsTimedOut)
+	}
+	if g, d := given.Load(), done.Load(); g != n || d != n {
+		t.Fatalf("%d answers given, %d Done calls: want %d each (a dropped answer releases what it holds too)", g, d, n)
+	}
+	if st := s.Stats(); st.OutboundQueued != 0 || st.OutboundReserved != 0 {
+		t.Fatalf("outbound budget still charged after the close: %d queued, %d reserved", st.OutboundQueued, st.OutboundReserved)
+	}
+	// The client finds its connection closed by the server: what the socket held, then
+	// the end, not a read that waits.
+	stalled.SetReadDeadline(time.Now().Add(time.Minute))
+	if _, err := io.Copy(io.Discard, stalled); errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatal("the server did not close the stalled reader's connection")
+	}
+}
+
+// TestSendTimeoutSparesASlowReader: the timeout runs from the last time the socket took
+// bytes, not from the first answer: a client that reads slowly, for more than twice the
+// timeout in all, but never leaves its socket full for as long as the timeout, gets
+// every answer whole and in order.
+func TestSendTimeoutSparesASlowReader(t *testing.T) {
+	var answered sync.WaitGroup
+	var given, done atomic.Int64
+	h := mixedHandler{large: 200 << 10, offLoop: true, answered: &answered, given: &given, done: &done}
+	const timeout = 2 * time.Second
+	s := startServer(t, Config{MaxInflight: 1024, SendTimeout: timeout}, h)
+	const n = 600 // about 17 MB of answers, which the reader takes about 10 s to read
+	c := dialStream(t, s, n)
+	start := time.Now()
+	h.readAnswers(t, slowReader{c, 64 << 10, 20 * time.Millisecond}, n)
+	took := time.Since(start)
+	c.Close()
+	answered.Wait()
+	st := settled(t, s)
+	if st.SendsTimedOut != 0 {
+		t.Fatalf("a reader that kept reading was closed for its send timeout (%d)", st.SendsTimedOut)
+	}
+	if st.WriteWaits == 0 || took < 2*timeout {
+		t.Fatalf("the reader took %v and the socket was full %d times: the test wants it full, for over twice the timeout in all",
+			took, st.WriteWaits)
+	}
+	if given.Load() != n || done.Load() != n {
+		t.Fatalf("%d answers given, %d Done calls; want %d each", given.Load(), done.Load(), n)
+	}
+}
+
+// slowReader reads at most chunk bytes per read, and sleeps pause before each.
+type slowReader struct {
+	net.Conn
+	chunk int
+	pause time.Duration
+}
+
+func (r slowReader) Read(p []byte) (int, error) {
+	time.Sleep(r.pause)
+	return r.Conn.Read(p[:min(len(p), r.chunk)])
+}
