@@ -41,19 +41,17 @@ type Consumer struct {
 	// reads): started by Poll; a failed lane is started again from its cursors while the
 	// others go on (down, consumer_lanes.go), and a failure of all stops them all.
 	fetchers []*fetcher
-	// down are the partitions of failed lanes, waiting to start again at downAt (after
-	// asking the metadata: revived brings the answer); downDelay is the backoff.
-	down      []*cpart
-	downAt    time.Time
-	downDelay time.Duration
-	revived   chan laneMetadata
-	asks      sync.WaitGroup // the metadata asks of reviveAsk, which Close waits for
-	fwg       sync.WaitGroup
-	ready     chan *answer // answers of every fetcher, in arrival order
-	ans       *answer      // the answer Next iterates
-	partIdx   int          // its next part
-	stop      chan struct{}
-	once      sync.Once
+	// down are the partitions of failed lanes, each lane's waiting for its own backoff
+	// to start again (after asking the metadata: revived brings the answer).
+	down    downLanes
+	revived chan laneMetadata
+	asks    sync.WaitGroup // the metadata asks of reviveAsk, which Close waits for
+	fwg     sync.WaitGroup
+	ready   chan *answer // answers of every fetcher, in arrival order
+	ans     *answer      // the answer Next iterates
+	partIdx int          // its next part
+	stop    chan struct{}
+	once    sync.Once
 	// failed is the error that stopped an iteration (damaged data: a *GapError or a
 	// corrupt batch); Poll returns it from then on, so nothing past it is delivered.
 	failed error
@@ -96,6 +94,9 @@ type cpart struct {
 	// timeStart: its start at the consumer's time is not known yet (it had no broker when
 	// the consumer started); it is unrouted until followAddresses asked for it.
 	timeStart bool
+	// backoff is how long its lane waited after its last failure, 0 once a lane of it
+	// delivered an answer since (consumer_lanes.go's laneBackoff).
+	backoff time.Duration
 }
 
 // NewConsumer connects to the topic and finds the start offset of every partition it

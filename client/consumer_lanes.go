@@ -35,8 +35,8 @@ func (c *Consumer) await(ctx context.Context) (*answer, error) {
 	for {
 		var due <-chan time.Time
 		var timer *time.Timer
-		if len(c.down) > 0 && c.revived == nil {
-			wait := time.Until(c.downAt)
+		if !c.down.empty() && c.revived == nil {
+			wait := time.Until(c.down.next())
 			if wait <= 0 {
 				if !c.reviveAsk() {
 					return nil, ErrClosed
@@ -63,10 +63,10 @@ func (c *Consumer) await(ctx context.Context) (*answer, error) {
 		}
 		if a != nil {
 			if a.err == nil {
-				if a.f.revived { // the lane is back: the next failure backs off from the start
+				if a.f.revived { // the lane is back: its next failure backs off from the start
 					a.f.revived = false
-					if len(c.down) == 0 {
-						c.downDelay = 0
+					for _, p := range a.f.parts {
+						p.backoff = 0
 					}
 				}
 				return a, nil
@@ -96,12 +96,68 @@ func (c *Consumer) laneFailed(a *answer) bool {
 	f.stopLocked()
 	c.mu.fetchers = slices.Clone(c.fetchers)
 	c.mu.Unlock()
-	c.down = append(c.down, f.parts...)
-	if c.downAt.IsZero() {
-		c.downDelay = min(max(c.downDelay, c.cfg.backoffMin), c.cfg.backoffMax)
-		c.downAt = time.Now().Add(jitter(c.downDelay))
-	}
+	delay := laneBackoff(f.parts, c.cfg.backoffMin, c.cfg.backoffMax)
+	c.down.add(slices.Clone(f.parts), time.Now().Add(jitter(delay)))
 	return true
+}
+
+// laneBackoff returns how long a lane of parts that just failed waits before it starts
+// again, and records it in each part: the backoff's minimum after a lane that delivered,
+// else twice the longest wait of its parts since, up to the maximum. Each lane keeps its
+// own: the lanes of a broker that flaps for minutes wait up to the maximum, and those of
+// another broker that fails once meanwhile start again after the minimum. (They shared
+// one wait before: a lane that failed joined the wait of the lanes down already, and
+// every revive doubled it for all of them.)
+func laneBackoff(parts []*cpart, minDelay, maxDelay time.Duration) time.Duration {
+	delay := minDelay
+	for _, p := range parts {
+		delay = max(delay, min(2*p.backoff, maxDelay))
+	}
+	for _, p := range parts {
+		p.backoff = delay
+	}
+	return delay
+}
+
+// downLanes are the partitions of the failed lanes, each lane's with the time it may
+// start again. Owned by the goroutine calling Poll.
+type downLanes struct {
+	lanes []downLane
+}
+
+type downLane struct {
+	parts []*cpart
+	at    time.Time
+}
+
+func (d *downLanes) add(parts []*cpart, at time.Time) {
+	d.lanes = append(d.lanes, downLane{parts: parts, at: at})
+}
+
+func (d *downLanes) empty() bool { return len(d.lanes) == 0 }
+
+// next returns when the first lane is due; the zero time when none is down.
+func (d *downLanes) next() time.Time {
+	var first time.Time
+	for _, l := range d.lanes {
+		if first.IsZero() || l.at.Before(first) {
+			first = l.at
+		}
+	}
+	return first
+}
+
+// takeDue removes the lanes due at now and returns their partitions.
+func (d *downLanes) takeDue(now time.Time) []*cpart {
+	var parts []*cpart
+	d.lanes = slices.DeleteFunc(d.lanes, func(l downLane) bool {
+		if l.at.After(now) {
+			return false
+		}
+		parts = append(parts, l.parts...)
+		return true
+	})
+	return parts
 }
 
 // reviveAsk asks the topic's metadata for the down lanes, in the background (the broker
@@ -131,14 +187,13 @@ func (c *Consumer) reviveAsk() bool {
 	return true
 }
 
-// revive starts the down partitions' lanes again, at the addresses the metadata m gives
-// (or those known, when it could not be read: a broker restarted in place). A partition
-// with no broker now waits for one with the unrouted (followAddresses). The backoff
-// doubles until a revived lane delivers an answer.
+// revive starts the lanes that are due again (the others wait for their own time), at
+// the addresses the metadata m gives (or those known, when it could not be read: a
+// broker restarted in place). A partition with no broker now waits for one with the
+// unrouted (followAddresses). A lane's backoff doubles at each failure until a lane of
+// its partitions delivers an answer (laneBackoff).
 func (c *Consumer) revive(m laneMetadata) {
-	parts := c.down
-	c.down, c.downAt = nil, time.Time{}
-	c.downDelay = min(2*c.downDelay, c.cfg.backoffMax)
+	parts := c.down.takeDue(time.Now())
 	var up []*cpart
 	for _, p := range parts {
 		if m.err == nil && p.id < len(m.t.Partitions) {

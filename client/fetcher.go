@@ -196,7 +196,7 @@ func (c *Consumer) stopFetchers() {
 	c.mu.Unlock()
 	c.fwg.Wait()
 	c.fetchers, c.ready, c.ans = nil, nil, nil
-	c.down, c.downAt, c.revived = nil, time.Time{}, nil
+	c.down, c.revived = downLanes{}, nil
 }
 
 // stopFetchersLocked closes the fetchers' connections and quit channels: their
