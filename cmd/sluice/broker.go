@@ -52,7 +52,7 @@ var brokerKeys = [][2]string{
 	{"log.retention_bytes", "default retention by size per partition"},
 	{"log.retention", "default retention by age, e.g. 168h"},
 	{"shards", "number of shards (default: cores)"},
-	{"procs", "Go processors the broker runs on (GOMAXPROCS; default: one more than the cores, unless the GOMAXPROCS environment variable is set or a CPU quota is below the CPUs): the spare one runs goroutines made runnable while the event loops wait in system calls"},
+	{"procs", "Go processors the broker runs on (GOMAXPROCS, at most four per CPU; default: one more than the cores, unless the GOMAXPROCS environment variable is set or a CPU quota is below the CPUs): the spare one runs goroutines made runnable while the event loops wait in system calls"},
 	{"sched.pin", "pin each shard to a core (true/false; off by default: see BENCHMARKS.md)"},
 	{"sched.cores", "comma-separated core list for pinned shards"},
 	{"loops", "number of event loops (default: cores)"},

@@ -24,8 +24,9 @@ import (
 func brokerProcs(setting string, envSet bool, cores, cpus int) (int, error) {
 	if setting != "" {
 		n, err := strconv.Atoi(setting)
-		if err != nil || n < 1 {
-			return 0, fmt.Errorf("procs: want a positive number, got %q", setting)
+		if err != nil || n < 1 || n > maxProcs(cpus) {
+			return 0, fmt.Errorf("procs: want a number from 1 to %d (four per CPU, %d here), got %q",
+				maxProcs(cpus), cpus, setting)
 		}
 		return n, nil
 	}
@@ -34,3 +35,9 @@ func brokerProcs(setting string, envSet bool, cores, cpus int) (int, error) {
 	}
 	return cores + 1, nil
 }
+
+// maxProcs bounds the procs setting: four processors per CPU (at least 8) is far past
+// any use (each one beyond the CPUs only adds threads that wait for them), and a typo of
+// a few more digits would have the runtime allocate that many processors, each with its
+// own caches, at startup.
+func maxProcs(cpus int) int { return max(4*cpus, 8) }

@@ -19,6 +19,10 @@ func TestBrokerProcs(t *testing.T) {
 		{"0", false, 2, 2, 0, true},
 		{"-3", false, 2, 2, 0, true},
 		{"two", false, 2, 2, 0, true},
+		{"8", false, 2, 2, 8, false}, // four per CPU, at least 8
+		{"9", false, 2, 2, 0, true},  // past it: a typo, refused
+		{"16", false, 4, 4, 16, false},
+		{"100000", false, 2, 2, 0, true},
 	} {
 		got, err := brokerProcs(tc.setting, tc.env, tc.cores, tc.cpus)
 		if (err != nil) != tc.bad || got != tc.want {
