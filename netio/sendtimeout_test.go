@@ -46,19 +46,21 @@ func TestSendTimeoutClosesAStalledReader(t *testing.T) {
 }
 
 // TestSendTimeoutSparesASlowReader: the timeout runs from the last time the socket took
-// bytes, not from the first answer: a client that reads slowly, for more than twice the
-// timeout in all, but never leaves its socket full for as long as the timeout, gets
-// every answer whole and in order.
+// bytes: a client that reads steadily but slowly, 2 KiB every 5 ms (400 KB/s), for eight
+// times the timeout (then at full speed, to finish), gets every answer whole and in order. Its socket is full
+// throughout, and never reported writable for longer than the timeout (Linux waits for
+// a third of the send buffer, megabytes, to be free): a deadline on that wait alone
+// closed this reader after half a second (found by review).
 func TestSendTimeoutSparesASlowReader(t *testing.T) {
 	var answered sync.WaitGroup
 	var given, done atomic.Int64
 	h := mixedHandler{large: 200 << 10, offLoop: true, answered: &answered, given: &given, done: &done}
-	const timeout = 2 * time.Second
+	const timeout = 500 * time.Millisecond
 	s := startServer(t, Config{MaxInflight: 1024, SendTimeout: timeout}, h)
-	const n = 600 // about 17 MB of answers, which the reader takes about 10 s to read
+	const n = 300 // about 9 MB of answers: more than loopback's socket buffers hold
 	c := dialStream(t, s, n)
 	start := time.Now()
-	h.readAnswers(t, slowReader{c, 64 << 10, 20 * time.Millisecond}, n)
+	h.readAnswers(t, slowReader{c, 2 << 10, 5 * time.Millisecond, start.Add(8 * timeout)}, n)
 	took := time.Since(start)
 	c.Close()
 	answered.Wait()
@@ -66,8 +68,8 @@ func TestSendTimeoutSparesASlowReader(t *testing.T) {
 	if st.SendsTimedOut != 0 {
 		t.Fatalf("a reader that kept reading was closed for its send timeout (%d)", st.SendsTimedOut)
 	}
-	if st.WriteWaits == 0 || took < 2*timeout {
-		t.Fatalf("the reader took %v and the socket was full %d times: the test wants it full, for over twice the timeout in all",
+	if st.WriteWaits == 0 || took < 8*timeout {
+		t.Fatalf("the reader took %v and the socket was full %d times: the test wants it full while it reads slowly",
 			took, st.WriteWaits)
 	}
 	if given.Load() != n || done.Load() != n {
@@ -75,14 +77,19 @@ func TestSendTimeoutSparesASlowReader(t *testing.T) {
 	}
 }
 
-// slowReader reads at most chunk bytes per read, and sleeps pause before each.
+// slowReader reads at most chunk bytes per read, and sleeps pause before each, until
+// slowUntil; then at full speed.
 type slowReader struct {
 	net.Conn
-	chunk int
-	pause time.Duration
+	chunk     int
+	pause     time.Duration
+	slowUntil time.Time
 }
 
 func (r slowReader) Read(p []byte) (int, error) {
+	if time.Now().After(r.slowUntil) {
+		return r.Conn.Read(p)
+	}
 	time.Sleep(r.pause)
 	return r.Conn.Read(p[:min(len(p), r.chunk)])
 }

@@ -13,8 +13,8 @@ import (
 type Scheduler struct {
 	cfg    Config
 	shards []*Shard
-	// nWoken counts the shards woken by a push that have not taken their queue since
-	// (mailbox.woken; HandOff).
+	// nWoken counts the shards woken (by a push, or a TryRun's nudge) that have not
+	// taken their queue since (mailbox.woken; HandOff).
 	nWoken atomic.Int32
 
 	startOnce sync.Once

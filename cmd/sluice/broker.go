@@ -61,7 +61,7 @@ var brokerKeys = [][2]string{
 	{"net.max_outbound_total", "memory held by answers clients have not read, all connections (default 256MiB)"},
 	{"net.max_outbound", "one connection's share of it (default an eighth)"},
 	{"net.frame_timeout", "close a connection whose partial request frame gets no byte for this long (default 30s)"},
-	{"net.send_timeout", "close a connection whose socket takes no byte of its answers for this long, a client that stopped reading, releasing what its answers hold (default 60s; never: no limit)"},
+	{"net.send_timeout", "close a connection whose socket takes no byte of its answers for this long, a client that stopped reading, releasing what its answers hold (default 60s, also for 0; never: no limit)"},
 	{"broker.max_wait", "longest a fetch's long poll or a produce's wait for durability may last (default 60s)"},
 	{"broker.retention_check", "how often each partition applies retention (default 30s)"},
 	{"hdfs.addr", "NameNode RPC address(es), comma-separated: ship every partition to HDFS and let the checkpoint wait for it (distributed mode; default off)"},
