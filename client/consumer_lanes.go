@@ -24,8 +24,9 @@ import (
 
 // laneMetadata is the topic's metadata asked for the down lanes (reviveAsk).
 type laneMetadata struct {
-	t   wire.Topic
-	err error
+	t     wire.Topic
+	err   error
+	asked time.Time // when it was asked for
 }
 
 // await waits for the next answer of the running fetchers, starting failed lanes again
@@ -63,8 +64,8 @@ func (c *Consumer) await(ctx context.Context) (*answer, error) {
 		}
 		if a != nil {
 			if a.err == nil {
-				if a.f.revived { // the lane is back: its next failure backs off from the start
-					a.f.revived = false
+				if a.f.fresh { // the lane delivers: its next failure backs off from the start
+					a.f.fresh = false
 					for _, p := range a.f.parts {
 						p.backoff = 0
 					}
@@ -97,7 +98,8 @@ func (c *Consumer) laneFailed(a *answer) bool {
 	c.mu.fetchers = slices.Clone(c.fetchers)
 	c.mu.Unlock()
 	delay := laneBackoff(f.parts, c.cfg.backoffMin, c.cfg.backoffMax)
-	c.down.add(slices.Clone(f.parts), time.Now().Add(jitter(delay)))
+	now := time.Now()
+	c.down.add(slices.Clone(f.parts), now, now.Add(jitter(delay)))
 	return true
 }
 
@@ -126,12 +128,13 @@ type downLanes struct {
 }
 
 type downLane struct {
-	parts []*cpart
-	at    time.Time
+	parts  []*cpart
+	failed time.Time // when the lane failed
+	at     time.Time // when it may start again
 }
 
-func (d *downLanes) add(parts []*cpart, at time.Time) {
-	d.lanes = append(d.lanes, downLane{parts: parts, at: at})
+func (d *downLanes) add(parts []*cpart, failed, at time.Time) {
+	d.lanes = append(d.lanes, downLane{parts: parts, failed: failed, at: at})
 }
 
 func (d *downLanes) empty() bool { return len(d.lanes) == 0 }
@@ -147,11 +150,12 @@ func (d *downLanes) next() time.Time {
 	return first
 }
 
-// takeDue removes the lanes due at now and returns their partitions.
-func (d *downLanes) takeDue(now time.Time) []*cpart {
+// takeDue removes the lanes due at now that failed before asked (the metadata to
+// start them with was asked for after their failure), and returns their partitions.
+func (d *downLanes) takeDue(now, asked time.Time) []*cpart {
 	var parts []*cpart
 	d.lanes = slices.DeleteFunc(d.lanes, func(l downLane) bool {
-		if l.at.After(now) {
+		if l.at.After(now) || !l.failed.Before(asked) {
 			return false
 		}
 		parts = append(parts, l.parts...)
@@ -177,23 +181,25 @@ func (c *Consumer) reviveAsk() bool {
 	c.asks.Add(1)
 	ch := make(chan laneMetadata, 1)
 	c.revived = ch
+	asked := time.Now()
 	go func() {
 		defer c.asks.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.dialTimeout)
 		defer cancel()
 		t, err := c.admin.topic(ctx, c.topic)
-		ch <- laneMetadata{t, err}
+		ch <- laneMetadata{t: t, err: err, asked: asked}
 	}()
 	return true
 }
 
 // revive starts the lanes that are due again (the others wait for their own time), at
 // the addresses the metadata m gives (or those known, when it could not be read: a
-// broker restarted in place). A partition with no broker now waits for one with the
+// broker restarted in place). A lane that failed after m was asked for waits for the
+// next ask, due at once: m may name the broker it just lost. A partition with no broker now waits for one with the
 // unrouted (followAddresses). A lane's backoff doubles at each failure until a lane of
 // its partitions delivers an answer (laneBackoff).
 func (c *Consumer) revive(m laneMetadata) {
-	parts := c.down.takeDue(time.Now())
+	parts := c.down.takeDue(time.Now(), m.asked)
 	var up []*cpart
 	for _, p := range parts {
 		if m.err == nil && p.id < len(m.t.Partitions) {
@@ -208,9 +214,6 @@ func (c *Consumer) revive(m laneMetadata) {
 		}
 	}
 	fs := c.lanes(up)
-	for _, f := range fs {
-		f.revived = true
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.closed() {

@@ -648,3 +648,55 @@ func TestConsumerLaneHungBrokerMoved(t *testing.T) {
 	r.waitRead(t, "the moved partitions (60 s)", lt.ends(t))
 	r.check(t, lt.produced.Load())
 }
+
+// TestConsumerLaneBackoffResets: a lane that backed off to the maximum (2 s), whose
+// partitions then deliver for a while, waits only the minimum (10 ms) after its next
+// single failure, whether it was started again by a revive or by a regate (a restart of
+// every lane; found by review: the backoff was reset only for revived lanes, and a
+// regated one waited 1-2 s). The bound, 900 ms, is under the least the maximum waits
+// with its jitter (1 s) and far above a lane's restart after the minimum.
+func TestConsumerLaneBackoffResets(t *testing.T) {
+	for _, regate := range []bool{false, true} {
+		name := "revive"
+		if regate {
+			name = "regate"
+		}
+		t.Run(name, func(t *testing.T) {
+			lt := newLaneTest(t, "backoff-reset-"+name, 4, 0, 1)
+			lt.hidden = 3
+			lt.hide.Store(regate)
+			lt.produce(t, 200)
+			r := lt.read(t, false, client.RetryBackoff(10*time.Millisecond, 2*time.Second))
+			parts := []int{0, 1, 2}
+			if !regate {
+				parts = nil
+			}
+			r.waitRead(t, "before", lt.ends(t), parts...)
+			lt.x.setMode("reset")
+			time.Sleep(6 * time.Second) // 10,20,...,1280,2000: backoff at its max
+			lt.x.setMode("up")
+			if regate {
+				lt.hide.Store(false) // partition 3 gets an address: regate within ~100 ms
+			}
+			r.waitRead(t, "recovered", lt.ends(t))
+			for range 5 { // the lanes deliver for a while
+				lt.produce(t, 50)
+				r.waitRead(t, "delivering", lt.ends(t))
+				time.Sleep(50 * time.Millisecond)
+			}
+			// one single failure of X's lanes
+			lt.x.setMode("reset")
+			time.Sleep(5 * time.Millisecond)
+			lt.x.setMode("up")
+			lt.produce(t, 50)
+			start := time.Now()
+			r.waitRead(t, "after one failure", lt.ends(t))
+			took := time.Since(start)
+			t.Logf("%s: recovery after one failure took %v", name, took)
+			if took > 900*time.Millisecond {
+				t.Errorf("%s: a lane that delivered for a while waited %v after a single failure (min backoff 10ms)", name, took)
+			}
+			r.check(t, lt.produced.Load())
+		})
+	}
+}

@@ -51,14 +51,15 @@ type fetcher struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	quit   <-chan struct{}
-	// revived: a lane started again after its broker failed (consumer_lanes.go); its
-	// first answer resets the consumer's lane backoff.
-	revived bool
-	req     wire.FetchMultiRequest
-	resp    wire.Response
-	body    wire.FetchMultiResponse // f.resp's body, of f.version
-	wbuf    []byte
-	id      uint32 // of the last request sent
+	// fresh: the lane has delivered no answer yet; its first resets its partitions'
+	// backoff (cpart.backoff, consumer_lanes.go), however it was started (a revive, a
+	// regate, a restart of every lane).
+	fresh bool
+	req   wire.FetchMultiRequest
+	resp  wire.Response
+	body  wire.FetchMultiResponse // f.resp's body, of f.version
+	wbuf  []byte
+	id    uint32 // of the last request sent
 	// version is the fetch_multi version asked (2, or older for a broker that predates
 	// it). With version 2 a lane sends its next request as soon as it has read an
 	// answer's part table (early), before the records; with version 1 only a lane of one
@@ -161,7 +162,7 @@ func (c *Consumer) lanes(parts []*cpart) []*fetcher {
 			// batch larger than what is left) is read when its turn comes first, and a
 			// lane started again and again (regates) must not always begin it last.
 			f = &fetcher{c: c, addr: p.addr, free: make(chan *answer, answerBuffers),
-				version: c.fetchVersion(p.addr), rot: rand.Int()}
+				version: c.fetchVersion(p.addr), rot: rand.Int(), fresh: true}
 			f.ctx, f.cancel = context.WithCancel(context.Background())
 			f.quit = f.ctx.Done()
 			for range answerBuffers {

@@ -33,19 +33,31 @@ func TestLaneBackoffPerLane(t *testing.T) {
 	}
 	now := time.Unix(1000, 0)
 	var down downLanes
-	down.add(flapping, now.Add(hi))
-	down.add(other, now.Add(lo))
+	down.add(flapping, now, now.Add(hi))
+	down.add(other, now, now.Add(lo))
 	if next := down.next(); !next.Equal(now.Add(lo)) {
 		t.Fatalf("the first lane due at %v, want the second broker's at %v", next, now.Add(lo))
 	}
-	if due := down.takeDue(now.Add(2 * lo)); len(due) != 2 || due[0].id != 2 || due[1].id != 3 {
+	asked := now.Add(lo) // the metadata asked for once the first lane was due
+	if due := down.takeDue(now.Add(2*lo), asked); len(due) != 2 || due[0].id != 2 || due[1].id != 3 {
 		t.Fatalf("due after %v: %v, want partitions 2 and 3 only", 2*lo, ids(due))
 	}
 	if down.empty() || !down.next().Equal(now.Add(hi)) {
 		t.Fatalf("the flapping broker's lane is not left waiting for its own time: %+v", down.lanes)
 	}
-	if due := down.takeDue(now.Add(hi)); len(due) != 2 || due[0].id != 0 || !down.empty() {
+	if due := down.takeDue(now.Add(hi), asked); len(due) != 2 || due[0].id != 0 || !down.empty() {
 		t.Fatalf("due at %v: %v, want partitions 0 and 1, and no lane left down", hi, ids(due))
+	}
+
+	// A lane that failed after the metadata was asked for is not started with it (it may
+	// name the broker just lost), even when due by the answer: it waits for the next ask.
+	late := []*cpart{{id: 4}}
+	down.add(late, asked.Add(time.Millisecond), asked.Add(2*time.Millisecond))
+	if due := down.takeDue(asked.Add(time.Second), asked); len(due) != 0 || down.empty() {
+		t.Fatalf("a lane that failed after the ask was started with its answer: %v", ids(due))
+	}
+	if due := down.takeDue(asked.Add(time.Second), asked.Add(3*time.Millisecond)); len(due) != 1 || !down.empty() {
+		t.Fatalf("the next ask's answer did not start the lane: %v", ids(due))
 	}
 
 	for _, p := range other { // a revived lane of them delivered (Consumer.await)
