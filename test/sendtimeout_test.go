@@ -1,6 +1,8 @@
 package test
 
 import (
+	"context"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -8,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"sluice/client"
 	"sluice/internal/testbroker"
 	"sluice/wire"
 )
@@ -95,4 +98,88 @@ func deletedFilesHeld(t *testing.T, pid int, dir string) []string {
 		}
 	}
 	return held
+}
+
+// TestConsumerPausedPastSendTimeout: an application that stops polling for three times
+// the broker's net.send_timeout, while records keep coming, keeps its connection: the
+// consumer asks for an answer only when it has a buffer for it (client/fetcher.go), so a
+// paused fetcher stops asking, and the answers it asked for fit in the sockets; the
+// broker never waits on its socket, and the timeout, meant for clients that ask without
+// reading, does not fire. Then every record comes exactly once, in offset order.
+func TestConsumerPausedPastSendTimeout(t *testing.T) {
+	b := testbroker.Start(t, t.TempDir(), "-metrics", "127.0.0.1:0", "-net.send_timeout", "1s")
+	for _, parts := range []int{1, 4} {
+		t.Run(fmt.Sprintf("%d partitions", parts), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			topic := fmt.Sprintf("pause%d", parts)
+			w := dial(t, b.Addr)
+			createTopic(t, w, topic, parts)
+			p, err := client.NewProducer(ctx, topic, client.Brokers(b.Addr), client.Linger(time.Millisecond))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close(ctx)
+			const n = 40_000 // 40 MB: far more than the consumer's buffers and the sockets'
+			val := make([]byte, 1000)
+			produced := 0
+			produce := func(k int) {
+				for range k {
+					binary.LittleEndian.PutUint64(val, uint64(produced))
+					produced++
+					if err := p.Produce(ctx, &client.Record{Key: val[:8], Value: val}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := p.Flush(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cs, err := client.NewConsumer(ctx, topic, client.Brokers(b.Addr), client.Start(client.Oldest()),
+				client.RetryBackoff(10*time.Millisecond, 200*time.Millisecond))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cs.Close()
+			seen := make([]int, n)
+			next := map[int]int64{}
+			read := 0
+			take := func() {
+				for cs.Next() {
+					r := cs.Record()
+					if want := next[cs.Partition()]; r.Offset != want {
+						t.Fatalf("partition %d: offset %d delivered, want %d", cs.Partition(), r.Offset, want)
+					}
+					next[cs.Partition()] = r.Offset + 1
+					seen[binary.LittleEndian.Uint64(r.Value)]++
+					read++
+				}
+				if err := cs.Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			before := scrape(t, b.MetricsAddr, "sluice_net_sends_timed_out_total")
+			produce(n / 2)
+			if err := cs.Poll(ctx); err != nil {
+				t.Fatal(err)
+			}
+			take()
+			produce(n / 2)
+			time.Sleep(3 * time.Second) // the application pauses
+			if got := scrape(t, b.MetricsAddr, "sluice_net_sends_timed_out_total"); got != before {
+				t.Fatalf("the broker closed %v connections for their send timeout while the consumer paused", got-before)
+			}
+			for read < n {
+				if err := cs.Poll(ctx); err != nil {
+					t.Fatalf("after %d of %d records: %v", read, n, err)
+				}
+				take()
+			}
+			for id, k := range seen {
+				if k != 1 {
+					t.Fatalf("record %d delivered %d times, want once", id, k)
+				}
+			}
+		})
+	}
 }
