@@ -63,7 +63,7 @@ type part struct {
 	abandoned               atomic.Bool // given up at a session expiry: HDFS acks no longer count
 	epoch                   uint64
 	lateShipped             atomic.Int64
-	appendLog, persistLog   everyLog
+	appendLog               everyLog
 	retentionLog, answerLog everyLog
 	gapLog                  everyLog // sequence gaps: a producer and the partition disagree
 	// switchAsked is set once switchPart asked ZooKeeper to record the partition's

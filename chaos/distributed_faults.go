@@ -114,7 +114,7 @@ func (r *run) brokerDown(ctx context.Context, c *cluster, fault string, pause bo
 	err := waitPlaced(ctx, c.addrs(), map[string]bool{b.addr: true})
 	failover := time.Since(t)
 	if pause {
-		sleep(ctx, t.Add(r.cfg.Session+time.Second).Sub(time.Now())) // past the session, even when it held nothing
+		sleep(ctx, time.Until(t.Add(r.cfg.Session+time.Second))) // past the session, even when it held nothing
 		if cerr := b.p.signal(syscall.SIGCONT); err == nil {
 			err = cerr
 		}

@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -26,8 +27,12 @@ func TestShardForStableAndSpread(t *testing.T) {
 			t.Fatalf("shard %d got %d of %d sequential keys (counts %v)", i, n, keys, counts)
 		}
 	}
-	if shardIndex(0x1234_5678_9abc_def0, 8) != shardIndex(0x1234_5678_9abc_def0, 8) {
-		t.Fatal("shardIndex not deterministic")
+	again := make([]int, 8)
+	for k := range uint64(keys) {
+		again[shardIndex(k, 8)]++
+	}
+	if !slices.Equal(again, counts) {
+		t.Fatalf("shardIndex not deterministic: the same keys counted %v, then %v", counts, again)
 	}
 	for k := range uint64(1000) {
 		if i := shardIndex(k*0x9e3779b97f4a7c15, 3); i < 0 || i >= 3 {

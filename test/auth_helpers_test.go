@@ -17,10 +17,9 @@ import (
 
 // authFiles are a users file and an ACL file in a test directory.
 type authFiles struct {
-	t            testing.TB
-	users, acls  string
-	passwords    map[string]string
-	failureDelay time.Duration
+	t           testing.TB
+	users, acls string
+	passwords   map[string]string
 }
 
 // newAuthFiles writes a users file with each user of passwords and an ACL file with

@@ -470,7 +470,7 @@ func TestLongHDFSOutageFillsTheDisk(t *testing.T) {
 // own writer, whose commit does not check CRCs: the fault a real disk would cause.)
 func TestCorruptHDFSDataNotServed(t *testing.T) {
 	c := hdfstest.Start(t)
-	b, w, _ := retainedOnHDFS(t, c, "c")
+	b, _, _ := retainedOnHDFS(t, c, "c")
 	// A newer epoch's file at offset 0 whose first batch is damaged, a valid one after it.
 	bad := records(0, -1, "x", 40)
 	batch.SetBaseOffset(bad, 0)
@@ -491,7 +491,7 @@ func TestCorruptHDFSDataNotServed(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.Restart()
-	w = dial(t, b.Addr)
+	w := dial(t, b.Addr)
 	resp := w.call(&wire.FetchRequest{Topic: []byte("c"), Partition: 0, Offset: 0, MaxBytes: 1 << 20})
 	if resp.Header.Code != wire.CodeCorruptData {
 		t.Fatalf("fetch over a damaged batch on HDFS answered %v %q", resp.Header.Code, resp.Text)

@@ -17,9 +17,6 @@ type FetchRequest struct {
 	MaxWaitMs uint32
 }
 
-// fetchFixed is the size of a fetch request's fields after the topic name.
-const fetchFixed = 4 + 8 + 4 + 4
-
 // Key returns APIFetch.
 func (r *FetchRequest) Key() APIKey { return APIFetch }
 

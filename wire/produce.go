@@ -150,9 +150,6 @@ type ProduceResponse struct {
 	RetryAfterMs uint32
 }
 
-// produceResponseSize is the size of a produce response body.
-const produceResponseSize = 4 + 8 + 8 + 8 + 8 + 4
-
 // Key returns APIProduce.
 func (r *ProduceResponse) Key() APIKey { return APIProduce }
 

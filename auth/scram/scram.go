@@ -204,7 +204,6 @@ func (s *Server) Step(msg string) (answer string, done bool, err error) {
 // Client is one client side of an exchange.
 type Client struct {
 	user, password string
-	step           int
 	cnonce         string
 	first          string
 	serverSig      []byte

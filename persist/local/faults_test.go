@@ -254,44 +254,6 @@ func TestInvalidOptions(t *testing.T) {
 	}
 }
 
-// everyNth fails every n-th matching operation with err.
-type everyNth struct {
-	n      int
-	suffix string
-	op     errorfs.Op
-	err    error
-
-	mu struct {
-		sync.Mutex
-		seen int
-	}
-}
-
-func (e *everyNth) MaybeError(op errorfs.Op, path string) error {
-	if op != e.op || !strings.HasSuffix(path, e.suffix) {
-		return nil
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.mu.seen++
-	if e.mu.seen%e.n == 0 {
-		return e.err
-	}
-	return nil
-}
-
-// injectors asks each injector in turn; the first error wins.
-type injectors []errorfs.Injector
-
-func (is injectors) MaybeError(op errorfs.Op, path string) error {
-	for _, in := range is {
-		if err := in.MaybeError(op, path); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 func fileSize(t *testing.T, path string) int64 {
 	t.Helper()
 	fi, err := os.Stat(path)
