@@ -195,9 +195,9 @@ func (c *Consumer) reviveAsk() bool {
 // revive starts the lanes that are due again (the others wait for their own time), at
 // the addresses the metadata m gives (or those known, when it could not be read: a
 // broker restarted in place). A lane that failed after m was asked for waits for the
-// next ask, due at once: m may name the broker it just lost. A partition with no broker now waits for one with the
-// unrouted (followAddresses). A lane's backoff doubles at each failure until a lane of
-// its partitions delivers an answer (laneBackoff).
+// next ask, due at once: m may name the broker it just lost. A partition with no broker
+// now waits for one with the unrouted (followAddresses). A lane's backoff doubles at
+// each failure until a lane of its partitions delivers an answer (laneBackoff).
 func (c *Consumer) revive(m laneMetadata) {
 	parts := c.down.takeDue(time.Now(), m.asked)
 	var up []*cpart

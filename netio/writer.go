@@ -188,9 +188,9 @@ func advance(iov [][]byte, n int) [][]byte {
 }
 
 // waitWritable parks a goroutine on Go's netpoller until the socket is writable, then
-// wakes the loop. A socket that stays full for SendTimeout has the loop close the
-// connection: the client stopped reading, and its answers, and what they hold, go with
-// it.
+// wakes the loop. A socket whose client takes nothing for SendTimeout has the loop close
+// the connection: the client stopped reading, and its answers, and what they hold, go
+// with it.
 //
 // "Took nothing" is measured, not inferred from the wait's length: Linux reports a TCP
 // socket writable only once a third of its send buffer is free, so a client that reads
