@@ -218,7 +218,7 @@ func (c *Conn) waitWritable() error {
 		if err := c.dup.SetWriteDeadline(time.Now().Add(timeout)); err != nil {
 			return err
 		}
-		held = unacked(rc)
+		held, _ = unacked(rc)
 	}
 	c.waiting.Store(true)
 	c.srv.stats.writeWaits.Add(1)
@@ -230,7 +230,11 @@ func (c *Conn) waitWritable() error {
 			if !errors.Is(err, os.ErrDeadlineExceeded) {
 				break
 			}
-			if now := unacked(rc); now >= 0 && now < held {
+			now, open := unacked(rc)
+			if !open {
+				break // shut down meanwhile (the loop closed the connection): not a timeout
+			}
+			if now >= 0 && now < held {
 				held = now // the client read meanwhile: wait another timeout from here
 				if c.dup.SetWriteDeadline(time.Now().Add(timeout)) == nil {
 					continue
@@ -249,17 +253,18 @@ func (c *Conn) waitWritable() error {
 }
 
 // unacked returns the bytes the socket holds that its peer has not acknowledged
-// (SIOCOUTQ), or -1 when it cannot tell.
-func unacked(rc syscall.RawConn) int {
-	n := -1
+// (SIOCOUTQ), or -1 when it cannot tell; open is false once the connection's shutdown
+// closed the descriptor.
+func unacked(rc syscall.RawConn) (n int, open bool) {
+	n = -1
 	if err := rc.Control(func(fd uintptr) {
 		if v, err := unix.IoctlGetInt(int(fd), unix.SIOCOUTQ); err == nil {
 			n = v
 		}
 	}); err != nil {
-		return -1
+		return -1, false
 	}
-	return n
+	return n, true
 }
 
 func writable(fd int) bool {
