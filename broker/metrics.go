@@ -71,6 +71,9 @@ var (
 	descDirect = prometheus.NewDesc("sluice_partition_direct_io",
 		"1 when the partition's segment files are written with O_DIRECT from the arena; 0 when the filesystem refused O_DIRECT (tmpfs, some others) and they are written through the page cache (logged once per partition).",
 		[]string{"topic", "partition"}, nil)
+	descReused = prometheus.NewDesc("sluice_partition_segments_reused_total",
+		"Segments the partition started in a file its retention had deleted, zeroed in place, instead of creating one (log.segment_reuse): neither allocates nor frees disk space, which on a filesystem mounted with discard spares the device a TRIM per segment. Since the partition loaded.",
+		[]string{"topic", "partition"}, nil)
 	descSkipped = prometheus.NewDesc("sluice_data_dir_skipped", "Directories in the data directory that are not readable topics (skipped at start; see the log).", nil, nil)
 	descInbound = prometheus.NewDesc("sluice_net_inbound_bytes",
 		"Memory for requests read and not yet handled, by kind: buffered (charged to net.max_inbound_total: partial frames, and requests waiting while their connection takes no more) or idle (buffers kept for reuse).", []string{"kind"}, nil)
@@ -112,7 +115,7 @@ var (
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descSent, descConns, descRequests, descProtoErr, descArena, descReclaimed,
-		descFull, descLag, descHits, descState, descDirect, descPanics, descReleased, descWakes, descSkipped, descParked, descProduced, descCopied,
+		descFull, descLag, descHits, descState, descDirect, descReused, descPanics, descReleased, descWakes, descSkipped, descParked, descProduced, descCopied,
 		descInbound, descOutbound, descRefused, descTimedOut, descSendTimedOut, descExpired, descPaused, descClamped, descDirectRead, descAnswers,
 		descHDFSLag, descHDFSLagBytes, descHDFSLagSec, descHDFSFailing, descHDFSRounds, descHDFSSwitches, descHDFSBytes, descHDFSRead,
 		descAuth, descAuthRefused, descAuthReloads, descAuthFailing, descAuthUsers, descTLS, descCertExpiry, descTLSReloads} {
@@ -240,6 +243,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 					v = 1
 				}
 				gauge(descDirect, v, name, id)
+			}
+			if n, ok := pt.p.ReusedFiles(); ok {
+				counter(descReused, float64(n), name, id)
 			}
 			gauge(descLag, float64(w.Next-1-w.Checkpoint), name, id)
 			hits, misses := pt.p.Counters()

@@ -276,6 +276,15 @@ func (p *Partition) DirectIO() (direct, known bool) {
 	return false, false
 }
 
+// ReusedFiles returns how many segments the store started in files retention deleted
+// (persist.FileReuser), and false for a store that does not reuse files.
+func (p *Partition) ReusedFiles() (int64, bool) {
+	if r, ok := p.store.(persist.FileReuser); ok {
+		return r.ReusedFiles(), true
+	}
+	return 0, false
+}
+
 // Shutdown makes everything appended durable (a last Persist, on the owner: the
 // persister has stopped and no appender runs any more) and wakes every parked request,
 // so that the driver answers them before Close: fetches with what they can read,

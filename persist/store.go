@@ -93,6 +93,13 @@ type DirectWriter interface {
 	DirectIO() bool
 }
 
+// FileReuser is implemented by a store that starts new segments in the files retention
+// deleted (persist/local's reuse): ReusedFiles counts the segments started so since the
+// store opened. Any goroutine.
+type FileReuser interface {
+	ReusedFiles() int64
+}
+
 // Placement is where Place put a batch.
 type Placement struct {
 	// Base is the base offset the batch gets: the log's next offset before the Place.

@@ -51,6 +51,7 @@ var brokerKeys = [][2]string{
 	{"log.segment_bytes", "segment size (default 1GiB)"},
 	{"log.retention_bytes", "default retention by size per partition"},
 	{"log.retention", "default retention by age, e.g. 168h"},
+	{"log.segment_reuse", "segment files each partition keeps from a retention pass, until the next, to start new segments in instead of unlinking them (default 32; -1: none)"},
 	{"shards", "number of shards (default: cores)"},
 	{"procs", "Go processors the broker runs on (GOMAXPROCS, at most four per CPU; default: one more than the cores, unless the GOMAXPROCS environment variable is set or a CPU quota is below the CPUs): the spare one runs goroutines made runnable while the event loops wait in system calls"},
 	{"sched.pin", "pin each shard to a core (true/false; off by default: see BENCHMARKS.md)"},
@@ -199,6 +200,7 @@ func (f *brokerFlags) brokerConfig(logger *slog.Logger) (broker.Config, error) {
 	size("log.segment_bytes", &cfg.Log.SegmentBytes)
 	size("log.retention_bytes", &cfg.Log.RetentionBytes)
 	dur("log.retention", &cfg.Log.RetentionAge)
+	integer("log.segment_reuse", &cfg.Log.ReuseSegments)
 	integer("shards", &cfg.Sched.Shards)
 	if v := s("sched.pin"); v != "" {
 		pin, err := strconv.ParseBool(v)

@@ -82,13 +82,20 @@ func TestCrashChild(t *testing.T) {
 			}
 		}
 	}()
-	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
+	for n, deadline := 0, time.Now().Add(time.Minute); time.Now().Before(deadline); n++ {
 		if l.Pending() > 1<<20 { // a bounded write buffer: wait for the persister
 			<-persisted
 			continue
 		}
 		if _, err := src.Append(l, makeBatch(l.Next()), time.Now()); err != nil {
 			childFail("place: %v", err)
+		}
+		// Retention keeps a few segments, so that kills also land while it deletes and
+		// keeps files and while the persister starts segments in kept ones (reuse.go).
+		if n%64 == 0 {
+			if _, err := l.ApplyRetention(l.Durable()); err != nil {
+				childFail("retention: %v", err)
+			}
 		}
 	}
 	os.Exit(0)
@@ -172,7 +179,7 @@ func openChild(t *testing.T) (*Log, *MemSource, *childOut) {
 	if err != nil {
 		childFail("%v", err)
 	}
-	l, err := Open(dir, Options{SegmentBytes: crashSegmentBytes, Sync: mode})
+	l, err := Open(dir, Options{SegmentBytes: crashSegmentBytes, Sync: mode, RetentionBytes: 8 * crashSegmentBytes})
 	if err != nil {
 		childFail("open: %v", err)
 	}

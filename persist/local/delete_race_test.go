@@ -32,7 +32,7 @@ func TestReadRacingDelete(t *testing.T) {
 	hook := &removeHook{}
 	dir := t.TempDir()
 	opts := Options{SegmentBytes: 4 << 10, Sync: SyncNever, RetentionBytes: 4 << 10,
-		FS: errorfs.Wrap(vfs.Default(), hook)}
+		FS: errorfs.Wrap(vfs.Default(), hook), ReuseSegments: -1} // the files are removed
 	buildLog(t, dir, opts, 300)
 	l := openLog(t, dir, opts)
 	l.mu.Lock()

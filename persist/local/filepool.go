@@ -190,6 +190,7 @@ func (h *handle) release() {
 	}
 	if n == 0 {
 		h.f.Close()
+		h.seg.files.Add(-1) // after the close: the file may be reused from here on
 		if p := h.pool.Load(); p != nil {
 			p.open.Add(-1)
 		}

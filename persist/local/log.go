@@ -73,7 +73,11 @@ type Log struct {
 		// dirUnsynced counts segments created without an fsync of the directory
 		// (SyncNever), which must happen before a recovery point may cover them.
 		dirUnsynced int
+		// spares are the files retention kept for new segments (reuse.go), newest last.
+		spares []string
 	}
+	noReuse atomic.Bool  // the filesystem cannot zero in place: keep no files (reuse.go)
+	reused  atomic.Int64 // segments started in a kept file
 
 	// hdrs holds header-sized scratch buffers for lookups on any goroutine: a pool keeps
 	// lookups free of allocation without serializing readers on a shared buffer.
@@ -156,6 +160,10 @@ func (l *Log) Written() int64 { return l.written.Load() }
 // through the page cache because the filesystem refuses O_DIRECT (false; Open logs it
 // once). A damaged log, which writes nothing, reports false. Safe from any goroutine.
 func (l *Log) DirectIO() bool { return l.direct.Load() }
+
+// ReusedFiles returns how many segments the log started in a file retention kept
+// (reuse.go) since Open (persist.FileReuser). Safe from any goroutine.
+func (l *Log) ReusedFiles() int64 { return l.reused.Load() }
 
 // advanceDurable raises the durable checkpoint to off if it is higher.
 func (l *Log) advanceDurable(off int64) {
@@ -241,6 +249,9 @@ func (l *Log) Close() error {
 		s.drop()
 	}
 	l.mu.segs = nil
+	spares := l.mu.spares
+	l.mu.spares = nil
+	l.discardFiles(spares)
 	return err
 }
 
@@ -270,6 +281,8 @@ type Stats struct {
 	Next     int64 // placed
 	Written  int64
 	Durable  int64
+	Spares   int   // files kept for reuse by new segments (reuse.go)
+	Reused   int64 // segments started in a kept file since Open
 }
 
 // Stats returns the log's current size and offsets. The first call after Open sizes
@@ -279,7 +292,7 @@ func (l *Log) Stats() (Stats, error) {
 	defer l.mu.Unlock()
 	total, err := l.totalLocked()
 	return Stats{Segments: len(l.mu.segs), Bytes: total, Start: l.start.Load(), Next: l.next.Load(),
-		Written: l.written.Load(), Durable: l.durable.Load()}, err
+		Written: l.written.Load(), Durable: l.durable.Load(), Spares: len(l.mu.spares), Reused: l.reused.Load()}, err
 }
 
 // totalLocked returns the bytes in all segments, sizing the ones Open left unsized.

@@ -137,25 +137,22 @@ func (l *Log) persistJobs(jobs []persistJob) ([]persistJob, error) {
 }
 
 // startSegment creates s's file, preallocated (allocStep) so that writes into it
-// change no size, and makes it the one the persister writes. The segment before s is
-// finished (sealed), so a file exists only once the one before it is whole. Nothing is
-// written yet: a full disk leaves no file behind and is ErrNoSpace.
+// change no size, or takes a file retention kept for reuse (reuse.go), zeroed in place,
+// and makes it the one the persister writes. The segment before s is finished
+// (sealed), so a file exists only once the one before it is whole. Nothing is written
+// yet: a full disk leaves no file behind and is ErrNoSpace.
 func (l *Log) startSegment(s *segment) error {
 	if l.w.seg != nil {
 		panic(fmt.Sprintf("BUG: creating %s while %s is not finished", s.path, l.w.seg.path))
 	}
-	f, direct, err := l.fs.OpenDirect(s.path, true)
-	if err != nil {
-		return l.noSpaceOrFail(fmt.Errorf("cannot create segment %s: %w", s.path, err))
-	}
-	allocated, err := l.preallocate(f, 0, l.allocTarget(0))
-	if err != nil {
-		f.Close()
-		if rerr := removeIfExists(l.fs, s.path); rerr != nil {
-			err = fmt.Errorf("%w; and cannot remove it: %w", err, rerr)
+	fw, reused := l.reuseFile(s)
+	if !reused {
+		var err error
+		if fw, err = l.createSegmentFile(s); err != nil {
+			return err
 		}
-		return l.noSpaceOrFail(fmt.Errorf("cannot preallocate segment %s: %w", s.path, err))
 	}
+	f := fw.f
 	if l.opts.Sync == SyncNever {
 		l.mu.Lock()
 		l.mu.dirUnsynced++
@@ -164,8 +161,25 @@ func (l *Log) startSegment(s *segment) error {
 		f.Close()
 		return l.noSpaceOrFail(fmt.Errorf("cannot sync directory %s: %w", l.dir, err))
 	}
-	l.useWriter(s, f, direct, nil, allocated)
+	l.useWriter(s, f, fw.direct, nil, fw.allocated)
 	return nil
+}
+
+// createSegmentFile creates s's file, preallocated by the first step.
+func (l *Log) createSegmentFile(s *segment) (fileForWrite, error) {
+	f, direct, err := l.fs.OpenDirect(s.path, true)
+	if err != nil {
+		return fileForWrite{}, l.noSpaceOrFail(fmt.Errorf("cannot create segment %s: %w", s.path, err))
+	}
+	allocated, err := l.preallocate(f, 0, l.allocTarget(0))
+	if err != nil {
+		f.Close()
+		if rerr := removeIfExists(l.fs, s.path); rerr != nil {
+			err = fmt.Errorf("%w; and cannot remove it: %w", err, rerr)
+		}
+		return fileForWrite{}, l.noSpaceOrFail(fmt.Errorf("cannot preallocate segment %s: %w", s.path, err))
+	}
+	return fileForWrite{f: f, direct: direct, allocated: allocated}, nil
 }
 
 // allocStep is how far ahead of the data a segment file is preallocated: a size change

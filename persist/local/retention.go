@@ -73,8 +73,15 @@ func (l *Log) ApplyRetention(limit int64) (int, error) {
 	l.mu.segs = append([]*segment(nil), l.mu.segs[n:]...)
 	l.mu.total = total
 	l.start.Store(l.mu.segs[0].base)
+	// Files kept by the pass before and still unused are not needed: they go, and this
+	// pass's victims take their place (reuse.go).
+	stale := l.mu.spares
+	l.mu.spares = nil
 	l.mu.Unlock()
-	return n, l.deleteSegments(victims)
+	l.discardFiles(stale)
+	kept, err := l.deleteSegments(victims, l.reuseBudget())
+	l.keptForReuse(kept)
+	return n, err
 }
 
 // deleteSegments removes the files of segments already taken out of the list and drops
@@ -88,8 +95,9 @@ func (l *Log) ApplyRetention(limit int64) (int, error) {
 // and removed by Discard's goroutine: a retention pass of a partition written at 450
 // MB/s deleted 57 segments of 64 MiB at once, and their unlinks (about 20 ms each on
 // this ext4, mounted with discard) held the partition's shard, and its consumer, for
-// over a second.
-func (l *Log) deleteSegments(segs []*segment) error {
+// over a second. Up to keep .log files that no reader holds are renamed the same way
+// but returned (kept) instead, for new segments to reuse (reuse.go).
+func (l *Log) deleteSegments(segs []*segment, keep int) (kept []string, _ error) {
 	var firstErr error
 	var discard []string
 	for _, s := range segs {
@@ -97,7 +105,15 @@ func (l *Log) deleteSegments(segs []*segment) error {
 		for _, suffix := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
 			name := segmentName(l.dir, s.base, suffix)
 			var err error
-			if l.opts.Discard == nil {
+			if suffix == logSuffix && len(kept) < keep && s.reusable() {
+				// Kept for a new segment (reuse.go); a failed rename removes it, as below.
+				var moved bool
+				if moved, err = renameIfExists(l.fs, name, name+deletedSuffix); moved {
+					kept = append(kept, name+deletedSuffix)
+				} else if err != nil {
+					err = removeIfExists(l.fs, name)
+				}
+			} else if l.opts.Discard == nil {
 				err = removeIfExists(l.fs, name)
 			} else {
 				var moved bool
@@ -121,7 +137,7 @@ func (l *Log) deleteSegments(segs []*segment) error {
 	if len(discard) > 0 {
 		l.opts.Discard(discard)
 	}
-	return firstErr
+	return kept, firstErr
 }
 
 // Truncate removes every batch with an offset above last, so the next batch placed gets
@@ -174,7 +190,7 @@ func (l *Log) Truncate(last int64) error {
 	l.w.close() // the segment it wrote is cut, or deleted: seg's descriptor replaces it
 	dropped := l.mu.segs[i+1:]
 	l.mu.segs = append(l.mu.segs[:i:i], seg)
-	if err := l.deleteSegments(dropped); err != nil {
+	if _, err := l.deleteSegments(dropped, 0); err != nil {
 		f.Close()
 		return l.failLocked(err)
 	}

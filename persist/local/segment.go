@@ -30,6 +30,11 @@ type segment struct {
 
 	h    atomic.Pointer[handle] // the open descriptor; nil while closed (evicted or dropped)
 	dead atomic.Bool            // dropped from the log: never reopened
+	// files counts the descriptors of the file that are open or being opened by use:
+	// handles not yet closed, including ones the segment no longer points to but a
+	// Region still holds. A dropped segment's file is reused for new data only while it
+	// is 0 (reusable), so no reader ever reads another segment's bytes through it.
+	files atomic.Int32
 
 	// Guarded by Log.mu. The owner and the persister change them with the lock held;
 	// readers copy what they need under the lock and then work on the copies.
@@ -70,6 +75,7 @@ func (l *Log) newSegment(base int64) *segment { return newSegment(l.dir, l.fs, l
 // install makes f the segment's descriptor, held by the segment alone and outside any
 // pool (Inspect's segments, which are read once and dropped).
 func (s *segment) install(f vfs.File) {
+	s.files.Add(1)
 	if !s.h.CompareAndSwap(nil, newHandle(f, s, 1)) {
 		panic(fmt.Sprintf("BUG: segment %s installed twice", s.path))
 	}
@@ -88,11 +94,17 @@ func (s *segment) use() (*handle, error) {
 			}
 			continue // being evicted: the pointer is about to be cleared
 		}
+		// Counted before dead is read, and reusable sets dead before it reads the count:
+		// with both atomic (sequentially consistent), either this open sees the segment
+		// dead or reusable sees the open.
+		s.files.Add(1)
 		if s.dead.Load() {
+			s.files.Add(-1)
 			return nil, errSegmentGone
 		}
 		f, err := s.fs.Open(s.path)
 		if err != nil {
+			s.files.Add(-1)
 			if s.dead.Load() {
 				return nil, errSegmentGone
 			}
@@ -130,6 +142,12 @@ func (s *segment) drop() {
 		}
 		h.release()
 	}
+}
+
+// reusable reports whether the file of a dropped segment is open nowhere and cannot be
+// opened again by use, so that it may be given other data (reuse.go). Call after drop.
+func (s *segment) reusable() bool {
+	return s.dead.Load() && s.files.Load() == 0
 }
 
 // loadIndexLocked makes s.idx available for a sealed segment: from its index files when

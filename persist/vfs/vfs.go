@@ -56,6 +56,12 @@ type File interface {
 	// (fallocate, mode 0): the new bytes read as zeros, and later writes there change no
 	// size. A filesystem without it returns an error wrapping errors.ErrUnsupported.
 	Allocate(off, n int64) error
+	// Zero makes [off, off+n) read as zeros, extending the file to cover it, while its
+	// disk space stays allocated (fallocate FALLOC_FL_ZERO_RANGE): the filesystem marks
+	// the blocks unwritten instead of freeing them, so it issues no discard, and later
+	// writes there allocate nothing. A filesystem without it returns an error wrapping
+	// errors.ErrUnsupported.
+	Zero(off, n int64) error
 }
 
 // FS is a filesystem.
@@ -195,6 +201,14 @@ func (f osFile) Datasync() error {
 
 func (f osFile) Allocate(off, n int64) error {
 	err := f.control("fallocate", func(fd int) error { return unix.Fallocate(fd, 0, off, n) })
+	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS) {
+		return fmt.Errorf("%w: %w", errors.ErrUnsupported, err)
+	}
+	return err
+}
+
+func (f osFile) Zero(off, n int64) error {
+	err := f.control("fallocate", func(fd int) error { return unix.Fallocate(fd, unix.FALLOC_FL_ZERO_RANGE, off, n) })
 	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS) {
 		return fmt.Errorf("%w: %w", errors.ErrUnsupported, err)
 	}

@@ -34,7 +34,7 @@ const (
 	OpRename
 	OpSyncDir
 	OpList
-	// OpAllocate is File.Allocate (fallocate).
+	// OpAllocate is File.Allocate and File.Zero (fallocate).
 	OpAllocate
 	// OpDirect is the O_DIRECT flag of FS.OpenDirect: an error makes the file open
 	// without it, as on a filesystem that refuses O_DIRECT (the error is not returned).
@@ -320,6 +320,14 @@ func (f *file) Allocate(off, n int64) error {
 		return &pathError{"allocate", f.Name(), err}
 	}
 	return f.File.Allocate(off, n)
+}
+
+// Zero is checked as OpAllocate: both are fallocate.
+func (f *file) Zero(off, n int64) error {
+	if err := f.fs.check(OpAllocate, f.Name()); err != nil {
+		return &pathError{"allocate", f.Name(), err}
+	}
+	return f.File.Zero(off, n)
 }
 
 func (f *file) Sync() error {
