@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"sluice/internal/testbroker"
 	"sluice/wire"
@@ -39,15 +40,30 @@ func TestRetentionReusesSegmentFilesAcrossKill(t *testing.T) {
 		return reused() > 0
 	})
 	before := reused()
+	// Killed while it works: 40 batches sent at once, not waited for. Those it wrote
+	// survive or not, each whole: the log goes on from wherever it ends.
+	acked := next
+	for i := range 40 {
+		w.send(&wire.ProduceRequest{Topic: []byte("reuse"), Version: 1,
+			Batches: records(0, -1, fmt.Sprintf("%s%d", pad, next+i), perBatch)})
+	}
+	time.Sleep(3 * time.Millisecond)
 	b.Kill()
 	b.Restart()
 	w = dial(t, b.Addr)
+	resp := w.call(&wire.ListOffsetsRequest{Topic: []byte("reuse"), Partition: 0, Timestamp: wire.TimestampLatest})
+	mustOK(t, resp)
+	hw := resp.Body.(*wire.ListOffsetsResponse).Offset
+	if hw%perBatch != 0 || hw < int64(acked*perBatch) || hw > int64((acked+40)*perBatch) {
+		t.Fatalf("after the kill the log ends at %d: not whole batches of %d from the %d acknowledged, plus at most 40", hw, perBatch, acked)
+	}
+	next = int(hw / perBatch)
 	produce(300)
 	pollFor(t, "a segment started in a reused file after the restart", func() bool {
 		produce(10)
 		return reused() > 0
 	})
-	resp := w.call(&wire.ListOffsetsRequest{Topic: []byte("reuse"), Partition: 0, Timestamp: wire.TimestampEarliest})
+	resp = w.call(&wire.ListOffsetsRequest{Topic: []byte("reuse"), Partition: 0, Timestamp: wire.TimestampEarliest})
 	mustOK(t, resp)
 	start := resp.Body.(*wire.ListOffsetsResponse).Offset
 	if start == 0 {
@@ -63,6 +79,6 @@ func TestRetentionReusesSegmentFilesAcrossKill(t *testing.T) {
 			t.Fatalf("offset %d holds %q, want %q", o, strings.TrimLeft(v, "x"), strings.TrimLeft(want, "x"))
 		}
 	}
-	t.Logf("%.0f segments started in reused files before the kill, %.0f after; log starts at %d of %d",
-		before, reused(), start, next*perBatch)
+	t.Logf("%.0f segments started in reused files before the kill, %.0f after; %d of the 40 batches in flight kept; log starts at %d of %d",
+		before, reused(), int(hw/perBatch)-acked, start, next*perBatch)
 }

@@ -243,7 +243,6 @@ func (l *Log) Close() error {
 	}
 	l.w.close()
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	l.mu.closed = true
 	for _, s := range l.mu.segs {
 		s.drop()
@@ -251,6 +250,7 @@ func (l *Log) Close() error {
 	l.mu.segs = nil
 	spares := l.mu.spares
 	l.mu.spares = nil
+	l.mu.Unlock()
 	l.discardFiles(spares)
 	return err
 }
@@ -281,7 +281,7 @@ type Stats struct {
 	Next     int64 // placed
 	Written  int64
 	Durable  int64
-	Spares   int   // files kept for reuse by new segments (reuse.go)
+	Spares   int   // files kept for reuse by new segments (reuse.go); not in Bytes
 	Reused   int64 // segments started in a kept file since Open
 }
 

@@ -162,6 +162,9 @@ func (l *Log) startSegment(s *segment) error {
 		return l.noSpaceOrFail(fmt.Errorf("cannot sync directory %s: %w", l.dir, err))
 	}
 	l.useWriter(s, f, fw.direct, nil, fw.allocated)
+	if reused {
+		l.reused.Add(1)
+	}
 	return nil
 }
 

@@ -77,9 +77,10 @@ func (l *Log) ApplyRetention(limit int64) (int, error) {
 	// pass's victims take their place (reuse.go).
 	stale := l.mu.spares
 	l.mu.spares = nil
+	keep := l.reuseBudgetLocked()
 	l.mu.Unlock()
 	l.discardFiles(stale)
-	kept, err := l.deleteSegments(victims, l.reuseBudget())
+	kept, err := l.deleteSegments(victims, keep)
 	l.keptForReuse(kept)
 	return n, err
 }
@@ -277,6 +278,7 @@ func (l *Log) truncatedCopyLocked(old *segment, pos, target int64) (*segment, vf
 	}
 	seg := l.newSegment(old.base)
 	seg.size, seg.next, seg.created = pos, target, l.opts.Clock()
+	seg.sharesFile = true // old's readers may still hold the file (reuse.go)
 	seg.placed, seg.placedNext = pos, target
 	seg.needSync = l.opts.Sync == SyncNever
 	// From here on the file is cut: a failure leaves the log's view of it wrong, so it

@@ -3,6 +3,7 @@ package local
 import (
 	"errors"
 	"fmt"
+	"os"
 
 	"sluice/persist/vfs"
 )
@@ -48,9 +49,12 @@ func (l *Log) keptForReuse(paths []string) {
 	l.mu.Unlock()
 }
 
-// reuseBudget is how many files the retention pass about to run may keep.
-func (l *Log) reuseBudget() int {
-	if l.noReuse.Load() {
+// reuseBudgetLocked is how many files the retention pass about to run may keep: none
+// while the disk is full (the space retention frees may be what another partition, or
+// this one's index files, are waiting for), or where the filesystem cannot zero in
+// place. Requires l.mu.
+func (l *Log) reuseBudgetLocked() int {
+	if l.noReuse.Load() || l.mu.noSpace != nil {
 		return 0
 	}
 	return max(l.opts.ReuseSegments, 0)
@@ -107,7 +111,6 @@ func (l *Log) reuseFile(s *segment) (f fileForWrite, ok bool) {
 		l.discardFiles([]string{spare})
 		return fileForWrite{}, false
 	}
-	l.reused.Add(1)
 	return fw, true
 }
 
@@ -119,23 +122,41 @@ type fileForWrite struct {
 	allocated int64
 }
 
-// prepareSpare zeroes the kept file spare in place, syncs it and renames it to path.
+// prepareSpare zeroes the kept file spare in place, syncs it, renames it to path and
+// opens it there (so that errors name the segment's file).
+//
+// The zeroed range ends on a page boundary past the file's end: ZERO_RANGE removes the
+// whole pages it covers from the page cache, and zeroes the part of a page it covers
+// partly in place, and a page of the old segment that sendfile handed to a socket may
+// still be in its send queue, unacknowledged (TCP sends those pages, it does not copy
+// them): removed, the socket's reference keeps the old bytes; zeroed in place, it would
+// send zeros.
 func (l *Log) prepareSpare(spare, path string) (fileForWrite, error) {
-	f, direct, err := l.fs.OpenDirect(spare, false)
+	f, _, err := l.fs.OpenDirect(spare, false)
 	if err != nil {
-		return fileForWrite{}, err
+		return fileForWrite{}, fmt.Errorf("cannot start segment %s in %s: %w", path, spare, err)
 	}
 	size, err := f.Size()
+	page := int64(max(os.Getpagesize(), vfs.DirectAlign))
+	allocated := (max(size, l.allocTarget(0)) + page - 1) / page * page
 	if err == nil {
-		allocated := max(size, l.allocTarget(0))
 		if err = f.Zero(0, allocated); err == nil {
-			if err = f.Datasync(); err == nil {
-				if err = l.fs.Rename(spare, path); err == nil {
-					return fileForWrite{f: f, direct: direct, allocated: allocated}, nil
-				}
-			}
+			err = f.Datasync()
 		}
 	}
-	f.Close()
-	return fileForWrite{}, fmt.Errorf("cannot start segment %s in %s: %w", path, spare, err)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = l.fs.Rename(spare, path)
+	}
+	if err != nil {
+		return fileForWrite{}, fmt.Errorf("cannot start segment %s in %s: %w", path, spare, err)
+	}
+	f, direct, err := l.fs.OpenDirect(path, false)
+	if err != nil {
+		// The zeroed file is under the segment's name now: the caller creates it afresh.
+		return fileForWrite{}, fmt.Errorf("cannot open segment %s, reused: %w", path, err)
+	}
+	return fileForWrite{f: f, direct: direct, allocated: allocated}, nil
 }

@@ -271,3 +271,80 @@ func TestReuseWithoutZeroInPlace(t *testing.T) {
 		})
 	}
 }
+
+// TestReusedFileReadsZerosPastItsData: a segment started in a kept file reads as zeros
+// past its data over the whole old file, not only over the block its first write
+// padded: recovery takes zeros where a header should be for the end of the active
+// segment, and old batches there would be read as a torn tail or worse. (The other
+// tests' segments are one block long, which that first write covers whole.)
+func TestReusedFileReadsZerosPastItsData(t *testing.T) {
+	dir := t.TempDir()
+	opts := Options{SegmentBytes: 256 << 10, RetentionBytes: 512 << 10, Sync: SyncNever, ReuseSegments: 2}
+	l := openLog(t, dir, opts)
+	src := NewMemSource()
+	for stats(t, l).Segments < 6 {
+		placeN(t, l, src, 200)
+		persistAll(t, l, src)
+	}
+	retainDurable(t, l, stats(t, l))
+	appendUntilReused(t, l, 1)
+	l.mu.Lock()
+	active := l.mu.segs[len(l.mu.segs)-1]
+	path, size := active.path, active.size
+	l.mu.Unlock()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int64(len(raw)) < opts.SegmentBytes-int64(vfs.DirectAlign) {
+		t.Fatalf("the reused file has %d bytes, want about a whole old segment (%d)", len(raw), opts.SegmentBytes)
+	}
+	if i := bytes.IndexFunc(raw[size:], func(r rune) bool { return r != 0 }); i >= 0 {
+		t.Fatalf("the reused file holds old bytes at %d, past its data at %d", size+int64(i), size)
+	}
+	checkContents(t, l)
+}
+
+// TestReuseAfterTruncateKeepsHeldRegion: Truncate makes a new segment object for the
+// file it cuts, and a Region taken before the cut counts in the old object's
+// descriptors, not the new one's: that file is never reused, so the region keeps
+// reading its own bytes after retention deleted the segment and new ones took the other
+// files (found by review: the file was zeroed and rewritten under the region).
+func TestReuseAfterTruncateKeepsHeldRegion(t *testing.T) {
+	x := newReuseFixture(t, 1000, nil)
+	l := x.l
+	l.mu.Lock()
+	s := l.mu.segs[len(l.mu.segs)-2]
+	base, next := s.base, s.next
+	l.mu.Unlock()
+	last := base + int64(countAt(base)) - 1
+	if last+1 >= next {
+		t.Fatalf("segment %d holds one batch; the test cuts after its first", base)
+	}
+	r, err := l.ReadRegion(base, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Release()
+	want := make([]byte, r.Len)
+	if _, err := r.File.ReadAt(want, r.Pos); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Truncate(last); err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, l, 400)
+	after := retainDurable(t, l, stats(t, l))
+	if after.Start <= base {
+		t.Fatalf("retention kept the cut segment (start %d, segment %d)", after.Start, base)
+	}
+	appendUntilReused(t, l, int64(after.Spares))
+	got := make([]byte, r.Len)
+	if _, err := r.File.ReadAt(got, r.Pos); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatal("a region held across Truncate reads other bytes after its file was reused")
+	}
+	checkContents(t, l)
+}

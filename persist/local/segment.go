@@ -35,6 +35,10 @@ type segment struct {
 	// Region still holds. A dropped segment's file is reused for new data only while it
 	// is 0 (reusable), so no reader ever reads another segment's bytes through it.
 	files atomic.Int32
+	// sharesFile marks a segment Truncate made for the file of another segment object
+	// (truncatedCopyLocked): that object's readers count in its own files, not in this
+	// one's, so this file is never reused.
+	sharesFile bool
 
 	// Guarded by Log.mu. The owner and the persister change them with the lock held;
 	// readers copy what they need under the lock and then work on the copies.
@@ -147,7 +151,7 @@ func (s *segment) drop() {
 // reusable reports whether the file of a dropped segment is open nowhere and cannot be
 // opened again by use, so that it may be given other data (reuse.go). Call after drop.
 func (s *segment) reusable() bool {
-	return s.dead.Load() && s.files.Load() == 0
+	return !s.sharesFile && s.dead.Load() && s.files.Load() == 0
 }
 
 // loadIndexLocked makes s.idx available for a sealed segment: from its index files when
