@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"testing"
 
+	"sluice/persist"
 	"sluice/persist/vfs"
 	"sluice/persist/vfs/errorfs"
 )
@@ -68,6 +69,16 @@ func newReuseFixture(t *testing.T, keep int, fs vfs.FS) *reuseFixture {
 	x.l = openLog(t, x.dir, x.opts)
 	appendN(t, x.l, 1000)
 	return x
+}
+
+// regionBytes reads the bytes of r from its file.
+func regionBytes(t *testing.T, r persist.Region) []byte {
+	t.Helper()
+	b := make([]byte, r.Len)
+	if _, err := r.File.ReadAt(b, r.Pos); err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 // appendUntilReused appends batches until the log has started want segments in kept
@@ -171,10 +182,7 @@ func TestReuseSkipsFilesReadersHold(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Release()
-	want := make([]byte, r.Len)
-	if _, err := r.File.ReadAt(want, r.Pos); err != nil {
-		t.Fatal(err)
-	}
+	want := regionBytes(t, r)
 	before := stats(t, l)
 	after := retainDurable(t, l, before)
 	if !slices.Contains(x.handed, first+deletedSuffix) {
@@ -184,10 +192,7 @@ func TestReuseSkipsFilesReadersHold(t *testing.T) {
 		t.Fatalf("kept %d of %d deleted files, want all but the held one", after.Spares, deleted)
 	}
 	appendUntilReused(t, l, int64(after.Spares))
-	got := make([]byte, r.Len)
-	if _, err := r.File.ReadAt(got, r.Pos); err != nil {
-		t.Fatal(err)
-	}
+	got := regionBytes(t, r)
 	if !bytes.Equal(got, want) {
 		t.Fatal("a held region of a deleted segment reads other bytes after reuse")
 	}
@@ -326,10 +331,7 @@ func TestReuseAfterTruncateKeepsHeldRegion(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Release()
-	want := make([]byte, r.Len)
-	if _, err := r.File.ReadAt(want, r.Pos); err != nil {
-		t.Fatal(err)
-	}
+	want := regionBytes(t, r)
 	if err := l.Truncate(last); err != nil {
 		t.Fatal(err)
 	}
@@ -339,11 +341,7 @@ func TestReuseAfterTruncateKeepsHeldRegion(t *testing.T) {
 		t.Fatalf("retention kept the cut segment (start %d, segment %d)", after.Start, base)
 	}
 	appendUntilReused(t, l, int64(after.Spares))
-	got := make([]byte, r.Len)
-	if _, err := r.File.ReadAt(got, r.Pos); err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got, want) {
+	if got := regionBytes(t, r); !bytes.Equal(got, want) {
 		t.Fatal("a region held across Truncate reads other bytes after its file was reused")
 	}
 	checkContents(t, l)
