@@ -346,3 +346,37 @@ func TestReuseAfterTruncateKeepsHeldRegion(t *testing.T) {
 	}
 	checkContents(t, l)
 }
+
+// TestReuseOnTmpfs: on a real filesystem without zeroing in place (tmpfs, which also
+// refuses O_DIRECT), the first reuse turns reuse off and the log goes on as without
+// it: segments created, the kept files handed over, the next passes keep none, and the
+// log reads back whole. TestReuseWithoutZeroInPlace injects the same refusal anywhere.
+func TestReuseOnTmpfs(t *testing.T) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs("/dev/shm", &st); err != nil || st.Type != 0x01021994 { // TMPFS_MAGIC
+		t.Skip("needs /dev/shm on tmpfs, which this machine does not have")
+	}
+	dir, err := os.MkdirTemp("/dev/shm", "sluice-reuse-")
+	if err != nil {
+		t.Skipf("cannot use /dev/shm: %v", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	var handed []string
+	opts := Options{SegmentBytes: 4 << 10, RetentionBytes: 20 << 10, Sync: SyncNever, ReuseSegments: 3,
+		Discard: func(paths []string) { handed = append(handed, paths...) }}
+	l := openLog(t, dir, opts)
+	appendN(t, l, 1000)
+	if after := retainDurable(t, l, stats(t, l)); after.Spares != 3 {
+		t.Fatalf("kept %d files, want 3 (reuse is tried once)", after.Spares)
+	}
+	handed = nil
+	appendN(t, l, 300)
+	if st := stats(t, l); st.Reused != 0 || st.Spares != 0 || handedLogs(handed) != 3 {
+		t.Fatalf("on tmpfs: reused %d, %d still kept, %d handed; want 0, 0, 3", st.Reused, st.Spares, handedLogs(handed))
+	}
+	retainDurable(t, l, stats(t, l))
+	if n := stats(t, l).Spares; n != 0 {
+		t.Fatalf("a pass after reuse turned off kept %d files", n)
+	}
+	checkContents(t, l)
+}
