@@ -50,6 +50,29 @@ func keptFiles(t *testing.T, dir string, handed []string) map[uint64]string {
 	return m
 }
 
+// zeroCapableDir returns a temporary directory, skipping the test where its filesystem
+// cannot zero a file in place (TestReuseOnTmpfs and TestReuseWithoutZeroInPlace cover
+// that case).
+func zeroCapableDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	probe := filepath.Join(dir, "probe")
+	f, err := vfs.Default().Create(probe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = f.Zero(0, vfs.DirectAlign)
+	f.Close()
+	os.Remove(probe)
+	switch {
+	case errors.Is(err, errors.ErrUnsupported):
+		t.Skipf("the filesystem of %s cannot zero a file in place: %v", dir, err)
+	case err != nil:
+		t.Fatal(err)
+	}
+	return dir
+}
+
 // reuseFixture is a log of 4 KiB segments keeping 20 KiB, filled with 1000 batches,
 // whose Discard only records the paths it is handed (a reaper that has not run yet).
 type reuseFixture struct {
@@ -63,7 +86,7 @@ type reuseFixture struct {
 // operating system's).
 func newReuseFixture(t *testing.T, keep int, fs vfs.FS) *reuseFixture {
 	t.Helper()
-	x := &reuseFixture{dir: t.TempDir()}
+	x := &reuseFixture{dir: zeroCapableDir(t)}
 	x.opts = Options{SegmentBytes: 4 << 10, RetentionBytes: 20 << 10, Sync: SyncNever, ReuseSegments: keep, FS: fs,
 		Discard: func(paths []string) { x.handed = append(x.handed, paths...) }}
 	x.l = openLog(t, x.dir, x.opts)
@@ -283,7 +306,7 @@ func TestReuseWithoutZeroInPlace(t *testing.T) {
 // segment, and old batches there would be read as a torn tail or worse. (The other
 // tests' segments are one block long, which that first write covers whole.)
 func TestReusedFileReadsZerosPastItsData(t *testing.T) {
-	dir := t.TempDir()
+	dir := zeroCapableDir(t)
 	opts := Options{SegmentBytes: 256 << 10, RetentionBytes: 512 << 10, Sync: SyncNever, ReuseSegments: 2}
 	l := openLog(t, dir, opts)
 	src := NewMemSource()
