@@ -403,3 +403,28 @@ func TestReuseOnTmpfs(t *testing.T) {
 	}
 	checkContents(t, l)
 }
+
+// TestReuseOfFilesRemovedByHand: kept files an operator removed to free a full disk at
+// once (docs/operations.md) are skipped, not an error: the segments are created as
+// without reuse and the log reads back whole.
+func TestReuseOfFilesRemovedByHand(t *testing.T) {
+	x := newReuseFixture(t, 3, nil)
+	l := x.l
+	retainDurable(t, l, stats(t, l))
+	for _, p := range keptFiles(t, x.dir, x.handed) {
+		if err := os.Remove(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	appendN(t, l, 300)
+	if st := stats(t, l); st.Reused != 0 || st.Spares != 0 {
+		t.Fatalf("reused %d removed files, %d still kept", st.Reused, st.Spares)
+	}
+	checkContents(t, l)
+	retainDurable(t, l, stats(t, l))
+	if n := stats(t, l).Spares; n == 0 {
+		t.Fatal("reuse stopped after files were removed by hand")
+	}
+	appendUntilReused(t, l, 1)
+	checkContents(t, l)
+}
