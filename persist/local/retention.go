@@ -106,19 +106,15 @@ func (l *Log) deleteSegments(segs []*segment, keep int) (kept []string, _ error)
 		for _, suffix := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
 			name := segmentName(l.dir, s.base, suffix)
 			var err error
-			if suffix == logSuffix && len(kept) < keep && s.reusable() {
-				// Kept for a new segment (reuse.go); a failed rename removes it, as below.
-				var moved bool
-				if moved, err = renameIfExists(l.fs, name, name+deletedSuffix); moved {
-					kept = append(kept, name+deletedSuffix)
-				} else if err != nil {
-					err = removeIfExists(l.fs, name)
-				}
-			} else if l.opts.Discard == nil {
+			// Kept for a new segment (reuse.go), or handed to Discard: renamed either way.
+			keepIt := suffix == logSuffix && len(kept) < keep && s.reusable()
+			if l.opts.Discard == nil && !keepIt {
 				err = removeIfExists(l.fs, name)
 			} else {
 				var moved bool
-				if moved, err = renameIfExists(l.fs, name, name+deletedSuffix); moved {
+				if moved, err = renameIfExists(l.fs, name, name+deletedSuffix); moved && keepIt {
+					kept = append(kept, name+deletedSuffix)
+				} else if moved {
 					discard = append(discard, name+deletedSuffix)
 				} else if err != nil {
 					// A rename can fail where an unlink does not (a full disk: the longer

@@ -199,16 +199,14 @@ func (f osFile) Datasync() error {
 	return f.control("fdatasync", func(fd int) error { return unix.Fdatasync(fd) })
 }
 
-func (f osFile) Allocate(off, n int64) error {
-	err := f.control("fallocate", func(fd int) error { return unix.Fallocate(fd, 0, off, n) })
-	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS) {
-		return fmt.Errorf("%w: %w", errors.ErrUnsupported, err)
-	}
-	return err
-}
+func (f osFile) Allocate(off, n int64) error { return f.fallocate(0, off, n) }
 
-func (f osFile) Zero(off, n int64) error {
-	err := f.control("fallocate", func(fd int) error { return unix.Fallocate(fd, unix.FALLOC_FL_ZERO_RANGE, off, n) })
+func (f osFile) Zero(off, n int64) error { return f.fallocate(unix.FALLOC_FL_ZERO_RANGE, off, n) }
+
+// fallocate runs fallocate(2) with mode; a filesystem without it (or without the mode)
+// gives an error wrapping errors.ErrUnsupported.
+func (f osFile) fallocate(mode uint32, off, n int64) error {
+	err := f.control("fallocate", func(fd int) error { return unix.Fallocate(fd, mode, off, n) })
 	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS) {
 		return fmt.Errorf("%w: %w", errors.ErrUnsupported, err)
 	}
