@@ -111,16 +111,29 @@ func records(pid int64, seq int32, prefix string, n int) []byte {
 // from offset on.
 func fetchValues(t testing.TB, w *wireConn, topic string, part uint32, from int64) []string {
 	t.Helper()
+	vals, failed := tryFetchValues(t, w, topic, part, from)
+	if failed != nil {
+		mustOK(t, failed)
+	}
+	return vals
+}
+
+// tryFetchValues is fetchValues that returns, instead of failing the test, the first
+// fetch the broker refused (an offset retention deleted meanwhile, say).
+func tryFetchValues(t testing.TB, w *wireConn, topic string, part uint32, from int64) ([]string, *wire.Response) {
+	t.Helper()
 	var vals []string
 	for off := from; ; {
 		resp := w.call(&wire.FetchRequest{Topic: []byte(topic), Partition: part, Offset: off, MaxBytes: 1 << 20})
-		mustOK(t, resp)
+		if resp.Header.Code != wire.CodeNone {
+			return vals, resp
+		}
 		fr := resp.Body.(*wire.FetchResponse)
 		if len(fr.Records) == 0 {
 			if off != fr.HighWatermark {
 				t.Fatalf("empty fetch at %d below the high watermark %d", off, fr.HighWatermark)
 			}
-			return vals
+			return vals, nil
 		}
 		for rest := fr.Records; len(rest) > 0; {
 			var it batch.Iter
