@@ -12,9 +12,9 @@ import (
 	"sluice/auth/scram"
 )
 
-// exchange runs a whole SCRAM exchange against users and returns the server's and the
-// client's errors and the server's answers.
-func exchange(t *testing.T, u *Users, user, password string) (serverErr, clientErr error, answers []string) {
+// exchange runs a whole SCRAM exchange against users and returns the server's answers
+// and the server's and the client's errors.
+func exchange(t *testing.T, u *Users, user, password string) (answers []string, serverErr, clientErr error) {
 	t.Helper()
 	s := scram.NewServer(u.Lookup, u.Fake)
 	c, err := scram.NewClient(user, password)
@@ -30,7 +30,7 @@ func exchange(t *testing.T, u *Users, user, password string) (serverErr, clientE
 		t.Fatal(err)
 	}
 	last, _, serr := s.Step(final)
-	return serr, c.Verify(last), []string{first, last}
+	return []string{first, last}, serr, c.Verify(last)
 }
 
 // TestUsersExchange: a user written to the file authenticates with its password after a
@@ -48,11 +48,11 @@ func TestUsersExchange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if se, ce, _ := exchange(t, u, "alice", "pw-alice"); se != nil || ce != nil {
+	if _, se, ce := exchange(t, u, "alice", "pw-alice"); se != nil || ce != nil {
 		t.Fatalf("right password: %v %v", se, ce)
 	}
-	_, _, wrong := exchange(t, u, "alice", "nope")
-	se, ce, unknown := exchange(t, u, "mallory", "pw-alice")
+	wrong, _, _ := exchange(t, u, "alice", "nope")
+	unknown, se, ce := exchange(t, u, "mallory", "pw-alice")
 	if !errors.Is(se, scram.ErrAuth) || !errors.Is(ce, scram.ErrAuth) || wrong[1] != unknown[1] {
 		t.Fatalf("unknown user: %v %v, final %q vs %q", se, ce, unknown[1], wrong[1])
 	}

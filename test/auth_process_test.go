@@ -80,7 +80,7 @@ func TestAuthOverTLS(t *testing.T) {
 	}
 	c.Close()
 
-	refused := func(what string, want error, opts []client.Opt) (error, time.Duration) {
+	refused := func(what string, want error, opts []client.Opt) (time.Duration, error) {
 		t.Helper()
 		start := time.Now()
 		_, err := client.NewProducer(ctx, "orders.eu", opts...)
@@ -88,12 +88,12 @@ func TestAuthOverTLS(t *testing.T) {
 		if !errors.Is(err, want) || took > 10*time.Second {
 			t.Fatalf("%s: %v after %v, want %v at once", what, err, took, want)
 		}
-		return err, took
+		return took, err
 	}
 	// A wrong password for a known user and an unknown user: the same code and text
 	// (but for the name the client says it used), each after the failure delay.
-	wrong, tookWrong := refused("a wrong password", client.ErrAuthFailed, as("bob", "hunter2"))
-	unknown, tookUnknown := refused("an unknown user", client.ErrAuthFailed, as("mallory", bobPW))
+	tookWrong, wrong := refused("a wrong password", client.ErrAuthFailed, as("bob", "hunter2"))
+	tookUnknown, unknown := refused("an unknown user", client.ErrAuthFailed, as("mallory", bobPW))
 	if !client.IsCode(wrong, wire.CodeAuthFailed) || !client.IsCode(unknown, wire.CodeAuthFailed) ||
 		strings.ReplaceAll(wrong.Error(), " as bob:", " as USER:") != strings.ReplaceAll(unknown.Error(), " as mallory:", " as USER:") ||
 		!strings.Contains(wrong.Error(), "unknown user or wrong password") {

@@ -27,18 +27,18 @@ func faultyLog(t *testing.T, rule *errorfs.Rule, opts Options) (*Log, string) {
 }
 
 // failingPersist places batches and persists them until the injected fault hits, and
-// returns the error and the checkpoint before it.
-func failingPersist(t *testing.T, l *Log, src *MemSource) (error, int64) {
+// returns the checkpoint before it and the error.
+func failingPersist(t *testing.T, l *Log, src *MemSource) (int64, error) {
 	t.Helper()
 	for range 1000 {
 		durable := l.Durable()
 		placeN(t, l, src, 1+int(l.Next()%4))
 		if _, err := l.Persist(src); err != nil {
-			return err, durable
+			return durable, err
 		}
 	}
 	t.Fatal("the fault never hit")
-	return nil, 0
+	return 0, nil
 }
 
 // checkFailed checks a log failed by an I/O error: the checkpoint did not move, every
@@ -82,7 +82,7 @@ func TestWriteErrorFailsTheLog(t *testing.T) {
 	for _, mode := range []SyncMode{SyncGroup, SyncNever} {
 		rule := &errorfs.Rule{Op: errorfs.OpWrite, Suffix: ".log", Skip: 25, Err: syscall.EIO}
 		l, dir := faultyLog(t, rule, Options{Sync: mode, SegmentBytes: 8 << 10})
-		err, durable := failingPersist(t, l, NewMemSource())
+		durable, err := failingPersist(t, l, NewMemSource())
 		checkFailed(t, l, dir, rule, err, durable, syscall.EIO)
 	}
 }
@@ -99,7 +99,7 @@ func TestNoSpaceOnWriteFailsTheLog(t *testing.T) {
 		for l.Pending() < 6<<10 { // a big persist: half of it is whole blocks
 			placeN(t, l, src, 1)
 		}
-		err, durable := failingPersist(t, l, src)
+		durable, err := failingPersist(t, l, src)
 		checkFailed(t, l, dir, rule, err, durable, syscall.ENOSPC)
 	}
 }
@@ -110,7 +110,7 @@ func TestFdatasyncFailureFailsTheLog(t *testing.T) {
 	for _, skip := range []int{5, 30} {
 		rule := &errorfs.Rule{Op: errorfs.OpSync, Suffix: ".log", Skip: skip, Err: syscall.EIO}
 		l, dir := faultyLog(t, rule, Options{Sync: SyncEveryBatch, SegmentBytes: 4 << 10})
-		err, durable := failingPersist(t, l, NewMemSource())
+		durable, err := failingPersist(t, l, NewMemSource())
 		checkFailed(t, l, dir, rule, err, durable, syscall.EIO)
 	}
 }
