@@ -53,7 +53,7 @@ var brokerKeys = [][2]string{
 	{"log.retention", "default retention by age, e.g. 168h"},
 	{"log.segment_reuse", "segment files each partition keeps from a retention pass, until the next, to start new segments in instead of unlinking them (default 32; -1: none)"},
 	{"shards", "number of shards (default: cores)"},
-	{"procs", "Go processors the broker runs on (GOMAXPROCS, at most four per CPU; default: one more than the cores, unless the GOMAXPROCS environment variable is set or a CPU quota is below the CPUs): the spare one runs goroutines made runnable while the event loops wait in system calls"},
+	{"procs", "Go processors the broker runs on (GOMAXPROCS, at most four per CPU; default: twice the cores and one more, unless the GOMAXPROCS environment variable is set or a CPU quota is below the CPUs): one for each event loop and each persister, which wait and write in system calls that keep their processor, and a spare that runs goroutines made runnable meanwhile"},
 	{"sched.pin", "pin each shard to a core (true/false; off by default: see BENCHMARKS.md)"},
 	{"sched.cores", "comma-separated core list for pinned shards"},
 	{"loops", "number of event loops (default: cores)"},

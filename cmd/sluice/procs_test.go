@@ -11,7 +11,8 @@ func TestBrokerProcs(t *testing.T) {
 		want    int
 		bad     bool
 	}{
-		{"", false, 2, 2, 3, false},  // the default: a spare processor
+		{"", false, 2, 2, 5, false}, // the default: one for each loop and persister, and a spare
+		{"", false, 1, 1, 3, false},
 		{"", true, 2, 2, 2, false},   // GOMAXPROCS in the environment: the runtime's choice stands
 		{"", false, 2, 8, 2, false},  // a CPU quota below the CPUs: none beyond it
 		{"4", true, 2, 8, 4, false},  // the setting wins over all
