@@ -75,6 +75,7 @@ func runLatency(ctx context.Context, s *Suite, o *SuiteOptions, servers []*Serve
 				if !ok {
 					continue
 				}
+				settleWriteback()
 				r, err := Run(ctx, "e2e", c, nil)
 				srv.SampleRSS()
 				if ctx.Err() != nil {
