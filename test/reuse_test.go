@@ -1,15 +1,16 @@
 package test
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"sluice/internal/testbroker"
+	"sluice/persist/vfs"
 	"sluice/wire"
 )
 
@@ -101,17 +102,22 @@ func TestRetentionReusesSegmentFilesAcrossKill(t *testing.T) {
 }
 
 // skipWithoutZeroRange skips the test where the filesystem of dir cannot zero a file in
-// place (FALLOC_FL_ZERO_RANGE), as the broker's segment reuse needs (it turns itself
-// off there: persist/local's TestReuseOnTmpfs).
+// place (vfs.File.Zero, as the broker's segment reuse does; it turns itself off there:
+// persist/local's TestReuseOnTmpfs). Any other error of the probe fails the test.
 func skipWithoutZeroRange(t *testing.T, dir string) {
 	t.Helper()
-	f, err := os.CreateTemp(dir, "probe")
+	probe := filepath.Join(dir, "zero-probe")
+	f, err := vfs.Default().Create(probe)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer os.Remove(f.Name())
-	defer f.Close()
-	if err := unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_ZERO_RANGE, 0, 4096); err != nil {
+	err = f.Zero(0, vfs.DirectAlign)
+	f.Close()
+	os.Remove(probe)
+	switch {
+	case errors.Is(err, errors.ErrUnsupported):
 		t.Skipf("the filesystem of %s cannot zero a file in place: %v", dir, err)
+	case err != nil:
+		t.Fatal(err)
 	}
 }
