@@ -194,7 +194,16 @@ func RunSuite(ctx context.Context, o SuiteOptions) (*Suite, error) {
 			continue
 		}
 		if !o.NewOnly {
-			err := runSystem(ctx, s, &o, srv, sz, logf)
+			// sluice's rounds of consume from the page cache alternate with the
+			// sendfile ceiling's (pagepair.go).
+			var pc *pageCeiling
+			if srv.Name == "sluice" && o.has("consume") {
+				pc = &pageCeiling{dir: filepath.Join(o.Work, "ceiling-page"), sz: sz}
+			}
+			err := runSystem(ctx, s, &o, srv, pc, sz, logf)
+			if pc != nil {
+				pc.finish(s, consumeRounds)
+			}
 			srv.Stop()
 			s.RSS[srv.Name] = srv.PeakRSS
 			if err != nil {
@@ -280,7 +289,7 @@ func baseConfig(system, addr, topic string, recSize int) Config {
 // reads from), restart the server, consume again (page cache). The end-to-end runs come
 // later, every system's side by side (runLatency). With o.Only, only the parts asked for
 // and the 1 KiB produce run they need (its rate sets the end-to-end runs' half load).
-func runSystem(ctx context.Context, s *Suite, o *SuiteOptions, srv *Server, sz suiteSizes, logf func(string, ...any)) error {
+func runSystem(ctx context.Context, s *Suite, o *SuiteOptions, srv *Server, pc *pageCeiling, sz suiteSizes, logf func(string, ...any)) error {
 	name := srv.Name
 	run := func(m, w string, c Config) (*Result, error) {
 		c.ServerPid = srv.Pid()
@@ -313,9 +322,16 @@ func runSystem(ctx context.Context, s *Suite, o *SuiteOptions, srv *Server, sz s
 		}
 		// Restarted again before each run, so that nothing the last run left in the
 		// server's own memory serves this one, and its files read into the page cache
-		// (warm.go). consumeRounds runs, the median kept (median.go).
+		// (warm.go). consumeRounds runs, the median kept (median.go). With pc, a round of
+		// the sendfile ceiling runs beside each, before it in odd rounds and after it in
+		// even ones, so that neither side always follows the other.
 		var rs []*Result
 		for i := range consumeRounds {
+			if pc != nil && i%2 == 0 {
+				if err := pc.round(ctx, s, logf); err != nil {
+					return err
+				}
+			}
 			if err := srv.Restart(ctx); err != nil {
 				return err
 			}
@@ -331,6 +347,11 @@ func runSystem(ctx context.Context, s *Suite, o *SuiteOptions, srv *Server, sz s
 			}
 			logf("%-8s %-18s round %d (%d MB of files read first): %s", name, MConsumePage, i+1, n/1e6, Summary(r))
 			rs = append(rs, r)
+			if pc != nil && i%2 == 1 {
+				if err := pc.round(ctx, s, logf); err != nil {
+					return err
+				}
+			}
 		}
 		s.put(name, MConsumePage, medianRun(rs))
 	}
@@ -365,10 +386,11 @@ func runCeilings(ctx context.Context, s *Suite, o *SuiteOptions, dir string, sz 
 		{"sendfile", MProduce1K, "produce", 1024, sz.count1K, false},
 		{"sendfile", MConsumePage, "consume", 1024, sz.count1K, true},
 	}
+	paired := s.Results["sendfile"][MConsumePage] != nil // alternating with sluice's (pagepair.go)
 	for _, st := range steps {
 		needed := o.has("produce") && st.w == "produce" ||
 			o.has("consume") && (st.m == MConsumeMem || st.m == MConsumePage || st.system == "sendfile")
-		if !needed {
+		if !needed || paired && st.system == "sendfile" {
 			continue
 		}
 		c := baseConfig(st.system, dir, "c1k", st.rec)
