@@ -9,10 +9,16 @@ import (
 	"time"
 )
 
+// pageSuite is an empty suite as RunSuite starts one.
+func pageSuite() *Suite {
+	return &Suite{Results: map[string]map[string]*Result{}, RSS: map[string]int64{}, Skipped: map[string]string{}}
+}
+
 // TestPageCeiling runs the paired sendfile ceiling for real on a small file: the first
-// round writes the file (the ceiling's produce), every round consumes all of it, finish
-// keeps the median and removes the file; with a round missing it keeps nothing, so that
-// runCeilings measures the ceiling itself.
+// round writes the file (the ceiling's produce), every round consumes all of it (20 000
+// records, not a multiple of the consumers' count of 256: each round ends at its count,
+// not after idling), finish keeps the median and removes the file; with a round missing
+// it keeps nothing, so that runCeilings measures the ceiling itself.
 func TestPageCeiling(t *testing.T) {
 	ctx := context.Background()
 	sz := suiteSizes{count1K: 20_000, cap: 10 * time.Second}
@@ -20,12 +26,17 @@ func TestPageCeiling(t *testing.T) {
 		rounds, want int
 		kept         bool
 	}{{3, 3, true}, {2, 3, false}} {
-		s := &Suite{Results: map[string]map[string]*Result{}}
+		s := pageSuite()
 		p := &pageCeiling{dir: filepath.Join(t.TempDir(), "ceiling-page"), sz: sz}
+		start := time.Now()
 		for range tc.rounds {
-			if err := p.round(ctx, s, t.Logf); err != nil {
-				t.Fatal(err)
-			}
+			p.round(ctx, s, t.Logf)
+		}
+		if p.err != nil {
+			t.Fatal(p.err)
+		}
+		if d := time.Since(start); d > idleEnd {
+			t.Errorf("%d rounds of 20 000 records took %v: a round waited for the consumers to idle", tc.rounds, d)
 		}
 		if r := s.Results["sendfile"][MProduce1K]; r == nil || r.Records != sz.count1K {
 			t.Fatalf("the ceiling's produce: %+v", r)
@@ -38,13 +49,75 @@ func TestPageCeiling(t *testing.T) {
 		p.finish(s, tc.want)
 		r := s.Results["sendfile"][MConsumePage]
 		switch {
-		case tc.kept && (r == nil || !strings.HasPrefix(r.Note, "alternating with sluice's runs; median of 3 runs")):
+		case tc.kept && (r == nil || !strings.HasPrefix(r.Note, pairedNote+"median of 3 runs") || !s.pagePaired()):
 			t.Fatalf("%d of %d rounds: kept %+v", tc.rounds, tc.want, r)
-		case !tc.kept && r != nil:
+		case !tc.kept && (r != nil || s.pagePaired()):
 			t.Fatalf("%d of %d rounds: kept %+v, want nothing", tc.rounds, tc.want, r)
 		}
 		if _, err := os.Stat(p.dir); !os.IsNotExist(err) {
 			t.Fatalf("the ceiling's directory is still there: %v", err)
+		}
+	}
+}
+
+// TestPageCeilingFails: a ceiling that cannot run (its directory cannot be made: a file
+// stands where its parent should be) stops pairing without an error for sluice's runs,
+// says why in Skipped, keeps nothing, and runs no later round.
+func TestPageCeilingFails(t *testing.T) {
+	blocker := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(blocker, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := pageSuite()
+	p := &pageCeiling{dir: filepath.Join(blocker, "ceiling-page"), sz: suiteSizes{count1K: 1000, cap: 10 * time.Second}}
+	for range consumeRounds {
+		p.round(context.Background(), s, t.Logf)
+	}
+	p.finish(s, consumeRounds)
+	if p.err == nil || len(p.rounds) != 0 || s.Skipped["sendfile alternating with sluice"] == "" {
+		t.Fatalf("err %v, %d rounds, skipped %q", p.err, len(p.rounds), s.Skipped)
+	}
+	if s.Results["sendfile"] != nil || s.pagePaired() {
+		t.Fatalf("kept %+v", s.Results["sendfile"])
+	}
+}
+
+// TestRunCeilingsPaired: runCeilings measures no sendfile step when the ceiling ran
+// alternating with sluice (its results stay those of the pairing), and measures the
+// sendfile consume itself when the pairing kept nothing.
+func TestRunCeilingsPaired(t *testing.T) {
+	ctx := context.Background()
+	sz := suiteSizes{count1K: 4_000, count100: 4_000, cap: 10 * time.Second}
+	o := &SuiteOptions{Only: []string{"consume"}}
+	logf := func(string, ...any) {}
+	for _, full := range []bool{true, false} {
+		s := pageSuite()
+		p := &pageCeiling{dir: filepath.Join(t.TempDir(), "ceiling-page"), sz: sz}
+		rounds := consumeRounds
+		if !full {
+			rounds--
+		}
+		for range rounds {
+			p.round(ctx, s, logf)
+		}
+		p.finish(s, consumeRounds)
+		prod, cons := s.Results["sendfile"][MProduce1K], s.Results["sendfile"][MConsumePage]
+		if err := runCeilings(ctx, s, o, filepath.Join(t.TempDir(), "ceiling"), sz, logf); err != nil {
+			t.Fatal(err)
+		}
+		gotProd, gotCons := s.Results["sendfile"][MProduce1K], s.Results["sendfile"][MConsumePage]
+		switch {
+		case full && (gotProd != prod || gotCons != cons || !s.pagePaired()):
+			t.Fatalf("paired: runCeilings measured the sendfile ceiling again: %+v, %+v", gotProd, gotCons)
+		case !full && (gotProd == prod || gotCons == nil || s.pagePaired()):
+			t.Fatalf("not paired: runCeilings did not measure the sendfile ceiling: %+v, %+v", gotProd, gotCons)
+		}
+		if s.Results["tcp"][MConsumeMem] == nil {
+			t.Fatalf("paired %v: no tcp ceiling", full)
+		}
+		md := s.Markdown(nil)
+		if says := strings.Contains(md, "whose rounds alternate with sluice's"); says != full {
+			t.Fatalf("paired %v: the report says the rounds alternated: %v", full, says)
 		}
 	}
 }
