@@ -8,7 +8,8 @@ import (
 )
 
 // pageCeiling runs the sendfile ceiling of consume from the page cache one round at a
-// time, so that the suite can alternate its rounds with sluice's. Measured apart (all of
+// time, so that the suite can alternate its rounds with sluice's (and the tcp ceiling of
+// consume from memory right after sluice's: tcpRound). Measured apart (all of
 // sluice's rounds, then all of the ceiling's, a minute later), the ratio moved with the
 // host's minute: in the suites of 2026-12-06 the ceiling's median ranged 3 808-5 161 MB/s
 // and sluice's ratio to it 0.77-1.02, while rounds run back to back, each sluice round
@@ -85,6 +86,42 @@ func (p *pageCeiling) finish(s *Suite, want int) {
 		s.put("sendfile", MConsumePage, r)
 	}
 	os.RemoveAll(p.dir)
+}
+
+// tcpNote starts the note of the tcp ceiling's consume from memory measured right after
+// sluice's.
+const tcpNote = "right after sluice's run"
+
+// tcpRound measures the tcp ceiling of consume from memory right after sluice's, for the
+// same reason the sendfile rounds alternate with sluice's: measured a minute later among
+// the other ceilings, the ratio took the host's minute with it (sluice 2707 MB/s at the
+// start of the 19:36 suite of 2026-12-06, on a host then slow enough that its burst was
+// 1232 MB/s against 1585-2140 in the day's other suites, and tcp 4520 MB/s a minute
+// later: 0.60). One round, as sluice's consume from memory is one (the first read of
+// what it just produced). A failure is the ceiling's, as in round.
+func (p *pageCeiling) tcpRound(ctx context.Context, s *Suite, logf func(string, ...any)) {
+	c := baseConfig("tcp", p.dir, "c1k", 1024)
+	c.Count, c.Duration, c.FromStart = p.sz.count1K, p.sz.cap, true
+	r, err := Run(ctx, "consume", c, nil)
+	if err != nil {
+		s.Skipped["tcp right after sluice"] = err.Error()
+		logf("tcp ceiling, right after sluice: %v (measured after sluice's runs instead)", err)
+		return
+	}
+	if r.Note != "" {
+		r.Note = tcpNote + "; " + r.Note
+	} else {
+		r.Note = tcpNote
+	}
+	s.put("tcp", MConsumeMem, r)
+	logf("%-8s %-18s %s", "tcp", MConsumeMem, Summary(r))
+}
+
+// tcpBeside reports whether the tcp ceiling's consume from memory ran right after
+// sluice's (tcpRound).
+func (s *Suite) tcpBeside() bool {
+	r := s.Results["tcp"][MConsumeMem]
+	return r != nil && strings.HasPrefix(r.Note, tcpNote)
 }
 
 // pagePaired reports whether the sendfile ceiling's consume from the page cache ran

@@ -83,8 +83,9 @@ func TestPageCeilingFails(t *testing.T) {
 }
 
 // TestRunCeilingsPaired: runCeilings measures no sendfile step when the ceiling ran
-// alternating with sluice (its results stay those of the pairing), and measures the
-// sendfile consume itself when the pairing kept nothing.
+// alternating with sluice (its results stay those of the pairing), and no tcp consume
+// when that ran right after sluice's; it measures them itself when the pairing kept
+// nothing; the report says which.
 func TestRunCeilingsPaired(t *testing.T) {
 	ctx := context.Background()
 	sz := suiteSizes{count1K: 4_000, count100: 4_000, cap: 10 * time.Second}
@@ -100,8 +101,15 @@ func TestRunCeilingsPaired(t *testing.T) {
 		for range rounds {
 			p.round(ctx, s, logf)
 		}
+		if full {
+			p.tcpRound(ctx, s, logf)
+			if r := s.Results["tcp"][MConsumeMem]; r == nil || r.Records != sz.count1K || r.Note != tcpNote || !s.tcpBeside() {
+				t.Fatalf("tcp right after sluice: %+v", r)
+			}
+		}
 		p.finish(s, consumeRounds)
 		prod, cons := s.Results["sendfile"][MProduce1K], s.Results["sendfile"][MConsumePage]
+		tcp := s.Results["tcp"][MConsumeMem]
 		if err := runCeilings(ctx, s, o, filepath.Join(t.TempDir(), "ceiling"), sz, logf); err != nil {
 			t.Fatal(err)
 		}
@@ -112,12 +120,21 @@ func TestRunCeilingsPaired(t *testing.T) {
 		case !full && (gotProd == prod || gotCons == nil || s.pagePaired()):
 			t.Fatalf("not paired: runCeilings did not measure the sendfile ceiling: %+v, %+v", gotProd, gotCons)
 		}
-		if s.Results["tcp"][MConsumeMem] == nil {
+		gotTCP := s.Results["tcp"][MConsumeMem]
+		switch {
+		case gotTCP == nil:
 			t.Fatalf("paired %v: no tcp ceiling", full)
+		case full && (gotTCP != tcp || !s.tcpBeside()):
+			t.Fatalf("paired: runCeilings measured the tcp consume again: %+v", gotTCP)
+		case !full && s.tcpBeside():
+			t.Fatalf("not paired: the tcp consume says it ran right after sluice's: %+v", gotTCP)
 		}
 		md := s.Markdown(nil)
 		if says := strings.Contains(md, "whose rounds alternate with sluice's"); says != full {
 			t.Fatalf("paired %v: the report says the rounds alternated: %v", full, says)
+		}
+		if says := strings.Contains(md, "the tcp ceiling's consume runs right after sluice's"); says != full {
+			t.Fatalf("paired %v: the report says the tcp consume ran right after sluice's: %v", full, says)
 		}
 	}
 }

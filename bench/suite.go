@@ -314,6 +314,9 @@ func runSystem(ctx context.Context, s *Suite, o *SuiteOptions, srv *Server, pc *
 		if _, err := run(MConsumeMem, "consume", cc); err != nil {
 			return err
 		}
+		if pc != nil {
+			pc.tcpRound(ctx, s, logf)
+		}
 		if err := srv.Restart(ctx); err != nil {
 			return err
 		}
@@ -386,7 +389,7 @@ func runCeilings(ctx context.Context, s *Suite, o *SuiteOptions, dir string, sz 
 	for _, st := range steps {
 		needed := o.has("produce") && st.w == "produce" ||
 			o.has("consume") && (st.m == MConsumeMem || st.m == MConsumePage || st.system == "sendfile")
-		if !needed || paired && st.system == "sendfile" {
+		if !needed || paired && st.system == "sendfile" || st.system == "tcp" && st.m == MConsumeMem && s.tcpBeside() {
 			continue
 		}
 		c := baseConfig(st.system, dir, "c1k", st.rec)
