@@ -7,9 +7,10 @@ import (
 	"strings"
 )
 
-// pageCeiling runs the sendfile ceiling of consume from the page cache one round at a
-// time, so that the suite can alternate its rounds with sluice's (and the tcp ceiling of
-// consume from memory right after sluice's: tcpRound). Measured apart (all of
+// ceilingsBeside runs the ceilings of sluice's consume runs beside them: the sendfile
+// ceiling of consume from the page cache one round at a time, so that the suite can
+// alternate its rounds with sluice's (pageRound), and the tcp ceiling of consume from
+// memory right after sluice's (tcpRound). Measured apart (all of
 // sluice's rounds, then all of the ceiling's, a minute later), the ratio moved with the
 // host's minute: in the suites of 2026-12-06 the ceiling's median ranged 3 808-5 161 MB/s
 // and sluice's ratio to it 0.77-1.02, while rounds run back to back, each sluice round
@@ -17,9 +18,9 @@ import (
 // Each round of either side now runs seconds from a round of the other (a restart of
 // sluice and the read of its files lie between some of them).
 //
-// A failure of the ceiling is the ceiling's, not sluice's: round logs it, stops pairing,
+// A failure of a ceiling is the ceiling's, not sluice's: pageRound logs it, stops pairing,
 // and leaves the ceiling to runCeilings, which measures it after sluice's runs as before.
-type pageCeiling struct {
+type ceilingsBeside struct {
 	dir    string // the ceiling's file directory, beside the servers' data
 	sz     suiteSizes
 	ready  bool  // the file is written
@@ -30,17 +31,11 @@ type pageCeiling struct {
 // pairedNote starts the note of a ceiling result measured alternating with sluice's.
 const pairedNote = "alternating with sluice's runs; "
 
-// config is the ceiling's consume (or, with produce, the run that writes its file).
-func (p *pageCeiling) config(produce bool) Config {
-	c := baseConfig("sendfile", p.dir, "c1k", 1024)
-	c.Count, c.Duration, c.FromStart = p.sz.count1K, p.sz.cap, !produce
-	return c
-}
-
-// round runs one round of the ceiling's consume, writing its file first on the first
-// round (that run is the sendfile ceiling's produce, as runCeilings would have put it).
+// pageRound runs one round of the sendfile ceiling's consume, writing its file first on
+// the first round (that run is the sendfile ceiling's produce, as runCeilings would have
+// put it).
 // After a failure it does nothing.
-func (p *pageCeiling) round(ctx context.Context, s *Suite, logf func(string, ...any)) {
+func (p *ceilingsBeside) pageRound(ctx context.Context, s *Suite, logf func(string, ...any)) {
 	if p.err != nil {
 		return
 	}
@@ -51,13 +46,13 @@ func (p *pageCeiling) round(ctx context.Context, s *Suite, logf func(string, ...
 	}
 }
 
-func (p *pageCeiling) run(ctx context.Context, s *Suite, logf func(string, ...any)) error {
+func (p *ceilingsBeside) run(ctx context.Context, s *Suite, logf func(string, ...any)) error {
 	if !p.ready {
 		os.RemoveAll(p.dir)
 		if err := os.MkdirAll(p.dir, 0o755); err != nil {
 			return fmt.Errorf("sendfile ceiling: %w", err)
 		}
-		r, err := Run(ctx, "produce", p.config(true), nil)
+		r, err := Run(ctx, "produce", ceilingConfig("sendfile", p.dir, 1024, p.sz.count1K, p.sz.cap, false), nil)
 		if err != nil {
 			return fmt.Errorf("sendfile %s: %w", MProduce1K, err)
 		}
@@ -68,7 +63,7 @@ func (p *pageCeiling) run(ctx context.Context, s *Suite, logf func(string, ...an
 		settleWriteback()
 		p.ready = true
 	}
-	r, err := Run(ctx, "consume", p.config(false), nil)
+	r, err := Run(ctx, "consume", ceilingConfig("sendfile", p.dir, 1024, p.sz.count1K, p.sz.cap, true), nil)
 	if err != nil {
 		return fmt.Errorf("sendfile %s: %w", MConsumePage, err)
 	}
@@ -79,7 +74,7 @@ func (p *pageCeiling) run(ctx context.Context, s *Suite, logf func(string, ...an
 
 // finish puts the ceiling's run of median MB/s, when every round ran, and removes its
 // file. runCeilings does not measure what finish put.
-func (p *pageCeiling) finish(s *Suite, want int) {
+func (p *ceilingsBeside) finish(s *Suite, want int) {
 	if p.err == nil && len(p.rounds) == want && want > 0 {
 		r := medianRun(p.rounds)
 		r.Note = pairedNote + r.Note
@@ -98,11 +93,9 @@ const tcpNote = "right after sluice's run"
 // start of the 19:36 suite of 2026-12-06, on a host then slow enough that its burst was
 // 1232 MB/s against 1585-2140 in the day's other suites, and tcp 4520 MB/s a minute
 // later: 0.60). One round, as sluice's consume from memory is one (the first read of
-// what it just produced). A failure is the ceiling's, as in round.
-func (p *pageCeiling) tcpRound(ctx context.Context, s *Suite, logf func(string, ...any)) {
-	c := baseConfig("tcp", p.dir, "c1k", 1024)
-	c.Count, c.Duration, c.FromStart = p.sz.count1K, p.sz.cap, true
-	r, err := Run(ctx, "consume", c, nil)
+// what it just produced). A failure is the ceiling's, as in pageRound.
+func (p *ceilingsBeside) tcpRound(ctx context.Context, s *Suite, logf func(string, ...any)) {
+	r, err := Run(ctx, "consume", ceilingConfig("tcp", p.dir, 1024, p.sz.count1K, p.sz.cap, true), nil)
 	if err != nil {
 		s.Skipped["tcp right after sluice"] = err.Error()
 		logf("tcp ceiling, right after sluice: %v (measured after sluice's runs instead)", err)
@@ -125,7 +118,7 @@ func (s *Suite) tcpBeside() bool {
 }
 
 // pagePaired reports whether the sendfile ceiling's consume from the page cache ran
-// alternating with sluice's (pageCeiling).
+// alternating with sluice's (pageRound).
 func (s *Suite) pagePaired() bool {
 	r := s.Results["sendfile"][MConsumePage]
 	return r != nil && strings.HasPrefix(r.Note, pairedNote)

@@ -27,10 +27,10 @@ func TestPageCeiling(t *testing.T) {
 		kept         bool
 	}{{3, 3, true}, {2, 3, false}} {
 		s := pageSuite()
-		p := &pageCeiling{dir: filepath.Join(t.TempDir(), "ceiling-page"), sz: sz}
+		p := &ceilingsBeside{dir: filepath.Join(t.TempDir(), "ceiling-page"), sz: sz}
 		start := time.Now()
 		for range tc.rounds {
-			p.round(ctx, s, t.Logf)
+			p.pageRound(ctx, s, t.Logf)
 		}
 		if p.err != nil {
 			t.Fatal(p.err)
@@ -69,9 +69,9 @@ func TestPageCeilingFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := pageSuite()
-	p := &pageCeiling{dir: filepath.Join(blocker, "ceiling-page"), sz: suiteSizes{count1K: 1000, cap: 10 * time.Second}}
+	p := &ceilingsBeside{dir: filepath.Join(blocker, "ceiling-page"), sz: suiteSizes{count1K: 1000, cap: 10 * time.Second}}
 	for range consumeRounds {
-		p.round(context.Background(), s, t.Logf)
+		p.pageRound(context.Background(), s, t.Logf)
 	}
 	p.finish(s, consumeRounds)
 	if p.err == nil || len(p.rounds) != 0 || s.Skipped["sendfile alternating with sluice"] == "" {
@@ -93,13 +93,13 @@ func TestRunCeilingsPaired(t *testing.T) {
 	logf := func(string, ...any) {}
 	for _, full := range []bool{true, false} {
 		s := pageSuite()
-		p := &pageCeiling{dir: filepath.Join(t.TempDir(), "ceiling-page"), sz: sz}
+		p := &ceilingsBeside{dir: filepath.Join(t.TempDir(), "ceiling-page"), sz: sz}
 		rounds := consumeRounds
 		if !full {
 			rounds--
 		}
 		for range rounds {
-			p.round(ctx, s, logf)
+			p.pageRound(ctx, s, logf)
 		}
 		if full {
 			p.tcpRound(ctx, s, logf)

@@ -194,11 +194,10 @@ func RunSuite(ctx context.Context, o SuiteOptions) (*Suite, error) {
 			continue
 		}
 		if !o.NewOnly {
-			// sluice's rounds of consume from the page cache alternate with the
-			// sendfile ceiling's (pagepair.go).
-			var pc *pageCeiling
+			// The ceilings of sluice's consume runs run beside them (pagepair.go).
+			var pc *ceilingsBeside
 			if srv.Name == "sluice" && o.has("consume") {
-				pc = &pageCeiling{dir: filepath.Join(o.Work, "ceiling-page"), sz: sz}
+				pc = &ceilingsBeside{dir: filepath.Join(o.Work, "ceiling-page"), sz: sz}
 			}
 			err := runSystem(ctx, s, &o, srv, pc, sz, logf)
 			if pc != nil {
@@ -279,6 +278,14 @@ func loadAvg() string {
 	return strings.Join(f[:min(3, len(f))], " ")
 }
 
+// ceilingConfig is a ceiling's run of count records of rec bytes, its file (sendfile) in
+// dir, bounded by limit.
+func ceilingConfig(system, dir string, rec int, count int64, limit time.Duration, fromStart bool) Config {
+	c := baseConfig(system, dir, "c1k", rec)
+	c.Count, c.Duration, c.FromStart = count, limit, fromStart
+	return c
+}
+
 func baseConfig(system, addr, topic string, recSize int) Config {
 	return Config{System: system, Broker: addr, Topic: topic, RecordSize: recSize, BatchBytes: suiteBatch,
 		Linger: suiteLinger, Partitions: suitePartitions, Producers: 1, Consumers: 1}
@@ -289,7 +296,7 @@ func baseConfig(system, addr, topic string, recSize int) Config {
 // reads from), restart the server, consume again (page cache). The end-to-end runs come
 // later, every system's side by side (runLatency). With o.Only, only the parts asked for
 // and the 1 KiB produce run they need (its rate sets the end-to-end runs' half load).
-func runSystem(ctx context.Context, s *Suite, o *SuiteOptions, srv *Server, pc *pageCeiling, sz suiteSizes, logf func(string, ...any)) error {
+func runSystem(ctx context.Context, s *Suite, o *SuiteOptions, srv *Server, pc *ceilingsBeside, sz suiteSizes, logf func(string, ...any)) error {
 	name := srv.Name
 	run := func(m, w string, c Config) (*Result, error) {
 		c.ServerPid = srv.Pid()
@@ -331,7 +338,7 @@ func runSystem(ctx context.Context, s *Suite, o *SuiteOptions, srv *Server, pc *
 		var rs []*Result
 		for i := range consumeRounds {
 			if pc != nil && i%2 == 0 {
-				pc.round(ctx, s, logf)
+				pc.pageRound(ctx, s, logf)
 			}
 			if err := srv.Restart(ctx); err != nil {
 				return err
@@ -349,7 +356,7 @@ func runSystem(ctx context.Context, s *Suite, o *SuiteOptions, srv *Server, pc *
 			logf("%-8s %-18s round %d (%d MB of files read first): %s", name, MConsumePage, i+1, n/1e6, Summary(r))
 			rs = append(rs, r)
 			if pc != nil && i%2 == 1 {
-				pc.round(ctx, s, logf)
+				pc.pageRound(ctx, s, logf)
 			}
 		}
 		s.put(name, MConsumePage, medianRun(rs))
@@ -385,15 +392,15 @@ func runCeilings(ctx context.Context, s *Suite, o *SuiteOptions, dir string, sz 
 		{"sendfile", MProduce1K, "produce", 1024, sz.count1K, false},
 		{"sendfile", MConsumePage, "consume", 1024, sz.count1K, true},
 	}
-	paired := s.pagePaired() // measured alternating with sluice's (pagepair.go)
 	for _, st := range steps {
 		needed := o.has("produce") && st.w == "produce" ||
 			o.has("consume") && (st.m == MConsumeMem || st.m == MConsumePage || st.system == "sendfile")
-		if !needed || paired && st.system == "sendfile" || st.system == "tcp" && st.m == MConsumeMem && s.tcpBeside() {
+		// Measured beside sluice's runs already (pagepair.go).
+		beside := st.system == "sendfile" && s.pagePaired() || st.system == "tcp" && st.m == MConsumeMem && s.tcpBeside()
+		if !needed || beside {
 			continue
 		}
-		c := baseConfig(st.system, dir, "c1k", st.rec)
-		c.Count, c.Duration, c.FromStart = st.count, sz.cap, st.fromStart
+		c := ceilingConfig(st.system, dir, st.rec, st.count, sz.cap, st.fromStart)
 		rounds := 1
 		if st.m == MConsumePage {
 			rounds = consumeRounds // as the systems' runs it is compared with
