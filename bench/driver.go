@@ -34,6 +34,14 @@ type Producer interface {
 	Close() error
 }
 
+// BatchSender is a Producer that queues several records in one call. produceLoop hands
+// such a driver each wake-up's records at once when it reports no acknowledgments.
+type BatchSender interface {
+	// SendBatch queues a copy of each value, in order (values may be reused when it
+	// returns).
+	SendBatch(ctx context.Context, values [][]byte) error
+}
+
 // Consumer reads records.
 type Consumer interface {
 	// Run calls fn with each record value, from one goroutine, until ctx ends or fn

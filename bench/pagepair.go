@@ -7,25 +7,28 @@ import (
 	"strings"
 )
 
-// ceilingsBeside runs the ceilings of sluice's consume runs beside them: the sendfile
-// ceiling of consume from the page cache one round at a time, so that the suite can
-// alternate its rounds with sluice's (pageRound), and the tcp ceiling of consume from
-// memory right after sluice's (tcpRound). Measured apart (all of
-// sluice's rounds, then all of the ceiling's, a minute later), the ratio moved with the
-// host's minute: in the suites of 2026-12-06 the ceiling's median ranged 3 808-5 161 MB/s
-// and sluice's ratio to it 0.77-1.02, while rounds run back to back, each sluice round
-// followed by a ceiling round (`pcvs.sh` in the notebook), gave 0.86-0.91 in five pairs.
-// Each round of either side now runs seconds from a round of the other (a restart of
-// sluice and the read of its files lie between some of them).
+// ceilingsBeside runs the ceilings of sluice's consume runs beside them, one round at a
+// time, so that the suite can alternate their rounds with sluice's: the sendfile ceiling
+// of consume from the page cache (pageRound) and the tcp ceiling of consume from memory
+// (tcpRound). Measured apart (all of sluice's rounds, then all of the ceiling's, a minute
+// later), the ratio moved with the host's minute: in the suites of 2026-12-06 the
+// sendfile ceiling's median ranged 3 808-5 161 MB/s and sluice's ratio to it 0.77-1.02,
+// while rounds run back to back, each sluice round followed by a ceiling round (`pcvs.sh`
+// in the notebook), gave 0.86-0.91 in five pairs. Each round of either side now runs
+// seconds from a round of the other (a restart of sluice and the read of its files lie
+// between some of them).
 //
-// A failure of a ceiling is the ceiling's, not sluice's: pageRound logs it, stops pairing,
-// and leaves the ceiling to runCeilings, which measures it after sluice's runs as before.
+// A failure of a ceiling is the ceiling's, not sluice's: the round logs it, stops that
+// ceiling's pairing, and leaves the ceiling to runCeilings, which measures it after
+// sluice's runs as before.
 type ceilingsBeside struct {
 	dir    string // the ceiling's file directory, beside the servers' data
 	sz     suiteSizes
 	ready  bool  // the file is written
-	err    error // the failure that stopped the pairing
+	err    error // the failure that stopped the sendfile pairing
 	rounds []*Result
+	tcpErr error // the failure that stopped the tcp pairing
+	tcp    []*Result
 }
 
 // pairedNote starts the note of a ceiling result measured alternating with sluice's.
@@ -72,45 +75,48 @@ func (p *ceilingsBeside) run(ctx context.Context, s *Suite, logf func(string, ..
 	return nil
 }
 
-// finish puts the ceiling's run of median MB/s, when every round ran, and removes its
-// file. runCeilings does not measure what finish put.
+// finish puts each ceiling's run of median MB/s, when every round of it ran, and removes
+// the sendfile ceiling's file. runCeilings does not measure what finish put.
 func (p *ceilingsBeside) finish(s *Suite, want int) {
 	if p.err == nil && len(p.rounds) == want && want > 0 {
 		r := medianRun(p.rounds)
 		r.Note = pairedNote + r.Note
 		s.put("sendfile", MConsumePage, r)
 	}
+	if p.tcpErr == nil && len(p.tcp) == want && want > 0 {
+		r := medianRun(p.tcp)
+		r.Note = strings.TrimSuffix(tcpNote+"; "+r.Note, "; ")
+		s.put("tcp", MConsumeMem, r)
+	}
 	os.RemoveAll(p.dir)
 }
 
-// tcpNote starts the note of the tcp ceiling's consume from memory measured right after
-// sluice's.
-const tcpNote = "right after sluice's run"
+// tcpNote starts the note of the tcp ceiling's consume from memory measured alternating
+// with sluice's.
+const tcpNote = "alternating with sluice's consume from memory"
 
-// tcpRound measures the tcp ceiling of consume from memory right after sluice's, for the
-// same reason the sendfile rounds alternate with sluice's: measured a minute later among
-// the other ceilings, the ratio took the host's minute with it (sluice 2707 MB/s at the
-// start of the 19:36 suite of 2026-12-06, on a host then slow enough that its burst was
-// 1232 MB/s against 1585-2140 in the day's other suites, and tcp 4520 MB/s a minute
-// later: 0.60). One round, as sluice's consume from memory is one (the first read of
-// what it just produced). A failure is the ceiling's, as in pageRound.
+// tcpRound runs one round of the tcp ceiling's consume from memory, for the same reason
+// the sendfile rounds alternate with sluice's: measured a minute later among the other
+// ceilings, the ratio took the host's minute with it (sluice 2707 MB/s at the start of
+// the 19:36 suite of 2026-12-06, on a host then slow enough that its burst was 1232 MB/s
+// against 1585-2140 in the day's other suites, and tcp 4520 MB/s a minute later: 0.60).
+// A failure is the ceiling's, as in pageRound.
 func (p *ceilingsBeside) tcpRound(ctx context.Context, s *Suite, logf func(string, ...any)) {
-	r, err := Run(ctx, "consume", ceilingConfig("tcp", p.dir, 1024, p.sz.count1K, p.sz.cap, true), nil)
-	if err != nil {
-		s.Skipped["tcp right after sluice"] = err.Error()
-		logf("tcp ceiling, right after sluice: %v (measured after sluice's runs instead)", err)
+	if p.tcpErr != nil {
 		return
 	}
-	if r.Note != "" {
-		r.Note = tcpNote + "; " + r.Note
-	} else {
-		r.Note = tcpNote
+	r, err := Run(ctx, "consume", ceilingConfig("tcp", p.dir, 1024, p.sz.count1K, p.sz.cap, true), nil)
+	if err != nil {
+		p.tcpErr = err
+		s.Skipped["tcp alternating with sluice"] = err.Error()
+		logf("tcp ceiling, alternating with sluice: %v (measured after sluice's runs instead)", err)
+		return
 	}
-	s.put("tcp", MConsumeMem, r)
-	logf("%-8s %-18s %s", "tcp", MConsumeMem, Summary(r))
+	p.tcp = append(p.tcp, r)
+	logf("%-8s %-18s round %d: %s", "tcp", MConsumeMem, len(p.tcp), Summary(r))
 }
 
-// tcpBeside reports whether the tcp ceiling's consume from memory ran right after
+// tcpBeside reports whether the tcp ceiling's consume from memory ran alternating with
 // sluice's (tcpRound).
 func (s *Suite) tcpBeside() bool {
 	r := s.Results["tcp"][MConsumeMem]

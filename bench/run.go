@@ -23,6 +23,13 @@ type Counters struct {
 
 func (c *Counters) add(n, bytes int64) { c.records.Add(n); c.bytes.Add(bytes) }
 
+// failOn counts err when it is one (an acknowledgment callback).
+func (c *Counters) failOn(err error) {
+	if err != nil {
+		c.fail(err)
+	}
+}
+
 func (c *Counters) fail(err error) {
 	if c.errors.Add(1) == 1 {
 		c.mu.Lock()
@@ -68,19 +75,20 @@ func Run(ctx context.Context, w string, c Config, progress io.Writer) (*Result, 
 
 // produceLoop is one producer's loop: it sends quota records (0 = no limit) at rate
 // (0 = as fast as it can) until ctx ends, stamping each with its intended send time.
+//
+// The records a wake-up of the pacer releases are stamped together into a chunk of
+// record buffers, then handed over: at once to a driver that takes several
+// (BatchSender), else one by one. At 750 000 records/s a wake-up releases about 40.
 func produceLoop(ctx context.Context, p Producer, c *Config, clk clock, rate float64, quota int64, cnt *Counters, rec *Recorder) {
-	v := make([]byte, c.RecordSize)
-	fillPayload(v[stampSize:], rand.Uint64())
+	slots := newChunk(c.RecordSize)
+	stamps := make([]int64, len(slots))
 	pacer := NewPacer(time.Unix(0, clk.now()), rate)
 	sleeper, _ := nanosleep.NewSleeper() // without a timerfd, it sleeps in nanosleep(2)
 	defer sleeper.Close()
-	var ack func(error)
-	if p.Acks() && rec == nil {
-		ack = func(err error) {
-			if err != nil {
-				cnt.fail(err)
-			}
-		}
+	bs, _ := p.(BatchSender)
+	acks := p.Acks()
+	if acks {
+		bs = nil // one callback per record
 	}
 	var sent int64
 	for ctx.Err() == nil && (quota == 0 || sent < quota) {
@@ -93,43 +101,88 @@ func produceLoop(ctx context.Context, p Producer, c *Config, clk clock, rate flo
 		if quota > 0 {
 			n = min(n, quota-sent)
 		}
-		for i := range n {
-			stamp := now
-			if pacer.Paced() {
-				stamp = pacer.Intended(first + i)
-			}
-			putStamp(v, stamp)
-			if i > 0 && i%16 == 0 {
-				// The records of one wake-up are handed over within microseconds of each
-				// other: their hand-over time (the schedule stage's end) is read once per
-				// 16, not per record (a clock read costs about 0.1 µs on these hosts).
-				now = clk.now()
-			}
-			putSent(v, now)
-			a := ack
-			if p.Acks() && rec != nil {
-				a = func(err error) {
-					if err != nil {
-						cnt.fail(err)
-						return
-					}
-					rec.Record(clk.now() - stamp)
+		for i := int64(0); i < n; {
+			k := min(n-i, int64(len(slots)))
+			for j := range k {
+				stamp := now
+				if pacer.Paced() {
+					stamp = pacer.Intended(first + i + j)
 				}
+				if i+j > 0 && (i+j)%16 == 0 {
+					// The records of one wake-up are handed over within microseconds of
+					// each other: their hand-over time (the schedule stage's end) is read
+					// once per 16, not per record (a clock read costs about 0.1 µs on
+					// these hosts).
+					now = clk.now()
+				}
+				putStamp(slots[j], stamp)
+				putSent(slots[j], now)
+				stamps[j] = stamp
 			}
-			// Counted before it goes: counted after, a record could reach the consumer
+			// Counted before they go: counted after, a record could reach the consumer
 			// (and the consumer's count) first, and if the warm-up's reset of both counts
 			// fell in between, the run reported it sent and never consumed (one of 6 M in
 			// a relay run of 2026-12-03).
-			cnt.add(1, int64(len(v)))
-			if err := p.Send(ctx, v, a); err != nil {
+			cnt.add(k, k*int64(c.RecordSize))
+			if err := handOver(ctx, p, bs, slots[:k], stamps[:k], acks, clk, cnt, rec); err != nil {
 				if ctx.Err() == nil {
 					cnt.fail(err)
 				}
 				return
 			}
+			i += k
 		}
 		sent += n
 	}
+}
+
+// handOver sends a chunk of stamped records: in one call to a BatchSender, else one Send
+// each, with an acknowledgment callback when the driver reports them (recording the
+// record's latency from its stamp when rec is set).
+func handOver(ctx context.Context, p Producer, bs BatchSender, vals [][]byte, stamps []int64, acks bool, clk clock, cnt *Counters, rec *Recorder) error {
+	if bs != nil {
+		return bs.SendBatch(ctx, vals)
+	}
+	for j, v := range vals {
+		var a func(error)
+		switch {
+		case acks && rec != nil:
+			stamp := stamps[j]
+			a = func(err error) {
+				if err != nil {
+					cnt.fail(err)
+					return
+				}
+				rec.Record(clk.now() - stamp)
+			}
+		case acks:
+			a = cnt.failOn
+		}
+		if err := p.Send(ctx, v, a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// chunkBytes bounds the record buffers produceLoop stamps a wake-up's records in: small
+// enough to stay in the level-1 cache, from which the producer copies them. With 64
+// buffers of 1 KiB, the producer's copy of the records into its batches took three times
+// as long as with one buffer (0.80 s against 0.27 s of a 10 s run at 750 000 records/s).
+const chunkBytes = 16 << 10
+
+// newChunk returns up to 16 record buffers of size bytes (at least one, at most
+// chunkBytes together unless one is larger), filled with the run's payload.
+func newChunk(size int) [][]byte {
+	n := min(16, max(1, chunkBytes/size))
+	buf := make([]byte, n*size)
+	fillPayload(buf[stampSize:size], rand.Uint64())
+	slots := make([][]byte, n)
+	for i := range slots {
+		slots[i] = buf[i*size : (i+1)*size : (i+1)*size]
+		copy(slots[i], buf[:size])
+	}
+	return slots
 }
 
 // fillPayload fills b with bytes that compress about 2:1 (half random, half repeated), so
@@ -364,13 +417,20 @@ func RunE2E(ctx context.Context, d Driver, c Config, progress io.Writer) (*Resul
 				st.recordAll(ss)
 				lat, ss = lat[:0], ss[:0]
 			}
+			// The clock is read for the first record of each poll (a new Arrived) and
+			// then once per 16: a poll's records are handled within microseconds of
+			// each other. A driver that does not say when a poll arrived gets a read for
+			// every record.
+			var now, arrived, seen int64
 			err := cs.Run(cctx, func(v []byte) bool {
-				now := clk.now()
-				lat = append(lat, now-stampOf(v))
-				var arrived int64
+				last := arrived
 				if arr != nil {
 					arrived = arr.Arrived()
 				}
+				if seen++; arr == nil || arrived != last || seen%16 == 0 {
+					now = clk.now()
+				}
+				lat = append(lat, now-stampOf(v))
 				ss = append(ss, sampleOf(v, arrived, now))
 				got.add(1, int64(len(v)))
 				if len(lat) == cap(lat) {

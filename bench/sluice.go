@@ -64,13 +64,27 @@ func (d *sluiceDriver) NewProducer(ctx context.Context, c *Config) (Producer, er
 }
 
 type sluiceProducer struct {
-	p *client.Producer
-	r client.Record
+	p  *client.Producer
+	r  client.Record
+	rs []client.Record // SendBatch's
 }
 
 func (p *sluiceProducer) Send(ctx context.Context, v []byte, _ func(error)) error {
 	p.r.Value = v
 	return p.p.Produce(ctx, &p.r)
+}
+
+// SendBatch produces values with one ProduceBatch (BatchSender).
+func (p *sluiceProducer) SendBatch(ctx context.Context, values [][]byte) error {
+	if cap(p.rs) < len(values) {
+		p.rs = make([]client.Record, len(values))
+	}
+	p.rs = p.rs[:len(values)]
+	for i, v := range values {
+		p.rs[i].Value = v
+	}
+	_, err := p.p.ProduceBatch(ctx, p.rs)
+	return err
 }
 
 func (p *sluiceProducer) Acks() bool { return false }

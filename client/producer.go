@@ -177,11 +177,10 @@ func (p *Producer) ProduceSync(ctx context.Context, r *Record, level Ack) (Resul
 // produce routes and adds r; with seal, it also seals the batch and returns it (the
 // record is its last).
 func (p *Producer) produce(ctx context.Context, r *Record, seal bool) (*window, *pbatch, error) {
-	size := recordSize(r)
-	if size > MaxRecordBytes || size+recordOverhead > p.cfg.maxBuffered {
-		return nil, nil, fmt.Errorf("cannot produce record of %d bytes: %w", size, ErrRecordTooLarge)
+	size, err := sizeOf(r, p.cfg.maxBuffered)
+	if err != nil {
+		return nil, nil, err
 	}
-	size += recordOverhead
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err := p.roomLocked(ctx, size); err != nil {
@@ -195,13 +194,7 @@ func (p *Producer) produce(ctx context.Context, r *Record, seal bool) (*window, 
 		wallMs, mono := p.mu.clock.now()
 		ts, now = wallMs, int64(mono)
 	}
-	if keyless(r) {
-		p.mu.rt.follow(p.nextOrdLocked)
-	}
-	logical, part := p.mu.rt.route(r)
-	w := p.mu.wins[part]
-	wake := w.add(r, logical, ts, now)
-	p.mu.maxProg = max(p.mu.maxProg, r.Progress)
+	w, wake := p.addLocked(r, ts, now)
 	var b *pbatch
 	if seal {
 		w.seal()
@@ -209,9 +202,32 @@ func (p *Producer) produce(ctx context.Context, r *Record, seal bool) (*window, 
 		b.sync = true
 	}
 	if wake {
-		p.mu.links[part].wake()
+		p.mu.links[w.part].wake()
 	}
 	return w, b, nil
+}
+
+// sizeOf returns the bytes r takes in the producer's buffer, or why it cannot take them.
+func sizeOf(r *Record, maxBuffered int64) (int64, error) {
+	size := recordSize(r)
+	if size > MaxRecordBytes || size+recordOverhead > maxBuffered {
+		return 0, fmt.Errorf("cannot produce record of %d bytes: %w", size, ErrRecordTooLarge)
+	}
+	return size + recordOverhead, nil
+}
+
+// addLocked routes r and adds it to its window with timestamp ts (now is the windows'
+// clock, or -1 when not read); it reports whether the window's link must be woken (a
+// batch opened or sealed).
+func (p *Producer) addLocked(r *Record, ts, now int64) (*window, bool) {
+	if keyless(r) {
+		p.mu.rt.follow(p.nextOrdLocked)
+	}
+	logical, part := p.mu.rt.route(r)
+	w := p.mu.wins[part]
+	wake := w.add(r, logical, ts, now)
+	p.mu.maxProg = max(p.mu.maxProg, r.Progress)
+	return w, wake
 }
 
 // nextOrdLocked returns the ord partition part's next sealed batch will get.
