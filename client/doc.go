@@ -5,8 +5,9 @@
 // # Producer
 //
 // NewProducer connects to a topic. Produce copies a record into the client-side batch of
-// its physical partition and returns (async, the default); ProduceSync also waits until
-// the broker accepted the record, or until it is persisted. Records are routed by the hash
+// its physical partition and returns (async, the default); ProduceBatch does the same for
+// several records under one lock; ProduceSync also waits until the broker accepted the
+// record, or until it is persisted. Records are routed by the hash
 // of their key (LogicalOf) to one of the 65536 logical partitions, or by an explicit
 // logical id, then to the physical partition serving that id (wire.PartitionOf); keyless
 // records stick to one partition until its batch closes, then move to the next, round
