@@ -21,7 +21,7 @@ func TestSluiceIntegration(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a broker")
 	}
-	b := testbroker.Start(t, t.TempDir(), "-log.fsync", "never")
+	b := testbroker.Start(t, t.TempDir(), "-log.fsync", "never", "-metrics", "127.0.0.1:0")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c := Config{System: "sluice", Broker: b.Addr, Topic: "it", RecordSize: 512, Partitions: 2, Duration: time.Second}
@@ -29,10 +29,23 @@ func TestSluiceIntegration(t *testing.T) {
 	if err != nil || p.Errors > 0 || p.Records == 0 {
 		t.Fatalf("produce: %+v, %v", p, err)
 	}
+	before, err := scrapeFetchPaths(ctx, b.MetricsAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
 	c.FromStart, c.Count, c.Duration = true, p.Records, 10*time.Second
 	r, err := Run(ctx, "consume", c, nil)
 	if err != nil || r.Errors > 0 || r.Records != p.Records || r.Bytes != p.Bytes {
 		t.Fatalf("consume %d records of %d: %+v, %v", r.Records, p.Records, r, err)
+	}
+	// Every byte consumed left the broker by one of the two paths the suite reads
+	// (FetchPaths), with its batch's framing on top.
+	after, err := scrapeFetchPaths(ctx, b.MetricsAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := after.since(before); d.Copy+d.Sendfile < float64(r.Bytes) || d.Copy < 0 || d.Sendfile < 0 {
+		t.Fatalf("the broker's fetch bytes by path over a consume of %d bytes: %+v", r.Bytes, d)
 	}
 	e := Config{System: "sluice", Broker: b.Addr, Topic: "it-e2e", RecordSize: 256, Rate: 2000, Duration: time.Second, Linger: time.Millisecond,
 		Warmup: 500 * time.Millisecond, ServerPid: b.Pid()}
@@ -124,6 +137,15 @@ func TestMarkdown(t *testing.T) {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)
 		}
+	}
+	// Where consume from memory was served from: said only when the counters were read.
+	const paths = "sluice's broker sent 6.20 GB over those rounds from memory, by writev, and 0.00 GB from its files"
+	if strings.Contains(md, "sluice's broker sent") {
+		t.Errorf("the report says where consume from memory was served from without the counters")
+	}
+	s.MemoryPaths = &FetchPaths{Copy: 6.2e9}
+	if md := s.Markdown(nil); !strings.Contains(md, paths) {
+		t.Errorf("markdown lacks %q", paths)
 	}
 }
 

@@ -252,7 +252,8 @@ func (s *Suite) Markdown(charts []string) string {
 	w("- **Ceilings**, in the harness process: `tcp` writes %d KiB buffers of records into a loopback socket drained by a goroutine (produce) and reads a socket fed from memory (consume from memory); `sendfile` appends the same buffers to a plain file (produce) and sends that file, page-cached, over a loopback socket with sendfile (consume from the page cache). They run right after sluice's runs when sluice ran (before its sustained runs and the other systems), last otherwise%s%s.\n", suiteBatch>>10,
 		map[bool]string{true: "; the tcp ceiling's consume rounds alternate with sluice's consume from memory (below)"}[s.tcpBeside()],
 		map[bool]string{true: "; the sendfile ceiling's file is written, and its consume runs, among sluice's runs of consume from the page cache (below)"}[s.pagePaired()])
-	w("- **Consume from memory**: right after the 1 KiB produce run, each system's consumer reads its records from the start %d times (sluice's arena still holds them every time: the rounds are served by the copy path, none by sendfile), and the run of median MB/s is kept; the tcp ceiling's consume runs as many times%s.\n", consumeRounds,
+	w("- **Consume from memory**: right after the 1 KiB produce run, each system's consumer reads its records from the start %d times%s, and the run of median MB/s is kept; the tcp ceiling's consume runs as many times%s.\n", consumeRounds,
+		memoryPaths(s.MemoryPaths),
 		map[bool]string{true: ", its rounds alternating with sluice's (one after sluice's first, one before its second, and so on: `bench/pagepair.go`)"}[s.tcpBeside()])
 	w("- **Consume after a restart, and from the page cache**: each system's server is restarted after its consume from memory and the same records are consumed right away, from wherever it left them: Kafka's and NATS's segments were written through the page cache, sluice's with O_DIRECT past it, so sluice reads them from the disk (that row has no ceiling). Then it is restarted again and every file of its data directory is read once before the records are consumed again (`bench/warm.go`): that run, from the page cache for every system, is the one compared with sendfile. It runs %d times, each after a restart, and so does the sendfile ceiling%s; each keeps its run of median MB/s (`bench/median.go`: single runs of half a second moved by up to 1.4× between neighbours).\n", consumeRounds,
 		map[bool]string{true: ", whose rounds alternate with sluice's (one before sluice's first round, one after its second, and so on: `bench/pagepair.go`), so that the ratio compares runs seconds apart, not a minute"}[s.pagePaired()])
@@ -298,4 +299,13 @@ func firstLine(s string) string {
 		s = s[:200] + "…"
 	}
 	return s
+}
+
+// memoryPaths says where the sluice broker served its consume-from-memory rounds from, by
+// its counters, or nothing when they were not read.
+func memoryPaths(p *FetchPaths) string {
+	if p == nil {
+		return ""
+	}
+	return fmt.Sprintf(" (sluice's broker sent %.2f GB over those rounds from memory, by writev, and %.2f GB from its files, by sendfile: `sluice_fetch_bytes_total`)", p.Copy/1e9, p.Sendfile/1e9)
 }

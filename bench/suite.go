@@ -56,6 +56,9 @@ type Suite struct {
 	// Copies is the sluice broker's user-space copies per produced byte over the
 	// sustained 1 KiB run.
 	Copies *CopyCount `json:"copies,omitempty"`
+	// MemoryPaths is where the sluice broker served its consume-from-memory rounds from
+	// (its fetch bytes by path over them).
+	MemoryPaths *FetchPaths `json:"consume_memory_paths,omitempty"`
 	// Load is the host's load average (1, 5, 15 min) at the start and at the end.
 	LoadStart string `json:"load_start,omitempty"`
 	LoadEnd   string `json:"load_end,omitempty"`
@@ -330,6 +333,14 @@ func runSystem(ctx context.Context, s *Suite, o *SuiteOptions, srv *Server, pc *
 		// by sendfile), consumeRounds runs, the median kept. With pc, a round of the tcp
 		// ceiling runs beside each, as the sendfile rounds do below.
 		var mem []*Result
+		var before *FetchPaths
+		if name == "sluice" && srv.MetricsAddr != "" {
+			if b, err := scrapeFetchPaths(ctx, srv.MetricsAddr); err == nil {
+				before = &b
+			} else {
+				logf("%s: %v (the report will not say where consume from memory was served from)", name, err)
+			}
+		}
 		for i := range consumeRounds {
 			if pc != nil && i%2 == 1 {
 				pc.tcpRound(ctx, s, logf)
@@ -345,6 +356,14 @@ func runSystem(ctx context.Context, s *Suite, o *SuiteOptions, srv *Server, pc *
 			}
 		}
 		s.put(name, MConsumeMem, medianRun(mem))
+		if before != nil {
+			if after, err := scrapeFetchPaths(ctx, srv.MetricsAddr); err == nil {
+				d := after.since(*before)
+				s.MemoryPaths = &d
+			} else {
+				logf("%s: %v (the report will not say where consume from memory was served from)", name, err)
+			}
+		}
 		if err := srv.Restart(ctx); err != nil {
 			return err
 		}
