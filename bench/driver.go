@@ -38,8 +38,9 @@ type Producer interface {
 // such a driver each wake-up's records at once when it reports no acknowledgments.
 type BatchSender interface {
 	// SendBatch queues a copy of each value, in order (values may be reused when it
-	// returns).
-	SendBatch(ctx context.Context, values [][]byte) error
+	// returns), and returns how many it queued: all of them, or those before a failure,
+	// with its error.
+	SendBatch(ctx context.Context, values [][]byte) (int, error)
 }
 
 // Consumer reads records.

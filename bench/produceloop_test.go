@@ -31,12 +31,12 @@ func (p *recordingProducer) Close() error                { return nil }
 // batchingProducer is a recordingProducer that takes several records at once.
 type batchingProducer struct{ recordingProducer }
 
-func (p *batchingProducer) SendBatch(ctx context.Context, vs [][]byte) error {
+func (p *batchingProducer) SendBatch(ctx context.Context, vs [][]byte) (int, error) {
 	p.chunks = append(p.chunks, len(vs))
 	for _, v := range vs {
 		_ = p.Send(ctx, v, nil)
 	}
-	return nil
+	return len(vs), nil
 }
 
 // TestProduceLoopChunks: paced at a rate that releases several records per wake-up,

@@ -75,7 +75,7 @@ func (p *sluiceProducer) Send(ctx context.Context, v []byte, _ func(error)) erro
 }
 
 // SendBatch produces values with one ProduceBatch (BatchSender).
-func (p *sluiceProducer) SendBatch(ctx context.Context, values [][]byte) error {
+func (p *sluiceProducer) SendBatch(ctx context.Context, values [][]byte) (int, error) {
 	if cap(p.rs) < len(values) {
 		p.rs = make([]client.Record, len(values))
 	}
@@ -83,8 +83,7 @@ func (p *sluiceProducer) SendBatch(ctx context.Context, values [][]byte) error {
 	for i, v := range values {
 		p.rs[i].Value = v
 	}
-	_, err := p.p.ProduceBatch(ctx, p.rs)
-	return err
+	return p.p.ProduceBatch(ctx, p.rs)
 }
 
 func (p *sluiceProducer) Acks() bool { return false }

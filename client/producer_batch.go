@@ -15,7 +15,7 @@ import (
 // (they get the same one) where Produce reads it for each. Records that must wait for
 // room in the buffer wait as under Produce; those after a wait get the time read after
 // it. The bench harness produces with it: at 750 000 records/s of 1 KiB its processor
-// time fell 6-7 %, less than the lock's share of the profile suggested (the lock's
+// time fell about 4 %, less than the lock's share of the profile suggested (the lock's
 // atomic waited for the stores of the copy before it; the latency notebook, 2026-12-06).
 func (p *Producer) ProduceBatch(ctx context.Context, rs []Record) (int, error) {
 	p.mu.Lock()
