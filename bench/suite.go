@@ -329,8 +329,8 @@ func runSystem(ctx context.Context, s *Suite, o *SuiteOptions, srv *Server, pc *
 		cc := c
 		cc.FromStart, cc.Count = true, p1k.Records
 		// From memory: the first read of what was just produced, then the same again
-		// (sluice's arena keeps it: every byte of these rounds goes by the copy path, none
-		// by sendfile), consumeRounds runs, the median kept. With pc, a round of the tcp
+		// (sluice's arena keeps it; the broker's fetch counters, read around the rounds,
+		// say whether it did), consumeRounds runs, the median kept. With pc, a round of the tcp
 		// ceiling runs beside each, as the sendfile rounds do below.
 		var mem []*Result
 		var before *FetchPaths

@@ -244,7 +244,7 @@ func (p *Producer) roomLocked(ctx context.Context, size int64) error {
 		case p.mu.next != nil:
 			// An expansion: records wait until every window drained and the old
 			// layout's leftovers are routed again (producer_expand.go).
-		case p.mu.sh.buffered+size <= p.cfg.maxBuffered:
+		case p.fitsLocked(size): // the cases above having failed, it is the room
 			return nil
 		case !p.cfg.blockOnFull:
 			return ErrBufferFull

@@ -50,7 +50,8 @@ func (p *Producer) ProduceBatch(ctx context.Context, rs []Record) (int, error) {
 	return len(rs), nil
 }
 
-// fitsLocked reports whether roomLocked would let size more bytes in without waiting.
+// fitsLocked reports whether roomLocked would let size more bytes in without waiting: the
+// one definition of room, which roomLocked uses too.
 func (p *Producer) fitsLocked(size int64) bool {
 	return !p.mu.closed && p.mu.err == nil && p.mu.next == nil &&
 		p.mu.sh.buffered+size <= p.cfg.maxBuffered
