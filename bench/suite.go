@@ -341,19 +341,21 @@ func runSystem(ctx context.Context, s *Suite, o *SuiteOptions, srv *Server, pc *
 				logf("%s: %v (the report will not say where consume from memory was served from)", name, err)
 			}
 		}
-		for i := range consumeRounds {
-			if pc != nil && i%2 == 1 {
-				pc.tcpRound(ctx, s, logf)
-			}
+		var tcpRound func()
+		if pc != nil {
+			tcpRound = func() { pc.tcpRound(ctx, s, logf) }
+		}
+		err = alternate(consumeRounds, false, func(i int) error {
 			r, err := measure(MConsumeMem, "consume", cc)
 			if err != nil {
 				return err
 			}
 			logf("%-8s %-18s round %d: %s", name, MConsumeMem, i+1, Summary(r))
 			mem = append(mem, r)
-			if pc != nil && i%2 == 0 {
-				pc.tcpRound(ctx, s, logf)
-			}
+			return nil
+		}, tcpRound)
+		if err != nil {
+			return err
 		}
 		s.put(name, MConsumeMem, medianRun(mem))
 		if before != nil {
@@ -376,10 +378,11 @@ func runSystem(ctx context.Context, s *Suite, o *SuiteOptions, srv *Server, pc *
 		// the sendfile ceiling runs beside each, before it in odd rounds and after it in
 		// even ones, so that neither side always follows the other.
 		var rs []*Result
-		for i := range consumeRounds {
-			if pc != nil && i%2 == 0 {
-				pc.pageRound(ctx, s, logf)
-			}
+		var pageRound func()
+		if pc != nil {
+			pageRound = func() { pc.pageRound(ctx, s, logf) }
+		}
+		err = alternate(consumeRounds, true, func(i int) error {
 			if err := srv.Restart(ctx); err != nil {
 				return err
 			}
@@ -395,9 +398,10 @@ func runSystem(ctx context.Context, s *Suite, o *SuiteOptions, srv *Server, pc *
 			}
 			logf("%-8s %-18s round %d (%d MB of files read first): %s", name, MConsumePage, i+1, n/1e6, Summary(r))
 			rs = append(rs, r)
-			if pc != nil && i%2 == 1 {
-				pc.pageRound(ctx, s, logf)
-			}
+			return nil
+		}, pageRound)
+		if err != nil {
+			return err
 		}
 		s.put(name, MConsumePage, medianRun(rs))
 	}
