@@ -70,6 +70,9 @@ type Machine struct {
 	Kernel string `json:"kernel"`
 	Go     string `json:"go"`
 	Java   string `json:"java,omitempty"`
+	// Wake is what a thread's wake-up cost when the run started (wake.go); nil if it
+	// could not be measured.
+	Wake *WakeCost `json:"wake,omitempty"`
 }
 
 // markdown describes the machine in one line of the reports: who shares its cores
@@ -82,6 +85,9 @@ func (m Machine) markdown(sharers, load string) string {
 	line += ". " + sharers + " share the same cores, over 127.0.0.1"
 	if load != "" {
 		line += "; " + load
+	}
+	if m.Wake != nil {
+		line += "; " + m.Wake.markdown()
 	}
 	return line + "."
 }
@@ -109,6 +115,10 @@ func DescribeMachine() Machine {
 	}
 	if out, err := exec.Command("java", "-version").CombinedOutput(); err == nil {
 		m.Java = strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])
+	}
+	// 2 000 wakes: a fraction of a second, at the start, before any server runs.
+	if w, err := MeasureWake(2000, 50*time.Microsecond); err == nil {
+		m.Wake = &w
 	}
 	return m
 }

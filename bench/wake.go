@@ -1,0 +1,71 @@
+package bench
+
+import (
+	"fmt"
+	"runtime"
+	"syscall"
+	"time"
+
+	"sluice/internal/nanosleep"
+)
+
+// WakeCost is what one thread's wake-up costs on the host: a thread sleeps Sleep with
+// nanosleep(2), Wakes times, and CPU is the processor time the kernel charged the thread
+// per wake (the system call, arming the timer, the wake-up itself), Turn the time each
+// sleep took in all. Both processes of an end-to-end run wake their threads thousands of
+// times a second at any rate (the notebook: 10 000-20 000 at 10 000 records/s), so this,
+// not the cost of a byte, is what most sets the processor time and the latency tail of a
+// run at a low rate; it differs between hosts by several times (a KVM guest measured
+// 53 µs per wake), so the reports say what it was, beside the load average.
+type WakeCost struct {
+	Sleep time.Duration `json:"sleep_ns"`
+	Wakes int           `json:"wakes"`
+	CPU   time.Duration `json:"cpu_per_wake_ns"`
+	Turn  time.Duration `json:"turn_ns"`
+}
+
+// MeasureWake measures WakeCost over n sleeps of d, on a thread of its own (locked, so
+// that the thread's processor time is the loop's alone).
+func MeasureWake(n int, d time.Duration) (WakeCost, error) {
+	if n <= 0 || d <= 0 {
+		return WakeCost{}, fmt.Errorf("wake cost: %d sleeps of %v", n, d)
+	}
+	type result struct {
+		w   WakeCost
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread() // the thread exits with the goroutine: not unlocked
+		cpu0, err := threadCPU()
+		if err != nil {
+			ch <- result{err: err}
+			return
+		}
+		start := time.Now()
+		for range n {
+			nanosleep.Sleep(d)
+		}
+		turn := time.Since(start) / time.Duration(n)
+		cpu1, err := threadCPU()
+		ch <- result{w: WakeCost{Sleep: d, Wakes: n, CPU: (cpu1 - cpu0) / time.Duration(n), Turn: turn}, err: err}
+	}()
+	r := <-ch
+	return r.w, r.err
+}
+
+// threadCPU returns the processor time, user and system, of the calling thread.
+func threadCPU() (time.Duration, error) {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_THREAD, &ru); err != nil {
+		return 0, fmt.Errorf("wake cost: getrusage: %w", err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), nil
+}
+
+// markdown describes the wake cost in a clause of the machine line.
+func (w WakeCost) markdown() string {
+	us := func(d time.Duration) string { return fmtMicros(float64(d.Nanoseconds()) / 1e3) }
+	return fmt.Sprintf("a thread's wake from a %s nanosleep cost it %s of processor time (each sleep took %s; %d sleeps)",
+		us(w.Sleep), us(w.CPU), us(w.Turn), w.Wakes)
+}
