@@ -15,8 +15,10 @@ import (
 // sleep took in all. Both processes of an end-to-end run wake their threads thousands of
 // times a second at any rate (the notebook: 10 000-20 000 at 10 000 records/s), so this,
 // not the cost of a byte, is what most sets the processor time and the latency tail of a
-// run at a low rate; it differs between hosts by several times (a KVM guest measured
-// 53 µs per wake), so the reports say what it was, beside the load average.
+// run at a low rate. It differs between hosts: on a KVM guest where this measured 28-31
+// µs, the relay ceiling's server took four times the processor time at 10 000 records/s
+// that it took on the earlier hosts (BENCHMARKS.md, the 00:12 suite), so the reports say
+// what it was, beside the load average.
 type WakeCost struct {
 	Sleep time.Duration `json:"sleep_ns"`
 	Wakes int           `json:"wakes"`
