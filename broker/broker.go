@@ -51,7 +51,7 @@ type Broker struct {
 	shutdownErr  error
 	persisters   sync.WaitGroup
 	stopPersist  chan struct{}
-	kicks        []chan struct{} // per shard: wake its persister before its next tick
+	wakes        []*persistWake  // per shard: how appenders wake its persister
 	shipper      *hdfs.Shipper   // nil unless distributed mode ships to HDFS
 	remote       *remoteReads    // fetches served from HDFS; nil unless distributed mode
 	cl           *clusterState   // nil unless the broker follows a ZooKeeper cluster
@@ -109,9 +109,9 @@ func Start(cfg Config) (*Broker, error) {
 		return nil, err
 	}
 	b.mu.byShard = make([][]*part, b.sched.NumShards())
-	b.kicks = make([]chan struct{}, b.sched.NumShards())
-	for i := range b.kicks {
-		b.kicks[i] = make(chan struct{}, 1)
+	b.wakes = make([]*persistWake, b.sched.NumShards())
+	for i := range b.wakes {
+		b.wakes[i] = newPersistWake()
 	}
 	if err := b.startShipper(); err != nil {
 		b.closeAll()
@@ -145,7 +145,7 @@ func Start(cfg Config) (*Broker, error) {
 	b.stopPersist = make(chan struct{})
 	for i := range b.sched.NumShards() {
 		b.persisters.Add(1)
-		go b.persistLoop(b.sched.Shard(i), b.kicks[i])
+		go b.persistLoop(b.sched.Shard(i), b.wakes[i])
 	}
 	if err = b.startNet(); err != nil {
 		close(b.stopPersist)

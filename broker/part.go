@@ -10,7 +10,6 @@ import (
 	"sluice/engine"
 	"sluice/internal/failpoint"
 	"sluice/persist"
-	"sluice/persist/local"
 	"sluice/sched"
 	"sluice/wire"
 )
@@ -224,17 +223,6 @@ func (b *Broker) forServing(sh *sched.Shard, fn func(*part)) {
 // recycled long before it fills.
 const persistBytes = 4 << 20
 
-// kickPersister wakes pt's shard's persister when pt has much waiting or its policy
-// syncs every batch. Any goroutine; never blocks.
-func (b *Broker) kickPersister(pt *part) {
-	if b.cfg.Log.Sync == local.SyncEveryBatch || pt.p.Pending() >= persistBytes {
-		select {
-		case b.kicks[pt.shard.ID()] <- struct{}{}:
-		default: // already woken
-		}
-	}
-}
-
 // persistLoop is a shard's persister, on a goroutine of its own: every fsync interval,
 // and when an appender wakes it, it has each of the shard's partitions with data waiting
 // write it from the arena and make it durable by the policy (Partition.Persist,
@@ -243,18 +231,27 @@ func (b *Broker) kickPersister(pt *part) {
 // persisted again (a failed write is not retried over the same data; the partition
 // refuses writes until it is reloaded); one whose disk had no room for its next segment
 // is tried again at the next pass.
-func (b *Broker) persistLoop(sh *sched.Shard, kick <-chan struct{}) {
+func (b *Broker) persistLoop(sh *sched.Shard, w *persistWake) {
 	defer b.persisters.Done()
-	t := time.NewTicker(b.cfg.Log.SyncInterval)
+	interval := b.cfg.Log.SyncInterval
+	t := time.NewTimer(interval) // re-armed by each pass: passes an interval apart
 	defer t.Stop()
+	parked := false // t is armed for parkedCheck
 	checkpointed := func(*sched.Shard) { b.forServing(sh, b.checkpointed) }
 	for {
 		select {
 		case <-t.C:
-		case <-kick:
+		case <-w.kick:
+		case <-w.resume:
+			if parked { // data arrived while parked: the first pass an interval later
+				parked = false
+				t.Reset(interval)
+			} // else a resume that raced nextPass, which found the data itself
+			continue
 		case <-b.stopPersist:
 			return
 		}
+		start := time.Now()
 		persisted := false
 		for _, pt := range b.partsOf(sh) {
 			if pt.p == nil || pt.persistFailed {
@@ -291,7 +288,27 @@ func (b *Broker) persistLoop(sh *sched.Shard, kick <-chan struct{}) {
 		if persisted {
 			sh.SubmitFunc(checkpointed) // a busy shard takes the checkpoint on the next pass
 		}
+		next := b.nextPass(sh, w, interval)
+		parked = next == parkedCheck
+		if !parked {
+			next = max(time.Until(start.Add(interval)), 0) // the pass's own time included
+		}
+		t.Reset(next)
 	}
+}
+
+// nextPass returns how long the persister waits before its next pass: the interval while
+// a partition of the shard has data waiting, parkedCheck once it has parked
+// (persistwake.go: parked is set before the partitions are looked at).
+func (b *Broker) nextPass(sh *sched.Shard, w *persistWake, interval time.Duration) time.Duration {
+	w.parked.Store(true)
+	for _, pt := range b.partsOf(sh) {
+		if pt.p != nil && !pt.persistFailed && pt.p.Pending() > 0 {
+			w.parked.Store(false)
+			return interval
+		}
+	}
+	return parkedCheck
 }
 
 // checkpointed passes a new checkpoint on and answers the produces it covers. Shard only.
