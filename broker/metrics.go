@@ -109,6 +109,8 @@ var (
 		"Request bytes the broker read from sockets itself, straight into connections' buffers (the rest of a frame the event loop's first small read cut, and read-ahead between frames): never copied in user space before the handler.", nil, nil)
 	descAnswers = prometheus.NewDesc("sluice_net_answers_written_total",
 		"Answers written to sockets, by writer: answerer (the goroutine that made the answer, or one behind it, wrote it at once) or loop (the connection's event loop, woken for it: answers with a file region or over 256 KiB, or left by a writer that had the connection).", []string{"writer"}, nil)
+	descPersister = prometheus.NewDesc("sluice_persister_events_total",
+		"Shard persisters' events: parked (none of the shard's partitions had data waiting, so it stopped passing over them every log.fsync_interval) and resumed (an append found it parked and started its passes again).", []string{"event"}, nil)
 	descClamped = prometheus.NewDesc("sluice_net_fetches_clamped_total",
 		"Fetches whose max bytes was lowered to the room their connection had in the outbound budget.", nil, nil)
 )
@@ -117,7 +119,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descSent, descConns, descRequests, descProtoErr, descArena, descReclaimed,
 		descFull, descLag, descHits, descState, descDirect, descReused, descPanics, descReleased, descWakes, descSkipped, descParked, descProduced, descCopied,
 		descInbound, descOutbound, descRefused, descTimedOut, descSendTimedOut, descExpired, descPaused, descClamped, descDirectRead, descAnswers,
-		descHDFSLag, descHDFSLagBytes, descHDFSLagSec, descHDFSFailing, descHDFSRounds, descHDFSSwitches, descHDFSBytes, descHDFSRead,
+		descPersister, descHDFSLag, descHDFSLagBytes, descHDFSLagSec, descHDFSFailing, descHDFSRounds, descHDFSSwitches, descHDFSBytes, descHDFSRead,
 		descAuth, descAuthRefused, descAuthReloads, descAuthFailing, descAuthUsers, descTLS, descCertExpiry, descTLSReloads} {
 		ch <- d
 	}
@@ -192,6 +194,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descPaused, float64(ns.PausedInflight), "inflight")
 	counter(descPaused, float64(ns.PausedOutbound), "outbound")
 	counter(descClamped, float64(ns.FetchesClamped))
+	parks, resumes := c.b.persisterEvents()
+	counter(descPersister, float64(parks), "parked")
+	counter(descPersister, float64(resumes), "resumed")
 	if f := c.b.front; f != nil {
 		st := f.Stats()
 		counter(descTLS, float64(st.Handshakes), "ok")

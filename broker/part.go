@@ -289,6 +289,9 @@ func (b *Broker) persistLoop(sh *sched.Shard, w *persistWake) {
 			sh.SubmitFunc(checkpointed) // a busy shard takes the checkpoint on the next pass
 		}
 		next := b.nextPass(sh, w, interval)
+		if next == parkedCheck && !parked {
+			w.parks.Add(1)
+		}
 		parked = next == parkedCheck
 		if !parked {
 			next = max(time.Until(start.Add(interval)), 0) // the pass's own time included

@@ -28,6 +28,9 @@ type persistWake struct {
 	kick   chan struct{} // pass now
 	resume chan struct{} // tick again: data arrived while parked
 	parked atomic.Bool
+	// parks and resumes count the persister's parks and the appends that resumed it
+	// (sluice_persister_events_total).
+	parks, resumes atomic.Uint64
 }
 
 // parkedCheck is how long a parked persister sleeps at most.
@@ -56,6 +59,17 @@ func (b *Broker) kickPersister(pt *part) {
 		return
 	}
 	if w.parked.Load() && w.parked.CompareAndSwap(true, false) {
+		w.resumes.Add(1)
 		signal(w.resume)
 	}
+}
+
+// persisterEvents returns how many times the shards' persisters parked, and how many
+// appends resumed them.
+func (b *Broker) persisterEvents() (parks, resumes uint64) {
+	for _, w := range b.wakes {
+		parks += w.parks.Load()
+		resumes += w.resumes.Load()
+	}
+	return parks, resumes
 }
