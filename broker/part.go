@@ -236,22 +236,23 @@ func (b *Broker) persistLoop(sh *sched.Shard, w *persistWake) {
 	interval := b.cfg.Log.SyncInterval
 	t := time.NewTimer(interval) // re-armed by each pass: passes an interval apart
 	defer t.Stop()
-	parked := false // t is armed for parkedCheck
+	parked := false     // t is armed for parkedCheck
+	var start time.Time // when the last pass began
 	checkpointed := func(*sched.Shard) { b.forServing(sh, b.checkpointed) }
 	for {
 		select {
 		case <-t.C:
 		case <-w.kick:
 		case <-w.resume:
-			if parked { // data arrived while parked: the first pass an interval later
+			if parked { // data arrived while parked: pass an interval after the last one
 				parked = false
-				t.Reset(interval)
-			} // else a resume that raced nextPass, which found the data itself
+				t.Reset(max(time.Until(start.Add(interval)), 0))
+			} // else a resume that raced park, which found the data itself
 			continue
 		case <-b.stopPersist:
 			return
 		}
-		start := time.Now()
+		start = time.Now()
 		persisted := false
 		for _, pt := range b.partsOf(sh) {
 			if pt.p == nil || pt.persistFailed {
@@ -288,30 +289,31 @@ func (b *Broker) persistLoop(sh *sched.Shard, w *persistWake) {
 		if persisted {
 			sh.SubmitFunc(checkpointed) // a busy shard takes the checkpoint on the next pass
 		}
-		next := b.nextPass(sh, w, interval)
-		if next == parkedCheck && !parked {
-			w.parks.Add(1)
+		if b.park(sh, w) {
+			if !parked {
+				w.parks.Add(1)
+			}
+			parked = true
+			t.Reset(parkedCheck)
+			continue
 		}
-		parked = next == parkedCheck
-		if !parked {
-			next = max(time.Until(start.Add(interval)), 0) // the pass's own time included
-		}
-		t.Reset(next)
+		parked = false
+		t.Reset(max(time.Until(start.Add(interval)), 0)) // the pass's own time included
 	}
 }
 
-// nextPass returns how long the persister waits before its next pass: the interval while
-// a partition of the shard has data waiting, parkedCheck once it has parked
-// (persistwake.go: parked is set before the partitions are looked at).
-func (b *Broker) nextPass(sh *sched.Shard, w *persistWake, interval time.Duration) time.Duration {
+// park reports whether the persister parks: whether none of the shard's partitions has
+// data waiting (persistwake.go: parked is set before the partitions are looked at, and
+// cleared again when one has).
+func (b *Broker) park(sh *sched.Shard, w *persistWake) bool {
 	w.parked.Store(true)
 	for _, pt := range b.partsOf(sh) {
 		if pt.p != nil && !pt.persistFailed && pt.p.Pending() > 0 {
 			w.parked.Store(false)
-			return interval
+			return false
 		}
 	}
-	return parkedCheck
+	return true
 }
 
 // checkpointed passes a new checkpoint on and answers the produces it covers. Shard only.

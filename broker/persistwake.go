@@ -19,8 +19,11 @@ import (
 // Pending; an appender adds to Pending (the log's placed bytes), then looks at parked.
 // One of the two sees the other's write, so either the persister finds the data and
 // keeps ticking, or the appender finds it parked and resumes it. A resumed persister
-// starts ticking again, its first pass one interval later, as if it had never stopped:
-// the group commit's window is the same whether the broker was idle before or not.
+// passes one interval after its last pass began, at once after a longer idle spell: as
+// the fixed ticker did, it passes at most once an interval, and data waits at most an
+// interval (plus the pass before it) for its pass. (A first version waited a whole
+// interval after each resume, so that a produce waiting for durability after an idle
+// spell took the old worst case every time; a review caught it.)
 //
 // parkedCheck bounds a parked persister's sleep all the same, so that a wake-up this
 // reasoning missed would delay a pass by at most that long rather than for ever.
