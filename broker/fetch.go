@@ -27,9 +27,6 @@ type fetchTask struct {
 	// offset out of range, a closing or damaged partition): the task is queued to its
 	// shard, whose goroutine serves it. Shard-owned.
 	onShard bool
-	// multi is set when the task is a waiter of a multi-partition fetch (fetchmulti.go):
-	// it only parks, and its wake-up goes to the multiFetch.
-	multi *multiFetch
 }
 
 func (b *Broker) handleFetch(c *netio.Conn, slot netio.Slot, hdr wire.ResponseHeader, r *wire.FetchRequest) {
@@ -84,11 +81,7 @@ func (t *fetchTask) Release() { _ = t.pt.shard.Submit(t) }
 // serve answers with whatever the partition has at the offset: arena chunks by writev,
 // or a store region by sendfile; the chunks or the region stay held until written.
 func (t *fetchTask) serve() {
-	if t.multi != nil {
-		t.multi.woken(t.pt.shard) // serve runs on the partition's shard
-		return
-	}
-	res, ok, err := t.pt.read(t.req.Offset, int(max(t.req.MaxBytes, 1)), t.pt.shard.Inline())
+	res, ok, err := t.pt.read(t.req.Offset, int(max(t.req.MaxBytes, 1)), t.pt.shard.Inline(), nil)
 	if !ok { // not in the arena: the event loop does not wait for the disk
 		t.onShard = true
 		if t.pt.shard.Submit(t) != nil {
@@ -117,11 +110,11 @@ func (t *fetchTask) serve() {
 			resp.Iov = append(resp.Iov, res.Spans[i].Bytes())
 		}
 		spans := res.Spans
-		resp.Done = func() { memarena.ReleaseAll(spans) }
+		resp.Done = netio.DoneFunc(func() { memarena.ReleaseAll(spans) })
 	case n > 0:
 		region := res.Region
 		resp.File, resp.Pos, resp.Len = int(region.File.Fd()), region.Pos, region.Len
-		resp.Done = func() { region.Release() }
+		resp.Done = netio.DoneFunc(func() { region.Release() })
 	}
 	t.c.Respond(t.slot, resp)
 }

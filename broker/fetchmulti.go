@@ -23,8 +23,8 @@ import (
 //	   ▼
 //	park (a waiter per partition, on its shard) ─first waiter woken──► final gather ─► answer
 //
-// A waiter is a fetchTask with multi set: the partition wakes it like any long poll
-// (data, deadline, release, shutdown) and settle hands it back; its serve calls woken.
+// A waiter is an mfWaiter: the partition wakes it like any long poll (data, deadline,
+// release, shutdown) and settle hands it back to woken.
 // Only the first wake-up counts (state). When it comes from a partition's shard, the
 // final gather reads only that shard's group, right there, and answers: the records that
 // woke the request go out without a hop to another shard (the other partitions are
@@ -59,7 +59,26 @@ type multiFetch struct {
 	// state says whether the request is parked and whether a waiter woke it; any
 	// goroutine.
 	state atomic.Int32
+
+	// Room for a consumer's usual request (mfInline partitions on a few shards) and its
+	// answer inside the request itself, so that it costs one allocation, not one per
+	// slice (items, groups, their indexes, the answer's head, iovec and parts, each
+	// partition's spans). The request is not pooled: it is referenced until its waiters on
+	// other shards are released (a cleanup task, or their deadline when a shard's queue
+	// is full) and until its connection has called a Release it took, and no single
+	// owner knows when the last of those is done.
+	itemBuf  [mfInline]mfItem
+	groupBuf [mfInline]mfGroup
+	orderBuf [mfInline]int
+	headBuf  [wire.FetchMultiFrameHeaderSize + mfInline*(wire.FetchPartHeaderSize+8)]byte
+	iovBuf   [mfInline][]byte
+	moreBuf  [mfInline - 1]netio.Part
+	cleanups [mfInline]mfCleanup
 }
+
+// mfInline is how many partitions a multiFetch holds without allocating beyond itself: a
+// consumer's lane holds a handful.
+const mfInline = 4
 
 // mfItem is one partition of a multiFetch.
 type mfItem struct {
@@ -69,7 +88,18 @@ type mfItem struct {
 	code   wire.Code
 	win    engine.Window
 	res    engine.FetchResult
-	waiter fetchTask
+	waiter mfWaiter
+	group  int              // index of its shard's group in multiFetch.groups
+	spans  [1]memarena.Span // room for res.Spans: a read usually holds one span
+}
+
+// mfWaiter is a multiFetch's waiter on one partition: it only parks, and its wake-up goes
+// to the request (settle calls woken on the partition's shard). It carries no request of
+// its own, as a fetchTask does, so that the request's items stay small.
+type mfWaiter struct {
+	engine.Wait
+	m  *multiFetch
+	pt *part
 }
 
 // mfGroup is the partitions of a multiFetch that one shard owns.
@@ -97,7 +127,13 @@ const (
 
 func (b *Broker) handleFetchMulti(c *netio.Conn, slot netio.Slot, hdr wire.ResponseHeader, r *wire.FetchMultiRequest) {
 	m := &multiFetch{b: b, c: c, slot: slot, hdr: hdr, maxBytes: int(r.MaxBytes), version: r.Version, wait: r.MaxWaitMs > 0,
-		deadline: b.deadline(r.MaxWaitMs), items: make([]mfItem, len(r.Partitions))}
+		deadline: b.deadline(r.MaxWaitMs)}
+	m.items = m.itemBuf[:0]
+	if n := len(r.Partitions); n > mfInline {
+		m.items = make([]mfItem, 0, n)
+	}
+	m.items = m.items[:len(r.Partitions)]
+	m.groups = m.groupBuf[:0]
 	for i, p := range r.Partitions {
 		it := &m.items[i]
 		it.id, it.offset, it.win.Checkpoint = p.Partition, p.Offset, -1
@@ -111,25 +147,44 @@ func (b *Broker) handleFetchMulti(c *netio.Conn, slot netio.Slot, hdr wire.Respo
 			continue
 		}
 		it.pt = pt
-		it.waiter = fetchTask{b: b, pt: pt, multi: m}
-		m.addToGroup(i, pt.shard)
+		it.waiter = mfWaiter{m: m, pt: pt}
+		it.group = m.groupFor(pt.shard)
 	}
 	if len(m.groups) == 0 { // no partition exists: answer at once
 		m.answer()
 		return
 	}
+	m.orderGroups()
 	m.submit(0)
 }
 
-// addToGroup adds item i to its shard's group.
-func (m *multiFetch) addToGroup(i int, sh *sched.Shard) {
+// groupFor returns the index of sh's group, adding an empty group for it if it has none.
+func (m *multiFetch) groupFor(sh *sched.Shard) int {
 	for g := range m.groups {
 		if m.groups[g].shard == sh {
-			m.groups[g].items = append(m.groups[g].items, i)
-			return
+			return g
 		}
 	}
-	m.groups = append(m.groups, mfGroup{shard: sh, items: []int{i}})
+	m.groups = append(m.groups, mfGroup{shard: sh})
+	return len(m.groups) - 1
+}
+
+// orderGroups sets each group's items: the indexes of its partitions, in request order,
+// as consecutive runs of one array (one per request rather than one per group).
+func (m *multiFetch) orderGroups() {
+	order := m.orderBuf[:0]
+	if len(m.items) > mfInline {
+		order = make([]int, 0, len(m.items))
+	}
+	for g := range m.groups {
+		start := len(order)
+		for i := range m.items {
+			if m.items[i].pt != nil && m.items[i].group == g {
+				order = append(order, i)
+			}
+		}
+		m.groups[g].items = order[start:len(order):len(order)]
+	}
 }
 
 // submit moves the request to group g's shard. A full shard queue answers busy (waiters
@@ -205,7 +260,7 @@ func (m *multiFetch) gatherGroup(memoryOnly bool) bool {
 		if left <= 0 && m.spent > 0 {
 			continue // the budget is spent: offsets only
 		}
-		res, ok, err := pt.read(it.offset, max(left, 1), memoryOnly)
+		res, ok, err := pt.read(it.offset, max(left, 1), memoryOnly, it.spans[:0])
 		if !ok {
 			return false
 		}
@@ -305,7 +360,7 @@ func (m *multiFetch) recoverPass() {
 	m.state.Store(mfActive) // wake-ups from now on do nothing
 	for g := range m.groups {
 		// Best effort: with the queue full the waiters wake at their deadline.
-		_ = m.groups[g].shard.Submit(&mfCleanup{m: m, g: g})
+		_ = m.groups[g].shard.Submit(m.cleanup(g))
 	}
 	if m.answered { // the answer is out: its Done releases the reads, once written
 		m.b.logPanic("fetch_multi", nil, r)
@@ -343,7 +398,7 @@ func (m *multiFetch) answerFrom(g int, sh *sched.Shard) {
 	for o := range m.groups {
 		if o != g {
 			// Best effort: with the queue full the waiters wake at their deadline.
-			_ = m.groups[o].shard.Submit(&mfCleanup{m: m, g: o})
+			_ = m.groups[o].shard.Submit(m.cleanup(o))
 		}
 	}
 }
@@ -353,6 +408,20 @@ func (m *multiFetch) answerFrom(g int, sh *sched.Shard) {
 type mfCleanup struct {
 	m *multiFetch
 	g int
+}
+
+// cleanup returns the task that releases group g's waiters: in the request itself for
+// the first groups. A task has no state of its own, so the same one may be queued twice
+// (an answer's cleanups, then a panic's) and run twice: the second finds nothing parked.
+// Only the request's owner calls it.
+func (m *multiFetch) cleanup(g int) *mfCleanup {
+	if g < len(m.cleanups) {
+		if m.cleanups[g].m == nil { // set once: a queued task may be running already
+			m.cleanups[g] = mfCleanup{m: m, g: g}
+		}
+		return &m.cleanups[g]
+	}
+	return &mfCleanup{m: m, g: g}
 }
 
 // Run releases the group's waiters still parked.
@@ -392,7 +461,10 @@ func (m *multiFetch) anyError() bool {
 // (Done).
 func (m *multiFetch) answer() {
 	n, partHead := len(m.items), wire.FetchPartHeaderLen(m.version)
-	head := make([]byte, 0, wire.FetchMultiFrameHeaderSize+n*partHead)
+	head := m.headBuf[:0]
+	if size := wire.FetchMultiFrameHeaderSize + n*partHead; size > len(m.headBuf) {
+		head = make([]byte, 0, size)
+	}
 	rest := n * partHead
 	spans := 0
 	for i := range m.items {
@@ -401,8 +473,18 @@ func (m *multiFetch) answer() {
 	}
 	var body wire.FetchMultiResponse
 	head = body.AppendFrameHeader(head, m.hdr, n, rest)
-	iov := make([][]byte, 0, spans)
-	resp := netio.Response{File: -1, More: make([]netio.Part, n-1)}
+	iov := m.iovBuf[:0]
+	if spans > len(m.iovBuf) {
+		iov = make([][]byte, 0, spans)
+	}
+	resp := netio.Response{File: -1}
+	if n > 1 {
+		resp.More = m.moreBuf[:0]
+		if n-1 > len(m.moreBuf) {
+			resp.More = make([]netio.Part, 0, n-1)
+		}
+		resp.More = resp.More[:n-1]
+	}
 	for i := range m.items {
 		it := &m.items[i]
 		start := len(head)
@@ -441,7 +523,7 @@ func (m *multiFetch) answer() {
 	if m.version >= 2 {
 		resp.Head = head
 	}
-	resp.Done = m.release
+	resp.Done = m
 	if rest > n*partHead {
 		m.answeredAt = time.Now().UnixNano()
 	}
@@ -449,8 +531,12 @@ func (m *multiFetch) answer() {
 	m.c.Respond(m.slot, resp)
 }
 
-// release releases what the partitions' reads hold: netio calls it once the answer is
-// written (or dropped with its connection), which ends the answer's send stage.
+// Done is netio's word that the answer is written, or dropped with its connection
+// (netio.Doner): release.
+func (m *multiFetch) Done() { m.release() }
+
+// release releases what the partitions' reads hold: netio calls it (Done) once the answer
+// is written (or dropped with its connection), which ends the answer's send stage.
 func (m *multiFetch) release() {
 	if m.answeredAt > 0 {
 		since(m.b.stages.send, m.answeredAt, time.Now().UnixNano())
@@ -471,17 +557,17 @@ func (m *multiFetch) release() {
 // (tests: the arena cannot be made to reclaim records on cue between an append and its
 // wake-up) makes every memory-only read miss, and a disk-capable read run inline
 // panic, so that a test sees a loop that could wait for the disk. Shard only.
-func (pt *part) read(offset int64, maxBytes int, memoryOnly bool) (engine.FetchResult, bool, error) {
+func (pt *part) read(offset int64, maxBytes int, memoryOnly bool, spans []memarena.Span) (engine.FetchResult, bool, error) {
 	miss := failpoint.On("arena_miss", pt.topic.meta.Name)
 	if memoryOnly {
 		if miss {
 			return engine.FetchResult{NextOffset: offset}, false, nil
 		}
-		return pt.p.FetchMemory(offset, maxBytes, nil)
+		return pt.p.FetchMemory(offset, maxBytes, spans)
 	}
 	if miss && pt.shard.Inline() {
 		panic("BUG: broker: a read that may wait for the disk ran on an event loop")
 	}
-	res, err := pt.p.Fetch(offset, maxBytes, nil)
+	res, err := pt.p.Fetch(offset, maxBytes, spans)
 	return res, true, err
 }

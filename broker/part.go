@@ -149,11 +149,9 @@ func (b *Broker) serveWoken(pt *part, w engine.Waiter) (fetch bool) {
 			err := wire.NewError(wire.CodeInternal, fmt.Sprintf("internal error answering a woken request: %v", r))
 			switch t := w.(type) {
 			case *fetchTask:
-				if m := t.multi; m != nil {
-					b.respond(m.c, m.slot, m.hdr, err, nil)
-				} else {
-					b.respond(t.c, t.slot, t.hdr, err, nil)
-				}
+				b.respond(t.c, t.slot, t.hdr, err, nil)
+			case *mfWaiter:
+				b.respond(t.m.c, t.m.slot, t.m.hdr, err, nil)
 			case *produceTask:
 				b.respond(t.c, t.slot, t.hdr, err, nil)
 			}
@@ -164,6 +162,11 @@ func (b *Broker) serveWoken(pt *part, w engine.Waiter) (fetch bool) {
 		b.parkedFetch.Add(-1)
 		failpoint.Panic("woken_fetch", pt.topic.meta.Name)
 		t.serve()
+		return true
+	case *mfWaiter:
+		b.parkedFetch.Add(-1)
+		failpoint.Panic("woken_fetch", pt.topic.meta.Name)
+		t.m.woken(t.pt.shard) // on the partition's shard
 		return true
 	case *produceTask:
 		b.parkedAck.Add(-1)

@@ -7,12 +7,14 @@ import (
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
+
+	"sluice/wire"
 )
 
 // Response is what a handler answers: Head (the frame up to and including whatever fixed
 // fields it has), then Iov (for example arena chunks holding batches), then Len bytes of
 // File from Pos (a segment region, sent with sendfile; File is -1 when none). Done, if
-// not nil, runs once everything was written or the connection closed, on the goroutine
+// not nil, is called once everything was written or the connection closed, on the goroutine
 // that wrote the last byte (the loop, or the one that answered: send.go), possibly
 // before Respond returns: it releases the chunks or the region. More are further parts
 // of the same answer, each written the same way after the one before it (a
@@ -25,14 +27,31 @@ type Response struct {
 	Pos  int64
 	Len  int64
 	More []Part
-	Done func()
+	Done Doner
 	// Close asks netio to close the connection once this response is written (fatal
 	// protocol errors).
 	Close bool
 }
 
-// slot is one request's place in its connection's response queue.
+// Doner is told once that a Response was written, or dropped with its connection
+// (Response.Done). An interface rather than a func, so that an answer's owner (a
+// multi-partition fetch) can be told without the closure a method value allocates.
+type Doner interface{ Done() }
+
+// DoneFunc is a function as a Doner.
+type DoneFunc func()
+
+// Done calls f.
+func (f DoneFunc) Done() { f() }
+
+// slot is one request's place in its connection's response queue. Slots are reused: once
+// written, a slot goes to its connection's free list (under Conn.mu) with gen advanced,
+// so that a Slot handle kept past its answer (a second answer, as when a panic is answered
+// after the handler had answered) no longer matches and is dropped instead of answering
+// the request that reuses it. Without reuse a slot was an allocation per request, most of
+// the broker's per-request garbage with the queue's own regrowth (newSlot).
 type slot struct {
+	gen     uint32 // under Conn.mu; a Slot with another gen is stale
 	resp    Response
 	ready   bool
 	direct  bool     // the answer may be written off the loop (Response.direct), set with it
@@ -41,7 +60,14 @@ type slot struct {
 	// answered (a fetch's MaxBytes), then queued (the answer's Head and Iov bytes) until
 	// it is written or the connection closes.
 	reserved, queued int64
+	// small holds the head of an answer given by RespondCopy, so that a small answer
+	// (a produce's acknowledgment) needs no buffer of its own.
+	small [smallHead]byte
 }
+
+// smallHead is the most bytes of head RespondCopy keeps in the slot itself: a produce
+// answer with a short text.
+const smallHead = 96
 
 // Part is one part of a Response after its first: Head, then Iov, then Len bytes of File
 // from Pos (File is -1 when none).
@@ -89,6 +115,7 @@ type Conn struct {
 	mu struct {
 		sync.Mutex
 		queue  []*slot // in request order; the head is being written
+		free   []*slot // written slots, for newSlot to reuse
 		parked int     // slots with a Releaser set
 		closed bool
 	}
@@ -127,6 +154,7 @@ type Conn struct {
 
 	// Writer state, under wmu.
 	iov       [][]byte // what remains of the head response's bytes
+	iovArr    [][]byte // the array iov is loaded into (loadIov)
 	fileSent  int64    // bytes of the current part's file region already sent
 	started   bool     // the iov of the head response's current parts was loaded
 	part      int      // the head response's first part not yet loaded into iov
@@ -142,6 +170,9 @@ type Conn struct {
 	// what a frame over it is answered before the connection closes. Loop only.
 	frameLimit    int
 	frameLimitErr error
+	// req is the request being decoded and handled; its body is kept for the next
+	// request of the same hot API (reader.go's dispatch). Loop only.
+	req wire.Request
 }
 
 // LimitFrames lowers the largest request frame this connection may send to n, from the
@@ -175,19 +206,54 @@ func (c *Conn) State() any { return c.state }
 func (c *Conn) SetState(v any) { c.state = v }
 
 // Slot identifies a request's place in the response order; pass it to Respond.
-type Slot struct{ s *slot }
+type Slot struct {
+	s   *slot
+	gen uint32
+}
 
 // newSlot appends a slot for a request just read, reserving `reserved` bytes of the
-// outbound budget for its answer. Loop only.
+// outbound budget for its answer. It reuses a written slot when there is one, and the
+// queue keeps its array (popHeadLocked), so the steady state allocates nothing. Loop only.
 func (c *Conn) newSlot(reserved int64) Slot {
-	s := &slot{reserved: reserved}
 	c.mu.Lock()
+	var s *slot
+	if n := len(c.mu.free); n > 0 {
+		s = c.mu.free[n-1]
+		c.mu.free[n-1] = nil
+		c.mu.free = c.mu.free[:n-1]
+	} else {
+		s = new(slot)
+	}
+	s.reserved = reserved
 	c.mu.queue = append(c.mu.queue, s)
 	c.out.Add(reserved)
 	c.srv.outBudget.reserved.Add(reserved)
 	c.mu.Unlock()
-	return Slot{s}
+	return Slot{s, s.gen}
 }
+
+// popHeadLocked removes the written slot at the head of the queue, shifting the rest down
+// rather than reslicing (a resliced queue loses its array's front, so the appends that
+// follow would allocate a new array every few requests), and keeps the slot for reuse
+// with its gen advanced: handles to it are stale from here. It returns the slot's Done
+// and Close, which the caller acts on. The queue is short (at most the connection's
+// in-flight requests), so the shift is a few words. Requires c.mu.
+func (c *Conn) popHeadLocked() (done Doner, closeAfter bool) {
+	q := c.mu.queue
+	s := q[0]
+	n := copy(q, q[1:])
+	q[n] = nil
+	c.mu.queue = q[:n]
+	c.unchargeLocked(s)
+	done, closeAfter = s.resp.Done, s.resp.Close
+	s.gen++
+	s.resp, s.ready, s.direct, s.release = Response{}, false, false, nil
+	c.mu.free = append(c.mu.free, s)
+	return done, closeAfter
+}
+
+// stale reports whether sl no longer names its slot's current request. Requires c.mu.
+func (sl Slot) stale() bool { return sl.s.gen != sl.gen }
 
 // inflight returns the number of requests not yet fully answered. Loop only.
 func (c *Conn) inflight() int {
@@ -239,10 +305,35 @@ func (c *Conn) ReadAt() int64 { return c.readAt }
 // bound, and the client simply asks again.
 func (c *Conn) Respond(sl Slot, resp Response) {
 	c.mu.Lock()
-	if c.mu.closed || sl.s.ready {
+	c.respondLocked(sl, resp)
+}
+
+// RespondCopy answers with head alone, copied into the slot itself when it fits
+// (smallHead bytes), so that a small answer built on the caller's stack costs no
+// allocation; a larger head is copied to a buffer of its own. Safe from any goroutine,
+// like Respond.
+func (c *Conn) RespondCopy(sl Slot, head []byte) {
+	c.mu.Lock()
+	if c.mu.closed || sl.stale() || sl.s.ready {
+		c.mu.Unlock()
+		return
+	}
+	var h []byte
+	if len(head) <= smallHead {
+		h = sl.s.small[:len(head):len(head)]
+		copy(h, head)
+	} else {
+		h = append([]byte(nil), head...)
+	}
+	c.respondLocked(sl, Response{Head: h, File: -1})
+}
+
+// respondLocked is Respond with c.mu held; it unlocks it.
+func (c *Conn) respondLocked(sl Slot, resp Response) {
+	if c.mu.closed || sl.stale() || sl.s.ready {
 		c.mu.Unlock()
 		if resp.Done != nil {
-			resp.Done()
+			resp.Done.Done()
 		}
 		return
 	}
@@ -294,7 +385,7 @@ func (c *Conn) unchargeLocked(s *slot) {
 // goroutine; Respond on the slot ends the park.
 func (c *Conn) Park(sl Slot, r Releaser) {
 	c.mu.Lock()
-	if sl.s.ready || sl.s.release != nil {
+	if sl.stale() || sl.s.ready || sl.s.release != nil {
 		c.mu.Unlock()
 		return
 	}
@@ -397,7 +488,7 @@ func (c *Conn) shutdown() {
 	}
 	for _, s := range queue {
 		if s.ready && s.resp.Done != nil {
-			s.resp.Done()
+			s.resp.Done.Done()
 		}
 	}
 	c.release(parked)

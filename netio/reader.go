@@ -193,14 +193,18 @@ func (c *Conn) unpause() {
 // connection.
 func (c *Conn) dispatch(frame []byte) gnet.Action {
 	s := c.srv
-	var req wire.Request
+	req := &c.req
 	_, err := req.Decode(frame, s.cfg.MaxFrame)
 	if err == nil {
 		s.stats.requests.Add(1)
 		s.stats.bytesRead.Add(uint64(len(frame)))
-		s.handle(c, c.newSlot(s.outBudget.reserve(c, &req)), &req)
+		s.handle(c, c.newSlot(s.outBudget.reserve(c, req)), req)
+		if !reusedBody(req.Header.APIKey) {
+			req.Body = nil
+		}
 		return gnet.None
 	}
+	req.Body = nil // a body that failed to decode holds what it had decoded
 	_, hdr, _ := wire.PeekFrame(frame, s.cfg.MaxFrame)
 	if !wire.CodeOf(err).Fatal() {
 		// A whole, well-framed request with a bad field (a topic name, say): answer it
@@ -210,6 +214,20 @@ func (c *Conn) dispatch(frame []byte) gnet.Action {
 		return gnet.None
 	}
 	return s.refuseProtocol(c, hdr, err)
+}
+
+// reusedBody reports whether the decoded body of a request of API k is kept for the next
+// request on the connection (Request.Decode decodes into a body of the same API): the
+// requests that come many times a second, so that decoding them allocates nothing. A
+// handler does not keep a request past Handle (Handler), but some copy the body to
+// finish off the loop (create_topic), and a copy shares the body's slices, which the next
+// decode would overwrite: those bodies are made afresh each time.
+func reusedBody(k wire.APIKey) bool {
+	switch k {
+	case wire.APIProduce, wire.APIFetch, wire.APIFetchMulti:
+		return true
+	}
+	return false
 }
 
 // hold keeps p after the bytes held and checks the headers of the frames it completes or

@@ -36,7 +36,7 @@ func (h mixedHandler) Handle(c *Conn, sl Slot, req *wire.Request) {
 		frame, headLen := h.frame(id)
 		h.given.Add(1)
 		c.Respond(sl, Response{Head: frame[:headLen], Iov: [][]byte{frame[headLen:]}, File: -1,
-			Done: func() { h.done.Add(1) }})
+			Done: DoneFunc(func() { h.done.Add(1) })})
 	}
 	if id%3 == 0 && !h.offLoop {
 		answer()
@@ -250,7 +250,7 @@ func (h panicHandler) Handle(c *Conn, sl Slot, req *wire.Request) {
 		Body: &wire.ProduceResponse{}}
 	resp := Response{Head: r.AppendTo(nil), File: -1}
 	if req.Header.RequestID == 0 {
-		resp.Done = func() { panic("test: a Done that panics") }
+		resp.Done = DoneFunc(func() { panic("test: a Done that panics") })
 	}
 	c.Respond(sl, resp)
 }
@@ -383,11 +383,11 @@ func (h lateWriterHandler) Handle(c *Conn, sl Slot, req *wire.Request) {
 		close(h.answered1)
 	}()
 	resp := emptyAnswer(0)
-	resp.Done = func() {
+	resp.Done = DoneFunc(func() {
 		close(h.inDone)
 		<-h.answered1
 		panic("test: a Done that panics while another answer waits for the writer")
-	}
+	})
 	c.Respond(<-h.slot0, resp)
 }
 

@@ -44,9 +44,7 @@ func (c *Conn) flush(direct bool) error {
 			return err
 		}
 		c.mu.Lock()
-		c.mu.queue[0] = nil
-		c.mu.queue = c.mu.queue[1:]
-		c.unchargeLocked(s)
+		done, closeAfter := c.popHeadLocked() // s may be reused from here
 		c.mu.Unlock()
 		c.started, c.fileSent, c.part = false, 0, 0
 		if direct {
@@ -54,10 +52,10 @@ func (c *Conn) flush(direct bool) error {
 		} else {
 			c.srv.stats.loopWrites.Add(1)
 		}
-		if s.resp.Done != nil {
-			s.resp.Done()
+		if done != nil {
+			done.Done()
 		}
-		if s.resp.Close {
+		if closeAfter {
 			return errClosing
 		}
 	}
@@ -98,7 +96,9 @@ func (c *Conn) writeResponse(r *Response) error {
 // loadIov loads the bytes of the parts from c.part on into c.iov, up to and including
 // the first part with a file region (c.filePart; -1 when none).
 func (c *Conn) loadIov(r *Response) {
-	c.iov, c.filePart = c.iov[:0], -1
+	// From the start of the array kept in iovArr: writes advance c.iov through it, and
+	// appending to what they leave would allocate a new array for every answer.
+	c.iov, c.filePart = c.iovArr[:0], -1
 	for c.part <= len(r.More) {
 		p := r.part(c.part)
 		// No empty buffers: writev of empty buffers only writes 0 bytes (a part may have
@@ -117,6 +117,7 @@ func (c *Conn) loadIov(r *Response) {
 			break
 		}
 	}
+	c.iovArr = c.iov[:0] // the array, grown or not
 	c.started = true
 }
 

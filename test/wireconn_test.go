@@ -186,11 +186,27 @@ func (w *wireConn) readFrameInto(buf []byte) ([]byte, error) {
 // that version's layout.
 func (w *wireConn) callFetchMultiV(body *wire.FetchMultiRequest, version uint16) *wire.Response {
 	w.t.Helper()
+	w.sendFetchMultiV(body, version)
+	resp := w.recvFetchMultiV(version)
+	if resp.Header.RequestID != w.id {
+		w.t.Fatalf("response to %d, want %d", resp.Header.RequestID, w.id)
+	}
+	return resp
+}
+
+// sendFetchMultiV sends a fetch_multi of the given version.
+func (w *wireConn) sendFetchMultiV(body *wire.FetchMultiRequest, version uint16) {
+	w.t.Helper()
 	w.id++
 	req := wire.Request{Header: wire.RequestHeader{APIKey: wire.APIFetchMulti, APIVersion: version, RequestID: w.id}, Body: body}
 	if _, err := w.conn.Write(req.AppendTo(nil)); err != nil {
 		w.t.Fatalf("write: %v", err)
 	}
+}
+
+// recvFetchMultiV reads a fetch_multi answer in the given version's layout.
+func (w *wireConn) recvFetchMultiV(version uint16) *wire.Response {
+	w.t.Helper()
 	frame, err := w.readFrame()
 	if err != nil {
 		w.t.Fatalf("read response: %v", err)
@@ -198,9 +214,6 @@ func (w *wireConn) callFetchMultiV(body *wire.FetchMultiRequest, version uint16)
 	resp := wire.Response{Body: &wire.FetchMultiResponse{Version: version}}
 	if _, err := resp.Decode(frame, wire.DefaultMaxFrame); err != nil {
 		w.t.Fatalf("decode response: %v", err)
-	}
-	if resp.Header.RequestID != w.id {
-		w.t.Fatalf("response to %d, want %d", resp.Header.RequestID, w.id)
 	}
 	return &resp
 }

@@ -163,6 +163,35 @@ func (r *ProduceResponse) AppendTo(dst []byte) []byte {
 	return le.AppendUint32(dst, r.RetryAfterMs)
 }
 
+// AppendProduceResponse appends a whole produce response frame to dst, as
+// Response{Header: hdr, Text: text, Body: body}.AppendTo would (body nil for none), and
+// with the same checks. It takes the body by its own type because a call through the
+// Body interface makes the compiler move dst's array and the body to the heap: the
+// broker builds each acknowledgment on its stack with this, and answers it with no
+// allocation (netio.Conn.RespondCopy).
+func AppendProduceResponse(dst []byte, hdr ResponseHeader, text string, body *ProduceResponse) []byte {
+	switch code := hdr.Code; {
+	case code == CodeNone && body == nil, code.Fatal() && body != nil:
+		panic("BUG: wire: produce response with code " + code.String() + " and body " + describeProduce(body))
+	case hdr.APIKey != APIProduce:
+		panic("BUG: wire: produce body in a " + hdr.APIKey.String() + " response")
+	}
+	start := len(dst)
+	dst = AppendResponseHeader(dst, hdr, text)
+	if body != nil {
+		dst = body.AppendTo(dst)
+	}
+	FinishFrame(dst, start)
+	return dst
+}
+
+func describeProduce(b *ProduceResponse) string {
+	if b == nil {
+		return "nil"
+	}
+	return APIProduce.String()
+}
+
 // Decode decodes the response body at the front of b; see Body. Offsets below -1, and a
 // last offset below the base offset, are malformed.
 func (r *ProduceResponse) Decode(b []byte) (rest []byte, err error) {

@@ -198,7 +198,7 @@ func TestProtocolDocTables(t *testing.T) {
 
 // TestHotPathAllocs checks that the broker's hot paths allocate nothing: peeking a frame,
 // decoding a produce header from a prefix, decoding a fetch request into a reused body,
-// and encoding a fetch response header into a buffer with room.
+// and encoding a produce answer or a fetch response header into a buffer with room.
 func TestHotPathAllocs(t *testing.T) {
 	produce := sampleRequests()["produce"]
 	pframe := produce.AppendTo(nil)
@@ -227,6 +227,9 @@ func TestHotPathAllocs(t *testing.T) {
 				t.Fatal(err)
 			}
 		},
+		"produce response": func() {
+			buf = AppendProduceResponse(buf[:0], ResponseHeader{RequestID: 1, APIKey: APIProduce}, "", &ProduceResponse{Checkpoint: 3})
+		},
 		"fetch response header": func() {
 			buf = f.AppendFrameHeader(buf[:0], ResponseHeader{RequestID: 1, APIKey: APIFetch}, 1<<20)
 		},
@@ -237,4 +240,48 @@ func TestHotPathAllocs(t *testing.T) {
 			t.Errorf("%s: %v allocations", name, n)
 		}
 	}
+}
+
+// TestAppendProduceResponse: the produce answer the broker builds on its stack is the
+// frame Response.AppendTo makes of the same answer, and the same bad answers panic.
+func TestAppendProduceResponse(t *testing.T) {
+	body := &ProduceResponse{Version: 2, Session: 7, Checkpoint: 40, BaseOffset: 41, LastOffset: 44, RetryAfterMs: 5}
+	hdr := func(code Code) ResponseHeader { return ResponseHeader{RequestID: 9, APIKey: APIProduce, Code: code} }
+	for _, c := range []struct {
+		hdr  ResponseHeader
+		text string
+		body *ProduceResponse
+	}{
+		{hdr(CodeNone), "", body},
+		{hdr(CodeBusy), "slow down", body},
+		{hdr(CodeUnknownTopic), "no such topic", nil},
+	} {
+		want := (&Response{Header: c.hdr, Text: c.text, Body: bodyOrNil(c.body)}).AppendTo([]byte("x"))
+		if got := AppendProduceResponse([]byte("x"), c.hdr, c.text, c.body); !bytes.Equal(got, want) {
+			t.Errorf("%v: % x, want % x", c.hdr.Code, got, want)
+		}
+	}
+	for name, bad := range map[string]func(){
+		"success without a body": func() { AppendProduceResponse(nil, hdr(CodeNone), "", nil) },
+		"fatal with a body":      func() { AppendProduceResponse(nil, hdr(CodeMalformed), "", body) },
+		"another API":            func() { AppendProduceResponse(nil, ResponseHeader{APIKey: APIFetch}, "", body) },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: no panic", name)
+				}
+			}()
+			bad()
+		}()
+	}
+}
+
+// bodyOrNil is b as a Body, nil for none (a nil *ProduceResponse in an interface is no
+// nil Body).
+func bodyOrNil(b *ProduceResponse) Body {
+	if b == nil {
+		return nil
+	}
+	return b
 }

@@ -37,6 +37,11 @@ type writerState struct {
 
 	jobs   []persistJob
 	pieces [][]byte
+	// collect lists the jobs into jobs and jobsErr (Persist, under persistMu): made once,
+	// because a closure made per call and handed to Source.Settled moved the list to the
+	// heap on every pass.
+	collect func()
+	jobsErr error
 }
 
 // close closes the write descriptor, if any.
@@ -77,9 +82,12 @@ func (l *Log) Persist(src persist.Source) (bool, error) {
 	l.persistMu.Lock()
 	defer l.persistMu.Unlock()
 	// What is placed, read where no placement is under way (persist.Source).
-	var jobs []persistJob
-	var err error
-	src.Settled(func() { jobs, err = l.persistJobs(l.w.jobs[:0]) })
+	if l.w.collect == nil {
+		l.w.collect = func() { l.w.jobs, l.w.jobsErr = l.persistJobs(l.w.jobs[:0]) }
+	}
+	src.Settled(l.w.collect)
+	jobs, err := l.w.jobs, l.w.jobsErr
+	l.w.jobsErr = nil
 	defer func() { clear(jobs); l.w.jobs = jobs[:0] }()
 	if err != nil {
 		return false, err
