@@ -111,6 +111,12 @@ var (
 		"Answers written to sockets, by writer: answerer (the goroutine that made the answer, or one behind it, wrote it at once) or loop (the connection's event loop, woken for it: answers with a file region or over 256 KiB, or left by a writer that had the connection).", []string{"writer"}, nil)
 	descPersister = prometheus.NewDesc("sluice_persister_events_total",
 		"Shard persisters' events: parked (none of the shard's partitions had data waiting, so it stopped passing over them every log.fsync_interval) and resumed (an append found it parked and started its passes again).", []string{"event"}, nil)
+	descShardTasks = prometheus.NewDesc("sluice_shard_tasks_total",
+		"Tasks each shard ran, by where: goroutine (queued to the shard's goroutine) or inline (run at once by the event loop that had the work, the shard being idle: no goroutine woken).", []string{"shard", "run"}, nil)
+	descShardWakeups = prometheus.NewDesc("sluice_shard_wakeups_total",
+		"Times each shard's goroutine woke from parked, for a task or a timer: each may cost a thread wake-up, tens of microseconds of processor time on a virtual machine (BENCHMARKS.md's machine line gives the host's).", []string{"shard"}, nil)
+	descShardBusy = prometheus.NewDesc("sluice_shard_refused_tasks_total",
+		"Tasks refused because the shard's queue was full (answered busy, or left to their deadline).", []string{"shard"}, nil)
 	descClamped = prometheus.NewDesc("sluice_net_fetches_clamped_total",
 		"Fetches whose max bytes was lowered to the room their connection had in the outbound budget.", nil, nil)
 )
@@ -119,7 +125,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descSent, descConns, descRequests, descProtoErr, descArena, descReclaimed,
 		descFull, descLag, descHits, descState, descDirect, descReused, descPanics, descReleased, descWakes, descSkipped, descParked, descProduced, descCopied,
 		descInbound, descOutbound, descRefused, descTimedOut, descSendTimedOut, descExpired, descPaused, descClamped, descDirectRead, descAnswers,
-		descPersister, descHDFSLag, descHDFSLagBytes, descHDFSLagSec, descHDFSFailing, descHDFSRounds, descHDFSSwitches, descHDFSBytes, descHDFSRead,
+		descPersister, descShardTasks, descShardWakeups, descShardBusy, descHDFSLag, descHDFSLagBytes, descHDFSLagSec, descHDFSFailing, descHDFSRounds, descHDFSSwitches, descHDFSBytes, descHDFSRead,
 		descAuth, descAuthRefused, descAuthReloads, descAuthFailing, descAuthUsers, descTLS, descCertExpiry, descTLSReloads} {
 		ch <- d
 	}
@@ -197,6 +203,13 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	parks, resumes := c.b.persisterEvents()
 	counter(descPersister, float64(parks), "parked")
 	counter(descPersister, float64(resumes), "resumed")
+	for _, st := range c.b.sched.Stats() {
+		shard := strconv.Itoa(st.Shard)
+		counter(descShardTasks, float64(st.TasksRun-st.Inline), shard, "goroutine")
+		counter(descShardTasks, float64(st.Inline), shard, "inline")
+		counter(descShardWakeups, float64(st.Wakeups), shard)
+		counter(descShardBusy, float64(st.Busy), shard)
+	}
 	if f := c.b.front; f != nil {
 		st := f.Stats()
 		counter(descTLS, float64(st.Handshakes), "ok")
