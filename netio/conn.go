@@ -228,8 +228,9 @@ func (c *Conn) newSlot(reserved int64) Slot {
 	c.mu.queue = append(c.mu.queue, s)
 	c.out.Add(reserved)
 	c.srv.outBudget.reserved.Add(reserved)
+	sl := Slot{s, s.gen}
 	c.mu.Unlock()
-	return Slot{s, s.gen}
+	return sl
 }
 
 // popHeadLocked removes the written slot at the head of the queue, shifting the rest down

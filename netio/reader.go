@@ -199,9 +199,7 @@ func (c *Conn) dispatch(frame []byte) gnet.Action {
 		s.stats.requests.Add(1)
 		s.stats.bytesRead.Add(uint64(len(frame)))
 		s.handle(c, c.newSlot(s.outBudget.reserve(c, req)), req)
-		if !reusedBody(req.Header.APIKey) {
-			req.Body = nil
-		}
+		forgetFrame(req)
 		return gnet.None
 	}
 	req.Body = nil // a body that failed to decode holds what it had decoded
@@ -228,6 +226,23 @@ func reusedBody(k wire.APIKey) bool {
 		return true
 	}
 	return false
+}
+
+// forgetFrame drops what the kept request refers to of the frame just handled: the
+// fields that alias it, whose memory the inbound buffer reuses or unmaps from here, and
+// every body but a reused one.
+func forgetFrame(req *wire.Request) {
+	switch b := req.Body.(type) {
+	case *wire.ProduceRequest:
+		b.Topic, b.Batches = nil, nil
+	case *wire.FetchRequest:
+		b.Topic = nil
+	case *wire.FetchMultiRequest:
+		b.Topic = nil
+	}
+	if !reusedBody(req.Header.APIKey) {
+		req.Body = nil
+	}
 }
 
 // hold keeps p after the bytes held and checks the headers of the frames it completes or
