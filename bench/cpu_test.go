@@ -2,8 +2,12 @@ package bench
 
 import (
 	"os"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestParseProcStat(t *testing.T) {
@@ -44,7 +48,8 @@ func TestCPUSince(t *testing.T) {
 	x := uint64(1)
 	// Busy until this process has used 200 ms of processor time (however long the host
 	// takes to give it), or 10 s have passed.
-	for start, from := time.Now(), selfCPU(); selfCPU()-from < 200*time.Millisecond && time.Since(start) < 10*time.Second; {
+	used := func() time.Duration { d, _ := selfCPU(); return d }
+	for start, from := time.Now(), used(); used()-from < 200*time.Millisecond && time.Since(start) < 10*time.Second; {
 		for range 1000 {
 			x = x*6364136223846793005 + 1442695040888963407
 		}
@@ -64,5 +69,41 @@ func TestCPUSince(t *testing.T) {
 	}
 	if s := u.String(); s == "" {
 		t.Fatal("no text")
+	}
+}
+
+// TestSwitches: the harness and the server (here the same process, read both ways) count
+// the thread switches of 200 sleeps, each a blocked thread woken again: at least 200 by
+// getrusage, and /proc's sum over the threads agrees within what the process's other
+// threads add (the runtime's monitor sleeps too).
+func TestSwitches(t *testing.T) {
+	if _, ok := procSwitches(os.Getpid()); !ok {
+		t.Skip("no /proc here: the server's switches cannot be read")
+	}
+	runtime.LockOSThread() // the sleeps block this thread, not a goroutine on another
+	defer runtime.UnlockOSThread()
+	a := markCPU(os.Getpid())
+	for range 200 {
+		if err := unix.Nanosleep(&unix.Timespec{Nsec: 100_000}, nil); err != nil && err != unix.EINTR {
+			t.Fatal(err)
+		}
+	}
+	u := cpuSince(a, markCPU(os.Getpid()))
+	if u.HarnessSwitches < 200 || u.ServerSwitches < 200 || u.ServerSwitches > 2*u.HarnessSwitches+100 {
+		t.Fatalf("200 sleeps: %v switches by getrusage, %v by /proc", u.HarnessSwitches, u.ServerSwitches)
+	}
+	if s := u.String(); !strings.Contains(s, "thread switches") {
+		t.Fatalf("%q does not give the switches", s)
+	}
+}
+
+// TestParseSwitches reads the field from a status file and refuses one without it.
+func TestParseSwitches(t *testing.T) {
+	status := "Name:\tsluice\nState:\tS (sleeping)\nvoluntary_ctxt_switches:\t12345\nnonvoluntary_ctxt_switches:\t67\n"
+	if n, ok := parseSwitches([]byte(status)); !ok || n != 12345 {
+		t.Fatalf("parsed %d, %v; want 12345", n, ok)
+	}
+	if _, ok := parseSwitches([]byte("Name:\tx\nnonvoluntary_ctxt_switches:\t67\n")); ok {
+		t.Fatal("a status without voluntary_ctxt_switches parsed")
 	}
 }

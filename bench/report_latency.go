@@ -13,8 +13,8 @@ var e2eRuns = []struct{ m, title string }{
 // where sluice's time went (the breakdown of breakdown.go).
 func (s *Suite) latencyMarkdown(w func(string, ...any)) {
 	w("\n### End-to-end latency\n\n")
-	w("One producer and one consumer reading the tail, linger %v; latency from each record's intended send time (fixed-rate schedule, corrected for coordinated omission) to its arrival at the consumer, after a warm-up. %sEvery system's server is up for these runs, and each measurement runs on every system back to back (sluice, the relay, Kafka, NATS), so that the runs compared in a row follow each other within a minute, not the ten minutes between one system's runs and the next's. Before each run the harness has the kernel write back what the page cache holds dirty (sync(2)), so that no run pays for the writes of the run before it (Kafka's stay in the page cache past its run, gigabytes at half load). Half load is half of each system's own 1 KiB produce rate above; 10 000 records/s is the same for every system. **relay** is the ceiling: a process that passes the producer's bytes straight on to the consumer (`sluice bench relay`, bench/relay.go), at sluice's rate of each run with the same records and linger, so its latency is what this host gives any broker before the broker does any work (two processes, loopback TCP both ways, woken threads). **Cores used** is the processor time of the harness (producer and consumer) and of the server over the measured part, in cores, with the host's shares busy (anything, this run or not) and stolen by the hypervisor over the same time (`bench/cpu.go`): a tail on these two shared cores is mostly waiting for a core, and grows fast as the cores fill. The processes' times include time stolen while they ran, so under heavy steal a run looks heavier than it is.\n\n", e2eLinger, s.roundsText())
-	w("| run | system | rate (records/s) | p50 | p99 | p99.9 | max | p99 of each round | p99 ÷ Kafka's | p99 ÷ relay's | cores used: harness + server | host busy / steal | errors |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	w("One producer and one consumer reading the tail, linger %v; latency from each record's intended send time (fixed-rate schedule, corrected for coordinated omission) to its arrival at the consumer, after a warm-up. %sEvery system's server is up for these runs, and each measurement runs on every system back to back (sluice, the relay, Kafka, NATS), so that the runs compared in a row follow each other within a minute, not the ten minutes between one system's runs and the next's. Before each run the harness has the kernel write back what the page cache holds dirty (sync(2)), so that no run pays for the writes of the run before it (Kafka's stay in the page cache past its run, gigabytes at half load). Half load is half of each system's own 1 KiB produce rate above; 10 000 records/s is the same for every system. **relay** is the ceiling: a process that passes the producer's bytes straight on to the consumer (`sluice bench relay`, bench/relay.go), at sluice's rate of each run with the same records and linger, so its latency is what this host gives any broker before the broker does any work (two processes, loopback TCP both ways, woken threads). **Cores used** is the processor time of the harness (producer and consumer) and of the server over the measured part, in cores, and **thread switches** their threads' voluntary context switches over it (each a thread that blocked and was woken: on a virtual machine each costs tens of µs of processor time, the machine line's wake cost) per record delivered, with the host's shares busy (anything, this run or not) and stolen by the hypervisor over the same time (`bench/cpu.go`): a tail on these two shared cores is mostly waiting for a core, and grows fast as the cores fill. The processes' times include time stolen while they ran, so under heavy steal a run looks heavier than it is.\n\n", e2eLinger, s.roundsText())
+	w("| run | system | rate (records/s) | p50 | p99 | p99.9 | max | p99 of each round | p99 ÷ Kafka's | p99 ÷ relay's | cores used: harness + server | thread switches a record: harness + server | host busy / steal | errors |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, run := range e2eRuns {
 		kafka, relay := s.Results["kafka"][run.m], s.Results["relay"][run.m]
 		for _, sys := range []string{"sluice", "kafka", "nats", "relay"} {
@@ -40,8 +40,8 @@ func (s *Suite) latencyMarkdown(w func(string, ...any)) {
 				name = "relay (ceiling)"
 			}
 			cores, host := cpuCells(r.CPU)
-			w("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d |\n", run.title, name, rate, fmtMicros(l.P50), fmtMicros(l.P99),
-				fmtMicros(l.P999), fmtMicros(l.Max), s.roundsP99(sys, run.m), vsKafka, vsRelay, cores, host, r.Errors)
+			w("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d |\n", run.title, name, rate, fmtMicros(l.P50), fmtMicros(l.P99),
+				fmtMicros(l.P999), fmtMicros(l.Max), s.roundsP99(sys, run.m), vsKafka, vsRelay, cores, switchesCell(r), host, r.Errors)
 		}
 	}
 	w("\nWhere the time goes (p50 / p99 of each stage; see `bench/breakdown.go` and `bench/stages.go`). Per record, from the harness: **schedule** is the harness handing the record to the producer late (its own sleep overshoot, a full producer buffer), **transit** from the producer call to the consumer's poll returning it, **delivery** from that poll to the record (iterating the answer). Within transit, sluice's components time their own stages, per batch or request (so they do not add up to transit): the producer's **client queue** (a batch's first record to the request carrying it written: linger, a request slot) and **round trip** (a produce request written to its answer read: network both ways, broker queue and append); the broker's (sluice_request_stage_seconds) **broker queue** (a produce on its event loop before its handler), **append** (the produce handler), **wake** (an append that found long polls parked, to those polls answered: on the appending event loop when the partition's shard is idle, else the hop to that shard) and **send** (a fetch answer with records queued, to its last byte written).\n\n")
@@ -77,6 +77,20 @@ func cpuCells(u *CPUUse) (cores, host string) {
 		host = fmt.Sprintf("%.0f %% / %.0f %%", 100*u.HostBusy, 100*u.HostSteal)
 	}
 	return cores, host
+}
+
+// switchesCell formats a run's thread switches a record delivered: "1.9 + 1.8" (harness +
+// server), "1.9 (harness)" without the server's.
+func switchesCell(r *Result) string {
+	u := r.CPU
+	if u == nil || u.Wall <= 0 || u.HarnessSwitches <= 0 || r.RecordsPerSec <= 0 {
+		return "—"
+	}
+	records := r.RecordsPerSec * u.Wall
+	if u.ServerSwitches <= 0 {
+		return fmt.Sprintf("%.1f (harness)", u.HarnessSwitches/records)
+	}
+	return fmt.Sprintf("%.1f + %.1f", u.HarnessSwitches/records, u.ServerSwitches/records)
 }
 
 // stage formats a stage's p50 / p99.
