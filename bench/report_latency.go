@@ -88,9 +88,23 @@ func switchesCell(r *Result) string {
 	}
 	records := r.RecordsPerSec * u.Wall
 	if u.ServerSwitches <= 0 {
-		return fmt.Sprintf("%.1f (harness)", u.HarnessSwitches/records)
+		return perRecord(u.HarnessSwitches/records) + " (harness)"
 	}
-	return fmt.Sprintf("%.1f + %.1f", u.HarnessSwitches/records, u.ServerSwitches/records)
+	return perRecord(u.HarnessSwitches/records) + " + " + perRecord(u.ServerSwitches/records)
+}
+
+// perRecord formats a count per record with two significant digits or more: at half
+// load a process switches threads a few hundredths of a time a record.
+func perRecord(v float64) string {
+	switch {
+	case v >= 10:
+		return fmt.Sprintf("%.0f", v)
+	case v >= 1:
+		return fmt.Sprintf("%.1f", v)
+	case v >= 0.1:
+		return fmt.Sprintf("%.2f", v)
+	}
+	return fmt.Sprintf("%.3f", v)
 }
 
 // stage formats a stage's p50 / p99.
