@@ -89,7 +89,6 @@ type mfItem struct {
 	win    engine.Window
 	res    engine.FetchResult
 	waiter mfWaiter
-	group  int              // index of its shard's group in multiFetch.groups
 	spans  [1]memarena.Span // room for res.Spans: a read usually holds one span
 }
 
@@ -148,7 +147,7 @@ func (b *Broker) handleFetchMulti(c *netio.Conn, slot netio.Slot, hdr wire.Respo
 		}
 		it.pt = pt
 		it.waiter = mfWaiter{m: m, pt: pt}
-		it.group = m.groupFor(pt.shard)
+		m.addGroup(pt.shard)
 	}
 	if len(m.groups) == 0 { // no partition exists: answer at once
 		m.answer()
@@ -158,15 +157,11 @@ func (b *Broker) handleFetchMulti(c *netio.Conn, slot netio.Slot, hdr wire.Respo
 	m.submit(0)
 }
 
-// groupFor returns the index of sh's group, adding an empty group for it if it has none.
-func (m *multiFetch) groupFor(sh *sched.Shard) int {
-	for g := range m.groups {
-		if m.groups[g].shard == sh {
-			return g
-		}
+// addGroup adds a group for sh unless it has one; orderGroups fills in its items.
+func (m *multiFetch) addGroup(sh *sched.Shard) {
+	if m.groupOf(sh) < 0 {
+		m.groups = append(m.groups, mfGroup{shard: sh})
 	}
-	m.groups = append(m.groups, mfGroup{shard: sh})
-	return len(m.groups) - 1
 }
 
 // orderGroups sets each group's items: the indexes of its partitions, in request order,
@@ -179,7 +174,7 @@ func (m *multiFetch) orderGroups() {
 	for g := range m.groups {
 		start := len(order)
 		for i := range m.items {
-			if m.items[i].pt != nil && m.items[i].group == g {
+			if pt := m.items[i].pt; pt != nil && pt.shard == m.groups[g].shard {
 				order = append(order, i)
 			}
 		}

@@ -94,17 +94,21 @@ func TestFetchMultiStress(t *testing.T) {
 		default:
 		}
 	}
-	var produced [parts]atomic.Int64
-	for p := range parts {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+	// onConn runs fn in a goroutine of wg, on a connection of its own closed after it.
+	onConn := func(fn func(c *stressClient)) {
+		wg.Go(func() {
 			c, err := stressDial(addr)
 			if err != nil {
 				fail(err)
 				return
 			}
 			defer c.conn.Close()
+			fn(c)
+		})
+	}
+	var produced [parts]atomic.Int64
+	for p := range parts {
+		onConn(func(c *stressClient) {
 			next := int64(0)
 			rnd := rand.New(rand.NewSource(int64(p)))
 			for {
@@ -146,16 +150,9 @@ func TestFetchMultiStress(t *testing.T) {
 				produced[p].Store(next)
 				time.Sleep(time.Duration(rnd.Intn(3)) * time.Millisecond)
 			}
-		}()
+		})
 	}
-	consumer := func(k int) {
-		defer wg.Done()
-		c, err := stressDial(addr)
-		if err != nil {
-			fail(err)
-			return
-		}
-		defer c.conn.Close()
+	consumer := func(k int, c *stressClient) {
 		rnd := rand.New(rand.NewSource(100 + int64(k)))
 		var next [parts]int64
 		type sent struct {
@@ -266,20 +263,11 @@ func TestFetchMultiStress(t *testing.T) {
 		}
 	}
 	for k := range 3 {
-		wg.Add(1)
-		go consumer(k)
+		onConn(func(c *stressClient) { consumer(k, c) })
 	}
 	// Mixed: produce, fetch and fetch_multi pipelined on one connection, so that the
 	// connection's kept body changes API from request to request.
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		c, err := stressDial(addr)
-		if err != nil {
-			fail(err)
-			return
-		}
-		defer c.conn.Close()
+	onConn(func(c *stressClient) {
 		var mxNext int64
 		for i := 0; ; i++ {
 			select {
@@ -332,11 +320,9 @@ func TestFetchMultiStress(t *testing.T) {
 				}
 			}
 		}
-	}()
+	})
 	// Churn: connections closed with long polls parked and answers queued.
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		for i := 0; ; i++ {
 			select {
 			case <-stop:
@@ -355,7 +341,7 @@ func TestFetchMultiStress(t *testing.T) {
 			time.Sleep(time.Duration(i%5) * time.Millisecond)
 			c.conn.Close()
 		}
-	}()
+	})
 	select {
 	case err := <-errs:
 		close(stop)
