@@ -74,6 +74,9 @@ var (
 	descReused = prometheus.NewDesc("sluice_partition_segments_reused_total",
 		"Segments the partition started in a file its retention had deleted, zeroed in place, instead of creating one (log.segment_reuse): neither allocates nor frees disk space, which on a filesystem mounted with discard spares the device a TRIM per segment. Since the partition loaded.",
 		[]string{"topic", "partition"}, nil)
+	descLogBytes = prometheus.NewDesc("sluice_partition_log_bytes",
+		"Bytes of record batches in the partition's segment files on this host (written data; the active segment's file is preallocated to log.segment_bytes, and files kept for reuse are not counted). Segments found sealed at start count from the partition's first retention check (broker.retention_check), with or without retention settings.",
+		[]string{"topic", "partition"}, nil)
 	descSkipped = prometheus.NewDesc("sluice_data_dir_skipped", "Directories in the data directory that are not readable topics (skipped at start; see the log).", nil, nil)
 	descInbound = prometheus.NewDesc("sluice_net_inbound_bytes",
 		"Memory for requests read and not yet handled, by kind: buffered (charged to net.max_inbound_total: partial frames, and requests waiting while their connection takes no more) or idle (buffers kept for reuse).", []string{"kind"}, nil)
@@ -123,7 +126,7 @@ var (
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descSent, descConns, descRequests, descProtoErr, descArena, descReclaimed,
-		descFull, descLag, descHits, descState, descDirect, descReused, descPanics, descReleased, descWakes, descSkipped, descParked, descProduced, descCopied,
+		descFull, descLag, descHits, descState, descDirect, descReused, descLogBytes, descPanics, descReleased, descWakes, descSkipped, descParked, descProduced, descCopied,
 		descInbound, descOutbound, descRefused, descTimedOut, descSendTimedOut, descExpired, descPaused, descClamped, descDirectRead, descAnswers,
 		descPersister, descShardTasks, descShardWakeups, descShardBusy, descHDFSLag, descHDFSLagBytes, descHDFSLagSec, descHDFSFailing, descHDFSRounds, descHDFSSwitches, descHDFSBytes, descHDFSRead,
 		descAuth, descAuthRefused, descAuthReloads, descAuthFailing, descAuthUsers, descTLS, descCertExpiry, descTLSReloads} {
@@ -261,6 +264,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 					v = 1
 				}
 				gauge(descDirect, v, name, id)
+			}
+			if n, ok := pt.p.DiskBytes(); ok {
+				gauge(descLogBytes, float64(n), name, id)
 			}
 			if n, ok := pt.p.ReusedFiles(); ok {
 				counter(descReused, float64(n), name, id)

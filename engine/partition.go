@@ -285,6 +285,15 @@ func (p *Partition) ReusedFiles() (int64, bool) {
 	return 0, false
 }
 
+// DiskBytes returns the bytes of data in the store's files on this host
+// (persist.DiskSizer), and false for a store that keeps none. Any goroutine.
+func (p *Partition) DiskBytes() (int64, bool) {
+	if d, ok := p.store.(persist.DiskSizer); ok {
+		return d.DiskBytes(), true
+	}
+	return 0, false
+}
+
 // Shutdown makes everything appended durable (a last Persist, on the owner: the
 // persister has stopped and no appender runs any more) and wakes every parked request,
 // so that the driver answers them before Close: fetches with what they can read,

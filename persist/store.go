@@ -100,6 +100,13 @@ type FileReuser interface {
 	ReusedFiles() int64
 }
 
+// DiskSizer is implemented by a store that keeps its data in files on the host
+// (persist/local): DiskBytes is the bytes of data in them (not the space preallocated).
+// Any goroutine; it takes no lock.
+type DiskSizer interface {
+	DiskBytes() int64
+}
+
 // Placement is where Place put a batch.
 type Placement struct {
 	// Base is the base offset the batch gets: the log's next offset before the Place.

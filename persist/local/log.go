@@ -60,11 +60,14 @@ type Log struct {
 	// what is placed) change only with mu held, and are read without it by Bounds, so
 	// that no reader waits for a lock.
 	start, next atomic.Int64
+	// total is the bytes written in all sized segments (see totalLocked); it changes
+	// only with mu held, and is read without it by DiskBytes, so that a metrics scrape
+	// never waits for a partition's lock.
+	total atomic.Int64
 
 	mu struct {
 		sync.Mutex
 		segs   []*segment // ascending base offsets; the last one is active
-		total  int64      // bytes written in all sized segments; see totalLocked
 		failed error      // sticky; see ErrFailed
 		// noSpace is set by a Persist that found the disk full creating a file, and
 		// cleared by the next one that succeeds; Place refuses while it is set.
@@ -299,10 +302,10 @@ func (l *Log) Stats() (Stats, error) {
 func (l *Log) totalLocked() (int64, error) {
 	for _, s := range l.mu.segs {
 		if err := l.sizeLocked(s); err != nil {
-			return l.mu.total, err
+			return l.total.Load(), err
 		}
 	}
-	return l.mu.total, nil
+	return l.total.Load(), nil
 }
 
 // sizeLocked makes s.size valid (a stat) and counts it in the total.
@@ -315,9 +318,16 @@ func (l *Log) sizeLocked(s *segment) error {
 		return fmt.Errorf("cannot stat segment %s: %w", s.path, err)
 	}
 	s.size, s.sized = size, true
-	l.mu.total += size
+	l.total.Add(size)
 	return nil
 }
+
+// DiskBytes returns the bytes of record batches in the log's segment files: what was
+// written, not the space the files hold (the active segment's file is preallocated).
+// The segments Open found sealed count once they are sized: by the first retention
+// pass, with or without retention settings (ApplyRetention), or by Stats. Any
+// goroutine; it takes no lock.
+func (l *Log) DiskBytes() int64 { return l.total.Load() }
 
 // Damage returns the corruption of acknowledged data found when the log was opened (a
 // *CorruptionError whose Offset is where the log now ends), or nil. Safe from any

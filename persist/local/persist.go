@@ -276,7 +276,7 @@ func (l *Log) writeSegment(src persist.Source, j persistJob) error {
 	w.next = j.next
 	l.mu.Lock()
 	j.seg.size, j.seg.next = to, j.next
-	l.mu.total += to - from
+	l.total.Add(to - from)
 	l.written.Store(j.next)
 	l.mu.Unlock()
 	if l.opts.Sync == SyncNever {

@@ -106,7 +106,7 @@ func (l *Log) scanLocked(seg *segment) (*CorruptionError, int64, error) {
 	seg.size, seg.next, seg.idx, seg.created = sc.pos, sc.next, idx, l.opts.Clock()
 	seg.placed, seg.placedNext = seg.size, seg.next
 	seg.sized, seg.verified, seg.needSync = true, nil, true
-	l.mu.total += seg.size
+	l.total.Add(seg.size)
 	return corrupt, size, nil
 }
 
@@ -120,7 +120,7 @@ func (l *Log) damageLocked(i int, brk *CorruptionError) {
 	}
 	l.mu.segs = l.mu.segs[:i+1]
 	seg := l.mu.segs[i]
-	l.mu.total -= seg.size - brk.Pos
+	l.total.Add(-(seg.size - brk.Pos))
 	seg.size, seg.next = brk.Pos, brk.Offset
 	seg.idx.seal()
 	seg.sealed = true // nothing is appended to a damaged log

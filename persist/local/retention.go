@@ -41,14 +41,17 @@ func (l *Log) ApplyRetention(limit int64) (int, error) {
 		l.mu.Unlock()
 		return 0, err
 	}
-	if l.opts.RetentionBytes == 0 && l.opts.RetentionAge == 0 {
-		l.mu.Unlock()
-		return 0, nil
-	}
+	// Sized first, with or without retention settings: this pass, every
+	// RetentionCheck on the owner, is what sizes the segments Open left unsized, so
+	// that DiskBytes counts them (a stat each, once).
 	total, err := l.totalLocked()
 	if err != nil {
 		l.mu.Unlock()
 		return 0, err
+	}
+	if l.opts.RetentionBytes == 0 && l.opts.RetentionAge == 0 {
+		l.mu.Unlock()
+		return 0, nil
 	}
 	n := 0
 	for ; n < len(l.mu.segs)-1; n++ {
@@ -71,7 +74,7 @@ func (l *Log) ApplyRetention(limit int64) (int, error) {
 	}
 	victims := append([]*segment(nil), l.mu.segs[:n]...)
 	l.mu.segs = append([]*segment(nil), l.mu.segs[n:]...)
-	l.mu.total = total
+	l.total.Store(total)
 	l.start.Store(l.mu.segs[0].base)
 	// Files kept by the pass before and still unused are not needed: they go, and this
 	// pass's victims take their place (reuse.go).
@@ -210,12 +213,13 @@ func (l *Log) Truncate(last int64) error {
 	l.useWriter(seg, f, direct, tail, pos) // not preallocated again: a write past pos extends it
 	l.next.Store(target)
 	l.written.Store(target)
-	l.mu.total = 0
+	total := int64(0)
 	for _, s := range l.mu.segs {
 		if s.sized {
-			l.mu.total += s.size
+			total += s.size
 		}
 	}
+	l.total.Store(total)
 	l.durable.Store(min(l.durable.Load(), last))
 	return nil
 }
