@@ -19,8 +19,12 @@ import (
 // header (large is above directMax: the loop writes those). It counts the answers given
 // and their Done calls.
 type mixedHandler struct {
-	large    int
-	offLoop  bool // every answer from a new goroutine
+	large   int
+	offLoop bool // every answer from a new goroutine
+	// answered counts answers being made. A test holds one count of its own until it
+	// has read the answers, so that Handle's Add never takes it up from zero: the race
+	// detector would pair such an Add with the test's Wait as a race, the order between
+	// them running through the socket, which it does not see.
 	answered *sync.WaitGroup
 	given    *atomic.Int64
 	done     *atomic.Int64
@@ -118,6 +122,7 @@ func (h mixedHandler) readAnswers(t *testing.T, c net.Conn, n int) {
 // wake the loop to take the requests it held), and each answer's Done runs once.
 func TestDirectWrites(t *testing.T) {
 	var answered sync.WaitGroup
+	answered.Add(1) // held until the answers are read (mixedHandler.answered)
 	var given, done atomic.Int64
 	h := mixedHandler{large: directMax + 1000, answered: &answered, given: &given, done: &done}
 	s := startServer(t, Config{MaxInflight: 4}, h)
@@ -129,6 +134,7 @@ func TestDirectWrites(t *testing.T) {
 	go c.Write(produceStream(n))
 	h.readAnswers(t, c, n)
 	c.Close()
+	answered.Done()
 	answered.Wait()
 	st := settled(t, s)
 	if st.DirectWrites == 0 || st.LoopWrites == 0 {
@@ -158,6 +164,7 @@ func TestDirectWrites(t *testing.T) {
 // budgets settle.
 func TestStalledReaderDuringDirectWrites(t *testing.T) {
 	var answered sync.WaitGroup
+	answered.Add(1) // held until the answers are read (mixedHandler.answered)
 	var given, done atomic.Int64
 	// Every answer is made off the loop and may be written directly: large ones (every
 	// seventh) are 200 KiB, under directMax, so that some 40 of them fill any loopback
@@ -184,6 +191,7 @@ func TestStalledReaderDuringDirectWrites(t *testing.T) {
 	h.readAnswers(t, stalled, n)
 	stalled.Close()
 	other.Close()
+	answered.Done()
 	answered.Wait()
 	st := settled(t, s)
 	if given.Load() != n+50 || done.Load() != n+50 {
@@ -204,6 +212,7 @@ func TestStalledReaderDuringDirectWrites(t *testing.T) {
 // runs exactly once (written, or dropped with the connection), and the budgets settle.
 func TestCloseDuringDirectWrites(t *testing.T) {
 	var answered sync.WaitGroup
+	answered.Add(1) // held until the answers are read (mixedHandler.answered)
 	var given, done atomic.Int64
 	h := mixedHandler{large: directMax + 1000, answered: &answered, given: &given, done: &done}
 	s := startServer(t, Config{MaxInflight: 64}, h)
@@ -225,6 +234,7 @@ func TestCloseDuringDirectWrites(t *testing.T) {
 		c.Close()
 	}
 	st := settled(t, s)
+	answered.Done()
 	answered.Wait()
 	if given.Load() == 0 || done.Load() != given.Load() {
 		t.Fatalf("%d answers given, %d Done calls", given.Load(), done.Load())

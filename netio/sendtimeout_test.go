@@ -19,6 +19,7 @@ import (
 // as the client kept it open.
 func TestSendTimeoutClosesAStalledReader(t *testing.T) {
 	var answered sync.WaitGroup
+	answered.Add(1) // held until the answers are read (mixedHandler.answered)
 	var given, done atomic.Int64
 	h := mixedHandler{large: 200 << 10, offLoop: true, answered: &answered, given: &given, done: &done}
 	s := startServer(t, Config{MaxInflight: 512, SendTimeout: 300 * time.Millisecond}, h)
@@ -27,6 +28,7 @@ func TestSendTimeoutClosesAStalledReader(t *testing.T) {
 	waitFor(t, "the stalled reader's connection to be closed for its send timeout",
 		func() bool { return s.Stats().SendsTimedOut > 0 })
 	st := settled(t, s)
+	answered.Done()
 	answered.Wait()
 	if st.SendsTimedOut != 1 {
 		t.Fatalf("%d connections closed for their send timeout, want 1", st.SendsTimedOut)
@@ -53,6 +55,7 @@ func TestSendTimeoutClosesAStalledReader(t *testing.T) {
 // closed this reader after half a second (found by review).
 func TestSendTimeoutSparesASlowReader(t *testing.T) {
 	var answered sync.WaitGroup
+	answered.Add(1) // held until the answers are read (mixedHandler.answered)
 	var given, done atomic.Int64
 	h := mixedHandler{large: 200 << 10, offLoop: true, answered: &answered, given: &given, done: &done}
 	const timeout = 500 * time.Millisecond
@@ -63,6 +66,7 @@ func TestSendTimeoutSparesASlowReader(t *testing.T) {
 	h.readAnswers(t, slowReader{c, 2 << 10, 5 * time.Millisecond, start.Add(8 * timeout)}, n)
 	took := time.Since(start)
 	c.Close()
+	answered.Done()
 	answered.Wait()
 	st := settled(t, s)
 	if st.SendsTimedOut != 0 {
