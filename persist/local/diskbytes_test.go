@@ -1,6 +1,10 @@
 package local
 
-import "testing"
+import (
+	"errors"
+	"os"
+	"testing"
+)
 
 // batchBytes is the size of the deterministic batches for [from, to).
 func batchBytes(from, to int64) int64 {
@@ -57,5 +61,43 @@ func TestDiskBytes(t *testing.T) {
 	}
 	if n, want := l.DiskBytes(), batchBytes(l.Start(), l.Written()); n != want || n >= full {
 		t.Fatalf("after retention DiskBytes is %d, want the %d bytes of batches [%d, %d)", n, want, l.Start(), l.Written())
+	}
+}
+
+// TestDiskBytesOfDamagedLog: a log opened damaged (a bit flipped in its last segment
+// after a clean stop) deletes nothing and takes no writes, but still holds its files:
+// its retention pass fails with ErrDamaged and still sizes the segments Open left
+// unsized, so DiskBytes counts everything up to the damage.
+func TestDiskBytesOfDamagedLog(t *testing.T) {
+	dir := t.TempDir()
+	opts := Options{SegmentBytes: 4 << 10, Sync: SyncNever}
+	l := openLog(t, dir, opts)
+	appendN(t, l, 300)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	seg := lastSegment(t, dir)
+	data, err := os.ReadFile(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[10] ^= 0x10 // in the header of the segment's first batch
+	if err := os.WriteFile(seg, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l = openLog(t, dir, opts)
+	var ce *CorruptionError
+	if err := l.Damage(); !errors.As(err, &ce) {
+		t.Fatalf("damage %v, want a corruption", err)
+	}
+	want := batchBytes(0, ce.Offset)
+	if before := l.DiskBytes(); before >= want {
+		t.Fatalf("Open sized every segment (%d of %d bytes): this test no longer shows the pass sizing them", before, want)
+	}
+	if _, err := l.ApplyRetention(l.Durable()); !errors.Is(err, ErrDamaged) {
+		t.Fatalf("retention on a damaged log: %v, want ErrDamaged", err)
+	}
+	if n := l.DiskBytes(); n != want {
+		t.Fatalf("a damaged log's DiskBytes after a retention pass is %d, want the %d bytes below the damage at %d", n, want, ce.Offset)
 	}
 }

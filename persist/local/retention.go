@@ -38,6 +38,12 @@ func (l *Log) ApplyRetention(limit int64) (int, error) {
 	cutoff := l.opts.Clock().UnixMilli() - l.opts.RetentionAge.Milliseconds()
 	l.mu.Lock()
 	if err := l.writableLocked(); err != nil {
+		if !l.mu.closed {
+			// A damaged or failed log deletes nothing, but still holds its files and is
+			// still read: its segments are sized all the same, for DiskBytes (a stat's
+			// error is left to the next pass; the log's own error is the one returned).
+			l.totalLocked()
+		}
 		l.mu.Unlock()
 		return 0, err
 	}
