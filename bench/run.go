@@ -456,10 +456,14 @@ func RunE2E(ctx context.Context, d Driver, c Config, progress io.Writer) (*Resul
 	var brokerBefore atomic.Pointer[map[string]*stageBuckets]
 	// The processor times at the start of the measured part; also moved by the warm-up.
 	var cpuBefore atomic.Pointer[cpuMark]
+	// The measured part's start and end are the processor marks' own instants, so that
+	// the processor times cover exactly the span the run's figures divide by, however
+	// long the host keeps this goroutine from running between two statements.
 	if c.Warmup == 0 {
 		b := scrapeBefore(ctx, &c)
 		brokerBefore.Store(&b)
 		m := markCPU(c.ServerPid)
+		startNs.Store(m.at.UnixNano())
 		cpuBefore.Store(&m)
 	}
 	rctx, cancel := runContext(ctx, c.Duration+c.Warmup)
@@ -475,11 +479,11 @@ func RunE2E(ctx context.Context, d Driver, c Config, progress io.Writer) (*Resul
 				b := scrapeBefore(ctx, &c)
 				brokerBefore.Store(&b)
 				// Throughput counts from here too: the measured part starts now.
-				startNs.Store(time.Now().UnixNano())
+				m := markCPU(c.ServerPid)
+				startNs.Store(m.at.UnixNano())
 				got.records.Store(0)
 				got.bytes.Store(0)
 				sent.records.Store(0)
-				m := markCPU(c.ServerPid)
 				cpuBefore.Store(&m)
 			case <-rctx.Done():
 			}
@@ -498,9 +502,10 @@ func RunE2E(ctx context.Context, d Driver, c Config, progress io.Writer) (*Resul
 		})
 	}
 	pwg.Wait()
-	end := time.Now()
+	endMark := markCPU(c.ServerPid)
+	end := endMark.at
 	if before := cpuBefore.Load(); before != nil {
-		res.CPU = cpuSince(*before, markCPU(c.ServerPid))
+		res.CPU = cpuSince(*before, endMark)
 	}
 	stopSeries()
 	for deadline := time.Now().Add(drainWait); got.records.Load() < sent.records.Load() && time.Now().Before(deadline); {

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"sluice/internal/loopport"
 )
 
 // broker is one `sluice broker` process of the run, restarted on the same data directory
@@ -34,11 +36,43 @@ var errExited = errors.New("broker exited before serving")
 
 // start runs the broker (on its first address again after a restart) and waits until it
 // serves, at most a minute.
+//
+// The first start picks a port below the kernel's ephemeral range (loopport): the
+// workload's clients keep opening connections, and one of them could take an ephemeral
+// port while its broker is down between a kill and the restart. Before the first start
+// the port is still ours to choose, so a broker whose port was taken between the pick
+// and its bind is started again on another.
 func (b *broker) start(ctx context.Context) error {
-	listen := b.addr
-	if listen == "" {
-		listen = "127.0.0.1:0"
+	if b.addr != "" {
+		return b.startOn(ctx, b.addr)
 	}
+	for attempt := 1; ; attempt++ {
+		listen, err := loopport.Addr()
+		if err != nil {
+			return fmt.Errorf("cannot start %s: %w", b.name, err)
+		}
+		err = b.startOn(ctx, listen)
+		if err == nil {
+			b.addr = listen // a restart keeps it: the workload's goroutines read it
+			return nil
+		}
+		if attempt == bindAttempts || !errors.Is(err, errExited) || !b.logSays("cannot listen on "+listen) {
+			return err
+		}
+	}
+}
+
+// bindAttempts bounds the first starts of a broker whose port was taken meanwhile.
+const bindAttempts = 3
+
+// logSays reports whether the broker's log holds s.
+func (b *broker) logSays(s string) bool {
+	raw, err := os.ReadFile(filepath.Join(b.ps.logDir, b.name+".log"))
+	return err == nil && strings.Contains(string(raw), s)
+}
+
+// startOn runs the broker on listen and waits until it serves, at most a minute.
+func (b *broker) startOn(ctx context.Context, listen string) error {
 	os.Remove(b.ready)
 	argv := append(append([]string{}, b.argv0...), "broker", "--data", b.data, "--listen", listen, "--ready-file", b.ready,
 		"--metrics", "127.0.0.1:0")
@@ -51,9 +85,6 @@ func (b *broker) start(ctx context.Context) error {
 	for {
 		if raw, err := os.ReadFile(b.ready); err == nil && len(raw) > 0 {
 			f := strings.Fields(string(raw))
-			if b.addr == "" { // a restart keeps its address: the workload's goroutines read it
-				b.addr = f[0]
-			}
 			if len(f) > 1 {
 				b.metrics = f[1]
 			}

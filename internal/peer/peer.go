@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"sluice/internal/loopport"
 )
 
 var installs struct {
@@ -69,15 +71,9 @@ func Fail(t testing.TB, skipEnv string, err error) {
 }
 
 // FreePort returns a loopback port that was free a moment ago (a service that must keep
-// its port across restarts is given one).
-func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+// its port across restarts is given one): below the kernel's ephemeral range, so that no
+// outgoing connection takes it while the service is down for a restart (loopport).
+func FreePort() (int, error) { return loopport.Free() }
 
 // BindFailed reports whether the JVM log at path says a server could not bind its port
 // (java.net.BindException): its port, free when picked (FreePort), was taken before the

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"sluice/internal/loopport"
 )
 
 // binary is built once per test process; the lock also guards the path.
@@ -73,8 +75,10 @@ type Broker struct {
 	done        chan struct{}
 }
 
-// Start runs `sluice broker --data dir --listen 127.0.0.1:0 args...` and waits until it
-// serves. The process is stopped (SIGTERM, then SIGKILL) when the test ends.
+// Start runs `sluice broker --data dir --listen 127.0.0.1:port args...` and waits until it
+// serves. The port is below the kernel's ephemeral range (loopport), so that no outgoing
+// connection on the host takes it while the broker is down between a Kill and a Restart.
+// The process is stopped (SIGTERM, then SIGKILL) when the test ends.
 func Start(t testing.TB, dir string, args ...string) *Broker {
 	t.Helper()
 	return StartEnv(t, dir, nil, args...)
@@ -85,16 +89,32 @@ func Start(t testing.TB, dir string, args ...string) *Broker {
 func StartEnv(t testing.TB, dir string, env []string, args ...string) *Broker {
 	t.Helper()
 	b := &Broker{t: t, Dir: dir, args: args, env: env}
-	b.start("127.0.0.1:0")
 	t.Cleanup(func() { b.Stop() })
-	return b
+	// The port was free when picked; another process asking for the same number may bind
+	// it before the broker does. Before the first start the port is still ours to choose.
+	for attempt := 1; ; attempt++ {
+		listen, err := loopport.Addr()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.start(listen, attempt < bindAttempts) {
+			return b
+		}
+		t.Logf("the broker could not bind %s; starting it on another port", listen)
+	}
 }
 
-func (b *Broker) start(listen string) {
+// bindAttempts bounds the first starts of a broker whose port was taken meanwhile.
+const bindAttempts = 3
+
+// start runs the broker on listen and waits until it serves. When retryBind is set and
+// the broker exits because listen is taken, start returns false (the caller picks another
+// port); every other failure fails the test.
+func (b *Broker) start(listen string, retryBind bool) bool {
 	b.t.Helper()
 	ready := filepath.Join(b.t.TempDir(), "ready")
 	args := []string{"broker", "--data", b.Dir, "--listen", listen, "--ready-file", ready}
-	if b.MetricsAddr != "" { // a restart keeps its metrics address too
+	if b.MetricsAddr != "" { // a restart keeps its metrics address, unless args name one (the last flag wins)
 		args = append(args, "--metrics", b.MetricsAddr)
 	}
 	args = append(args, b.args...)
@@ -117,10 +137,14 @@ func (b *Broker) start(listen string) {
 			if len(lines) > 1 {
 				b.MetricsAddr = lines[1]
 			}
-			return
+			return true
 		}
 		select {
 		case <-b.done:
+			if retryBind && strings.Contains(b.log.String(), "cannot listen on "+listen) {
+				b.cmd = nil
+				return false
+			}
 			b.t.Fatalf("broker exited before serving: %v\n%s", b.cmd.ProcessState, b.log.String())
 		case <-time.After(20 * time.Millisecond):
 		}
@@ -169,7 +193,7 @@ func (b *Broker) Restart() {
 	if b.cmd != nil {
 		b.t.Fatal("Restart of a running broker")
 	}
-	b.start(b.Addr)
+	b.start(b.Addr, false)
 }
 
 // Pid returns the broker's process id, or 0 when it is not running.

@@ -101,8 +101,9 @@ func runSeparate(dir string, n int, ready func(addr string) error, props map[str
 		return nil, fmt.Errorf("formatting the NameNode took more than %v:\n%s", readyTimeout, peer.Tail(s.dir, "format.log"))
 	}
 	// The NameNode's port is taken free, then bound by a JVM a second or two later; in
-	// between, a parallel test's listener or outgoing connection can take it (make test
-	// met "BindException: Address already in use" once, 2026-12-04). Before the first
+	// between, another process can take it (make test met "BindException: Address already
+	// in use" once, 2026-12-04, when ports still came from the ephemeral range; now only a
+	// process asking for the same number can). Before the first
 	// start the port is still ours to choose: a NameNode that could not bind is started
 	// again on another (after a start, restarts keep the port, which it held till then).
 	for attempt := 1; ; attempt++ {

@@ -69,9 +69,9 @@ func Run(dir string) (*Server, error) {
 }
 
 // run starts the server; port, when not 0, is the first port to try (a test gives a
-// taken one). The port is taken free, then bound by a JVM a moment later; in between, a
-// parallel test's listener or outgoing connection can take it (the NameNode met that,
-// hdfstest). Before the first start the port is still ours to choose: a server that
+// taken one). The port is taken free, then bound by a JVM a moment later; in between,
+// another process asking for the same number can take it (the NameNode met that,
+// hdfstest, when ports came from the ephemeral range). Before the first start the port is still ours to choose: a server that
 // could not bind is started again on another, at most bindAttempts times (restarts keep
 // the port, which it held till then).
 func run(dir, cp string, port int) (*Server, error) {
