@@ -69,6 +69,17 @@ func (p *progress) until(ctx context.Context, t time.Time, limit time.Duration, 
 	}
 }
 
+// parts returns the partitions the live consumer has read from.
+func (p *progress) parts() []int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	parts := make([]int, 0, len(p.read))
+	for part := range p.read {
+		parts = append(parts, part)
+	}
+	return parts
+}
+
 // readAfter returns the latest read of parts, and those of parts not read after t (Unix
 // nanoseconds).
 func (p *progress) readAfter(t int64, parts []int) (last int64, behind []int) {

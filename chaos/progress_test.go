@@ -1,6 +1,10 @@
 package chaos
 
-import "testing"
+import (
+	"strings"
+	"testing"
+	"time"
+)
 
 // TestDistribution pins the recovery summary's ranks: nearest rank, so the median of two
 // cycles is the first of them (not the larger) and p90 of ten is the ninth.
@@ -16,6 +20,35 @@ func TestDistribution(t *testing.T) {
 	} {
 		if got := distribution(tc.ms); got != tc.want {
 			t.Errorf("%v: %q, want %q", tc.ms, got, tc.want)
+		}
+	}
+}
+
+// TestLoadState pins the slow heal's line: how long since the heal, whether anything was
+// persisted or read after it, and each writer's activity with its age.
+func TestLoadState(t *testing.T) {
+	r := &run{}
+	now := time.Now()
+	healed := now.Add(-1500 * time.Millisecond)
+	r.prog.readFrom(0, healed.Add(-time.Second).UnixNano())
+	r.prog.readFrom(1, healed.Add(500*time.Millisecond).UnixNano())
+	r.prog.last.Store(healed.Add(-2 * time.Second).UnixNano())
+	for i, a := range []activity{actWaiting, actSync} {
+		w := &writer{index: i, kind: writerKinds[i]}
+		w.set(a)
+		w.doingSince.Store(healed.Add(-time.Duration(i+1) * time.Second).UnixNano())
+		r.writers = append(r.writers, w)
+	}
+	got := r.loadState(healed, now)
+	for _, want := range []string{
+		"no record persisted 1.5s after the heal",
+		"last persisted not since the heal",
+		"last read 1s ago",
+		"writer 0 (async persisted keyed) waiting for its ack for 2.5s",
+		"writer 1 (sync persisted) in ProduceSync for 3.5s",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("%q\ndoes not say %q", got, want)
 		}
 	}
 }

@@ -6,7 +6,9 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,6 +40,9 @@ type run struct {
 	// logMu serializes the lines of Config.Log: writers, the consumer and the fault
 	// loop all write progress lines.
 	logMu sync.Mutex
+	// writers are the load's producers (load sets them before the faults start).
+	writers []*writer
+	dumps   atomic.Int32 // goroutine dumps of slow heals written (dumpGoroutines)
 }
 
 // Run runs a chaos run (Config) and returns its result; err is for a run that could not
@@ -88,6 +93,7 @@ func (r *run) load(addrs func() []string) (stop func() int64) {
 		wg.Add(1)
 		go func() { defer wg.Done(); w.run(ctx) }()
 	}
+	r.writers = ws
 	rd := &reader{topic: topic, addrs: addrs, hist: r.hist, next: map[int]int64{}, prog: &r.prog}
 	wg.Add(1)
 	go func() { defer wg.Done(); rd.live(ctx, r.logf) }()
@@ -184,7 +190,10 @@ func (r *run) faultLoop(ctx context.Context, mix map[string]func(context.Context
 		if note != "" && len(f.Notes) < maxNotes {
 			f.Notes = append(f.Notes, note)
 		}
+		healing := make(chan struct{})
+		go r.watchHeal(fmt.Sprintf("%s #%d", name, f.Cycles), healed, healing)
 		d, err := r.prog.since(ctx, healed, healLimit)
+		close(healing)
 		if err != nil {
 			return fmt.Errorf("after fault %s, cycle %d (%s): %w", name, f.Cycles, note, err)
 		}
@@ -192,6 +201,74 @@ func (r *run) faultLoop(ctx context.Context, mix map[string]func(context.Context
 		r.logf("%s #%d: %s; persisting again after %v", name, f.Cycles, note, d.Round(time.Millisecond))
 	}
 	return ctx.Err()
+}
+
+// slowHeal is how long after a heal the load may take to persist a record before the run
+// logs what each writer is doing (loadState): the recovery times are a median of tens of
+// milliseconds, and an outlier of seconds is worth a line saying where it waits.
+const slowHeal = time.Second
+
+// watchHeal logs the load's state (loadState) every slowHeal until healing is closed.
+// At its first line it also writes the harness's goroutines, the clients' included, to
+// the run's logs (at most maxHealDumps times a run), so that where they wait can be read
+// afterwards.
+func (r *run) watchHeal(fault string, healed time.Time, healing <-chan struct{}) {
+	t := time.NewTicker(slowHeal)
+	defer t.Stop()
+	for first := true; ; first = false {
+		select {
+		case <-healing:
+			return
+		case <-t.C:
+			line := r.loadState(healed, time.Now())
+			if first {
+				if path, ok := r.dumpGoroutines(fault); ok {
+					line += "; goroutines in " + path
+				}
+			}
+			r.logf("%s: %s", fault, line)
+		}
+	}
+}
+
+// maxHealDumps bounds the goroutine dumps of slow heals in one run.
+const maxHealDumps = 8
+
+// dumpGoroutines writes every goroutine's stack to a file in the run's logs named for
+// fault, unless maxHealDumps were written already or the file cannot be written.
+func (r *run) dumpGoroutines(fault string) (string, bool) {
+	if r.dumps.Add(1) > maxHealDumps {
+		return "", false
+	}
+	name := "goroutines-" + strings.NewReplacer(" ", "", "#", "").Replace(fault) + ".txt"
+	path := filepath.Join(r.cfg.Dir, "logs", name)
+	f, err := os.Create(path)
+	if err != nil {
+		return "", false
+	}
+	defer f.Close()
+	if err := pprof.Lookup("goroutine").WriteTo(f, 2); err != nil {
+		return "", false
+	}
+	return path, true
+}
+
+// loadState says, as of now, how long ago the last record was persisted and the live
+// consumer last read, and what each writer is doing.
+func (r *run) loadState(healed, now time.Time) string {
+	ago := func(ns int64) string {
+		if ns <= healed.UnixNano() {
+			return "not since the heal"
+		}
+		return time.Duration(now.UnixNano()-ns).Round(time.Millisecond).String() + " ago"
+	}
+	lastRead, _ := r.prog.readAfter(0, r.prog.parts())
+	states := make([]string, 0, len(r.writers))
+	for _, w := range r.writers {
+		states = append(states, w.state(now))
+	}
+	return fmt.Sprintf("no record persisted %v after the heal (last persisted %s, last read %s); %s",
+		now.Sub(healed).Round(time.Millisecond), ago(r.prog.last.Load()), ago(lastRead), strings.Join(states, "; "))
 }
 
 // finish stops the load, reads everything back and runs the checker.

@@ -47,14 +47,64 @@ type writer struct {
 	restarts atomic.Int64 // incarnations after the first
 	log      func(format string, args ...any)
 	clock    *atomic.Int64 // how far the producers' clocks are off, ms (run.clock)
+	// doing is the writer's activity now, since doingSince (Unix nanoseconds): a slow
+	// heal's log line says what each writer was waiting for (run.slowHeal).
+	doing      atomic.Int32
+	doingSince atomic.Int64
+}
+
+// activity is what a writer is doing; set per chunk or per synchronous record, never per
+// asynchronous record.
+type activity int32
+
+const (
+	actStarting  activity = iota // creating its producer
+	actProducing                 // handing a chunk's records to Produce
+	actSync                      // in a ProduceSync
+	actWaiting                   // in Flush or WaitPersisted
+	actClosing                   // closing a replaced producer
+	actPacing                    // sleeping until its next chunk
+	actRetrying                  // sleeping after a failed NewProducer
+)
+
+var activityNames = [...]string{"creating a producer", "producing", "in ProduceSync", "waiting for its ack",
+	"closing its producer", "pacing", "sleeping to retry NewProducer"}
+
+func (a activity) String() string { return activityNames[a] }
+
+// set records that the writer starts doing a.
+func (w *writer) set(a activity) {
+	w.doing.Store(int32(a))
+	w.doingSince.Store(time.Now().UnixNano())
+}
+
+// state says what the writer is doing and for how long, as of now.
+func (w *writer) state(now time.Time) string {
+	d := time.Duration(now.UnixNano() - w.doingSince.Load())
+	return fmt.Sprintf("writer %d (%s) %s for %v", w.index, w.kind, activity(w.doing.Load()), d.Round(time.Millisecond))
+}
+
+// String names the kind as the progress lines do.
+func (k writerKind) String() string {
+	s := "async"
+	if k.sync {
+		s = "sync"
+	}
+	s += " " + map[check.Ack]string{check.AckPersisted: "persisted", check.AckAccepted: "accepted"}[k.ack]
+	if k.keyed {
+		s += " keyed"
+	}
+	return s
 }
 
 // run produces until ctx ends, replacing its producer whenever a call fails.
 func (w *writer) run(ctx context.Context) {
 	for inc := uint64(1); ctx.Err() == nil; inc++ {
+		w.set(actStarting)
 		p, err := client.NewProducer(ctx, w.topic, client.Brokers(w.addrs()...), client.Linger(2*time.Millisecond),
 			client.RetryBackoff(10*time.Millisecond, 500*time.Millisecond))
 		if err != nil {
+			w.set(actRetrying)
 			sleep(ctx, 200*time.Millisecond)
 			continue
 		}
@@ -65,6 +115,7 @@ func (w *writer) run(ctx context.Context) {
 		if err != nil && ctx.Err() == nil {
 			w.log("writer %d: producer %d replaced: %v", w.index, inc, err)
 		}
+		w.set(actClosing)
 		cctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 		if err := p.Close(cctx); err == nil { // Close persisted every record it held
 			w.mark(pending, check.AckPersisted)
@@ -90,6 +141,7 @@ func (w *writer) produce(ctx context.Context, p *client.Producer, pid uint64) ([
 			pending = pending[:0]
 		}
 		next = next.Add(tick)
+		w.set(actPacing)
 		sleep(ctx, time.Until(next))
 	}
 	return pending, nil
@@ -101,6 +153,9 @@ func (w *writer) chunk(ctx context.Context, p *client.Producer, pid uint64, n in
 	ids := make([]check.ID, 0, n)
 	octx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
+	if !w.kind.sync {
+		w.set(actProducing)
+	}
 	for range n {
 		id := check.ID{Producer: pid, Seq: w.seq}
 		w.seq++
@@ -128,6 +183,7 @@ func (w *writer) chunk(ctx context.Context, p *client.Producer, pid uint64, n in
 		// outages in a row without any record stuck (seed 3002, distributed, replaced
 		// its producer every time before).
 		rctx, rcancel := context.WithTimeout(ctx, opTimeout)
+		w.set(actSync)
 		res, err := p.ProduceSync(rctx, r, level)
 		rcancel()
 		if err != nil {
@@ -145,6 +201,7 @@ func (w *writer) chunk(ctx context.Context, p *client.Producer, pid uint64, n in
 	if w.kind.ack == check.AckPersisted {
 		wait = p.WaitPersisted
 	}
+	w.set(actWaiting)
 	if err := wait(octx); err != nil {
 		return ids, fmt.Errorf("cannot wait for %v: %w", w.kind.ack, err)
 	}

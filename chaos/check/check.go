@@ -3,6 +3,7 @@ package check
 import (
 	"cmp"
 	"fmt"
+	"iter"
 	"slices"
 )
 
@@ -44,7 +45,7 @@ func Check(h *History) *Report {
 	for _, a := range h.mu.sends {
 		r.Acks[a.String()]++
 	}
-	final := r.finalReads(h.mu.reads, h.mu.sends, h.mu.cuts)
+	final := r.finalReads(h.mu.reads.all(), h.mu.sends, h.mu.cuts)
 	r.checkDuplicates(final)
 	r.checkOrder(final)
 	r.checkMissing(final, h.mu.sends, h.mu.damaged, h.mu.placed)
@@ -53,7 +54,7 @@ func Check(h *History) *Report {
 
 // finalReads checks every read for unexpected values and returns what the reads at or
 // below C say each position holds, counting positions whose reads disagree.
-func (r *Report) finalReads(reads []Read, sends map[ID]Ack, cuts []cut) map[where]ID {
+func (r *Report) finalReads(reads iter.Seq2[int, Read], sends map[ID]Ack, cuts []cut) map[where]ID {
 	final := map[where]ID{}
 	conflict := map[where]bool{}
 	for i, rd := range reads {

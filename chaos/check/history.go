@@ -52,7 +52,7 @@ type History struct {
 	mu struct {
 		sync.Mutex
 		sends   map[ID]Ack
-		reads   []Read
+		reads   readLog
 		damaged map[ID]bool
 		placed  map[ID]where // where a producer's answer said a record went, when it said
 		cuts    []cut
@@ -99,7 +99,7 @@ func (h *History) Placed(id ID, partition int, offset int64) {
 func (h *History) Read(r Read) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.mu.reads = append(h.mu.reads, r)
+	h.mu.reads.add(r)
 }
 
 // Damaged records that the harness destroyed id in the files (a bit flip or a cut at or
@@ -116,12 +116,12 @@ func (h *History) Damaged(id ID) {
 func (h *History) Cut(partition int, from int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.mu.cuts = append(h.mu.cuts, cut{part: partition, from: from, reads: len(h.mu.reads)})
+	h.mu.cuts = append(h.mu.cuts, cut{part: partition, from: from, reads: h.mu.reads.len()})
 }
 
 // Len returns how many records were sent and how many reads were recorded.
 func (h *History) Len() (sent, reads int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return len(h.mu.sends), len(h.mu.reads)
+	return len(h.mu.sends), h.mu.reads.len()
 }
