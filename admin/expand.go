@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"path"
 	"strconv"
 
@@ -71,6 +72,9 @@ func Expanded(ti TopicInfo, n int) (TopicInfo, error) {
 	if n <= ti.Partitions || n > wire.MaxPartitions {
 		return ti, fmt.Errorf("%w: the topic has %d, asked for %d (at most %d)", ErrNotMore, ti.Partitions, n, wire.MaxPartitions)
 	}
+	if ti.Version == math.MaxUint32 { // the next version would wrap to 0, below the history's
+		return ti, fmt.Errorf("the topic's layout version is %d, the last there is", ti.Version)
+	}
 	out := ti
 	out.History = append(append([]Layout(nil), ti.Layouts()...), Layout{Version: ti.Version + 1, Partitions: n})
 	out.Version, out.Partitions = ti.Version+1, n
@@ -101,8 +105,8 @@ func (c *Cluster) Topic(name string) (TopicInfo, int32, error) {
 }
 
 // parseTopic decodes and checks a topic's znode: a partition count in [1, 65536], and a
-// history (when there is one) whose versions and counts rise and whose last layout is
-// the current one.
+// history (when there is one) whose every count is in that range, whose versions and
+// counts rise, and whose last layout is the current one.
 func parseTopic(data []byte) (TopicInfo, error) {
 	var ti TopicInfo
 	if err := json.Unmarshal(data, &ti); err != nil {
@@ -112,6 +116,9 @@ func parseTopic(data []byte) (TopicInfo, error) {
 		return ti, fmt.Errorf("unreadable topic znode: %d partitions", ti.Partitions)
 	}
 	for k, l := range ti.History {
+		if l.Partitions < 1 || l.Partitions > wire.MaxPartitions {
+			return ti, fmt.Errorf("unreadable topic znode: layout %d has %d partitions", k, l.Partitions)
+		}
 		if k > 0 && (l.Version <= ti.History[k-1].Version || l.Partitions <= ti.History[k-1].Partitions) {
 			return ti, fmt.Errorf("unreadable topic znode: layout %d (%+v) does not follow %+v", k, l, ti.History[k-1])
 		}
@@ -211,12 +218,15 @@ func (c *Cluster) readSwitch(p string) (int64, bool, error) {
 	if err != nil {
 		return 0, false, err
 	}
-	var s Switch
-	if err := json.Unmarshal(data, &s); err != nil || s.Offset < 0 {
-		c.log.Error("unreadable switch znode: taken as not recorded", "znode", p, "err", err)
+	// The offset must be there: a znode of {} or null is not a switch recorded at 0.
+	var s struct {
+		Offset *int64 `json:"offset"`
+	}
+	if err := json.Unmarshal(data, &s); err != nil || s.Offset == nil || *s.Offset < 0 {
+		c.log.Error("unreadable switch znode: taken as not recorded", "znode", p, "data", string(data), "err", err)
 		return 0, false, nil
 	}
-	return s.Offset, true, nil
+	return *s.Offset, true, nil
 }
 
 // Layouts returns a topic's layouts with the switch offsets recorded so far, as the

@@ -409,14 +409,16 @@ const loadUnit = 1 << 20
 // weight is a partition's placement load from its reported figures.
 func weight(l PartLoad) float64 { return 1 + max(l.BytesPerSec, 0)/loadUnit }
 
-// ParseLoadKey reverses LoadKey (a zero PartitionID for a malformed key).
+// ParseLoadKey reverses LoadKey (a zero PartitionID for a malformed key). Only the
+// spelling LoadKey writes is taken: "t/01", "t/+1" and "t/-1" are malformed, not aliases
+// of partition 1 or a negative one.
 func ParseLoadKey(k string) PartitionID {
 	i := strings.LastIndexByte(k, '/')
 	if i <= 0 {
 		return PartitionID{}
 	}
 	id, err := strconv.Atoi(k[i+1:])
-	if err != nil {
+	if err != nil || id < 0 || strconv.Itoa(id) != k[i+1:] {
 		return PartitionID{}
 	}
 	return PartitionID{Topic: k[:i], ID: id}
