@@ -26,7 +26,9 @@ func fileName(base int64, epoch uint64) string {
 // parseName reads a data file's name; ok is false for any other name.
 func parseName(name string) (base int64, epoch uint64, ok bool) {
 	s, found := strings.CutSuffix(name, dataSuffix)
-	if !found || len(s) != 41 || s[20] != '.' {
+	// Digits only: ParseInt and ParseUint also take a sign ("+000…").
+	if !found || len(s) != 41 || s[20] != '.' || strings.TrimLeft(s[:20], "0123456789") != "" ||
+		strings.TrimLeft(s[21:], "0123456789") != "" {
 		return 0, 0, false
 	}
 	b, err1 := strconv.ParseInt(s[:20], 10, 64)

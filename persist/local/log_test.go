@@ -426,6 +426,15 @@ func TestOpenRefusesForeignFiles(t *testing.T) {
 		t.Fatalf("open with a foreign file: %v", err)
 	}
 	os.Remove(filepath.Join(dir, "notes.txt"))
+	// A segment's name is digits only: a signed one is foreign, not a segment that sorts
+	// before the real ones and moves the log's start (a fuzz target found it taken).
+	for _, name := range []string{"+0000000000000000002.log", "-0000000000000000002.log"} {
+		os.WriteFile(filepath.Join(dir, name), nil, 0o644)
+		if _, err := Open(dir, Options{}); !errors.As(err, &fe) || fe.Name != name {
+			t.Fatalf("open with %s: %v", name, err)
+		}
+		os.Remove(filepath.Join(dir, name))
+	}
 	// Leftovers of an interrupted rebuild and orphaned indexes are removed.
 	for _, name := range []string{"00000000000000000000.index.tmp", "00000000000000000999.index"} {
 		os.WriteFile(filepath.Join(dir, name), []byte("junk"), 0o644)

@@ -49,7 +49,9 @@ func parseName(name string) (fileKind, int64) {
 		return kindRecoveryPoint, 0
 	}
 	stem, suffix, ok := strings.Cut(name, ".")
-	if !ok || len(stem) != 20 {
+	// Digits only: ParseInt also takes a sign, and a stray "+0000000000000000005.log"
+	// would pass for a segment and, sorting before every real one, move the log's start.
+	if !ok || len(stem) != 20 || strings.TrimLeft(stem, "0123456789") != "" {
 		return kindForeign, 0
 	}
 	base, err := strconv.ParseInt(stem, 10, 64)
