@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"flag"
@@ -112,9 +111,11 @@ func (f *brokerFlags) readConfigFile(set map[string]bool) error {
 	if err != nil {
 		return fmt.Errorf("cannot read config file: %w", err)
 	}
-	sc := bufio.NewScanner(strings.NewReader(string(raw)))
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
+	// Split, not a bufio.Scanner: a Scanner stops at a line over 64 KiB, and one whose
+	// error went unchecked dropped every setting after it, auth and TLS included.
+	for n, line := range strings.Split(string(raw), "\n") {
+		n++
+		line = strings.TrimSpace(line)
 		if line == "" || line[0] == '#' {
 			continue
 		}
@@ -168,6 +169,15 @@ func (f *brokerFlags) brokerConfig(logger *slog.Logger) (broker.Config, error) {
 			*dst = d
 		}
 	}
+	boolean := func(k string, dst *bool) {
+		if v := s(k); v != "" {
+			on, err := strconv.ParseBool(v)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", k, err))
+			}
+			*dst = on
+		}
+	}
 	integer := func(k string, dst *int) {
 		if v := s(k); v != "" {
 			n, err := strconv.Atoi(v)
@@ -183,17 +193,12 @@ func (f *brokerFlags) brokerConfig(logger *slog.Logger) (broker.Config, error) {
 	frac("arena.high_watermark", &cfg.Arena.HighWatermark)
 	size("arena.partition_min", &cfg.Arena.PartitionMin)
 	size("arena.partition_max", &cfg.Arena.PartitionMax)
-	if v := s("arena.prefault"); v != "" {
-		on, err := strconv.ParseBool(v)
-		if err != nil {
-			err = fmt.Errorf("arena.prefault: %w", err)
-		}
-		errs = append(errs, err)
-		cfg.Arena.Prefault = on
-	}
+	boolean("arena.prefault", &cfg.Arena.Prefault)
 	if v := s("log.fsync"); v != "" {
 		m, err := local.ParseSyncMode(v)
-		errs = append(errs, err)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("log.fsync: %w", err))
+		}
 		cfg.Log.Sync = m
 	}
 	dur("log.fsync_interval", &cfg.Log.SyncInterval)
@@ -202,11 +207,7 @@ func (f *brokerFlags) brokerConfig(logger *slog.Logger) (broker.Config, error) {
 	dur("log.retention", &cfg.Log.RetentionAge)
 	integer("log.segment_reuse", &cfg.Log.ReuseSegments)
 	integer("shards", &cfg.Sched.Shards)
-	if v := s("sched.pin"); v != "" {
-		pin, err := strconv.ParseBool(v)
-		errs = append(errs, err)
-		cfg.Sched.Pin = pin
-	}
+	boolean("sched.pin", &cfg.Sched.Pin)
 	if v := s("sched.cores"); v != "" {
 		for _, c := range strings.Split(v, ",") {
 			n, err := strconv.Atoi(strings.TrimSpace(c))

@@ -79,10 +79,22 @@ func TestBrokerConfig(t *testing.T) {
 	if err := f.readConfigFile(nil); err == nil || !strings.Contains(err.Error(), "arena.sise") {
 		t.Fatalf("unknown key: %v", err)
 	}
+	// A line longer than a bufio.Scanner takes (64 KiB) is read like any other: the
+	// settings after it are not dropped.
+	long := "# " + strings.Repeat("x", 70_000) + "\n"
+	os.WriteFile(conf, []byte(long+"data = /srv/y\nauth.users = /etc/sluice/users\n"), 0o644)
 	f = newBrokerFlags()
-	f.fs.Parse([]string{"-data", dir, "-arena.size", "lots", "-log.fsync", "sometimes"})
-	if _, err := f.brokerConfig(nil); err == nil || !strings.Contains(err.Error(), "arena.size") || !strings.Contains(err.Error(), "sometimes") {
-		t.Fatalf("bad values: %v", err)
+	f.fs.Parse([]string{"-config", conf})
+	if err := f.readConfigFile(nil); err != nil || *f.settings["data"] != "/srv/y" || *f.settings["auth.users"] != "/etc/sluice/users" {
+		t.Fatalf("after a long line: %v, data %q, auth.users %q", err, *f.settings["data"], *f.settings["auth.users"])
+	}
+	f = newBrokerFlags()
+	f.fs.Parse([]string{"-data", dir, "-arena.size", "lots", "-log.fsync", "sometimes", "-sched.pin", "maybe", "-arena.prefault", "often"})
+	_, err = f.brokerConfig(nil)
+	for _, key := range []string{"arena.size", "log.fsync: ", "sometimes", "sched.pin: ", "arena.prefault: "} {
+		if err == nil || !strings.Contains(err.Error(), key) {
+			t.Fatalf("bad values: the error does not name %q: %v", key, err)
+		}
 	}
 }
 
