@@ -3,6 +3,7 @@ package memarena
 import (
 	"fmt"
 	"math"
+	"math/bits"
 	"strconv"
 	"strings"
 )
@@ -83,12 +84,15 @@ func scaleSize(num string, mult int64) (int64, error) {
 		return 0, fmt.Errorf("bad fraction %q", frac)
 	}
 	den := int64(math.Pow10(len(frac)))
-	// f < den <= 10^12 and mult <= 2^40: split mult to avoid overflow.
-	hi, lo := mult/den, mult%den
-	if lo*f%den != 0 {
+	// f*mult needs up to 80 bits (f < 10^12, mult <= 2^40), so it is taken in 128; the
+	// quotient by den fits 64, since f < den makes it less than mult (and Div64's
+	// condition, a high word below den, the same fact).
+	phi, plo := bits.Mul64(uint64(f), uint64(mult))
+	q, r := bits.Div64(phi, plo, uint64(den))
+	if r != 0 {
 		return 0, fmt.Errorf("not a whole number of bytes")
 	}
-	extra := hi*f + lo*f/den
+	extra := int64(q)
 	if w > math.MaxInt64-extra {
 		return 0, fmt.Errorf("number out of range")
 	}
