@@ -1,6 +1,10 @@
 package engine
 
-import "sluice/batch"
+import (
+	"math"
+
+	"sluice/batch"
+)
 
 // dedupWindow is how many recent batches per producer are remembered with their offsets,
 // so a resend of any of them is answered with the offsets it got the first time.
@@ -41,8 +45,12 @@ const (
 	seqGap                       // does not continue the sequence: refuse
 )
 
-// check classifies the batch h of a producer with state s (nil if unknown).
+// check classifies the batch h of a producer with state s (nil if unknown). A batch
+// whose sequences wrap (seqWraps) is a gap whatever the state.
 func (s *producerState) check(h *batch.Header) (seqCheck, appended) {
+	if seqWraps(h) {
+		return seqGap, appended{}
+	}
 	if s == nil || s.n == 0 {
 		return seqNew, appended{}
 	}
@@ -55,11 +63,20 @@ func (s *producerState) check(h *batch.Header) (seqCheck, appended) {
 			return seqDuplicate, r
 		}
 	}
-	if last < s.recent[0].firstSeq {
+	if last < s.recent[0].firstSeq && s.lastSeq() != math.MaxInt32 {
 		return seqOld, appended{}
 	}
+	// A producer whose sequence reached 2^31-1 has no new batch left: one with a low
+	// sequence is a client wrapping around, whose records an "old resend" verdict would
+	// drop.
 	return seqGap, appended{}
 }
+
+// seqWraps reports whether the batch's sequences run past 2^31-1. A sequence does not
+// wrap here: such a batch would leave its producer a negative last sequence, and every
+// later batch of the producer would be taken for an old one, acknowledged and dropped.
+// sluice's client starts a new session before that (client/window.go).
+func seqWraps(h *batch.Header) bool { return int64(h.BaseSequence)+int64(h.Count)-1 > math.MaxInt32 }
 
 // idempotent reports whether a batch takes part in deduplication.
 func idempotent(h *batch.Header) bool { return h.ProducerID != 0 && h.BaseSequence >= 0 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -192,6 +193,34 @@ func TestDedup(t *testing.T) {
 	}
 	if res, err = p.Produce(1, 0, mkBatch(9, 30, 2, 10), testNow); err != nil || res.Base != next {
 		t.Fatalf("continue after reload: %+v %v", res, err)
+	}
+}
+
+// TestSequenceDoesNotWrap: a batch whose sequences run past 2^31-1 is refused, and does
+// not leave its producer a wrapped sequence under which later batches, taken for old
+// resends, would be acknowledged and dropped. A batch ending at 2^31-1 is taken.
+func TestSequenceDoesNotWrap(t *testing.T) {
+	a := newArena(t, 8<<20, 64<<10)
+	p := openPartition(t, t.TempDir(), a, local.Options{}, 1)
+	defer p.Close()
+	if _, err := p.Produce(1, 1, mkBatch(9, math.MaxInt32-5, 3, 10), testNow); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Produce(1, 0, mkBatch(9, math.MaxInt32-2, 4, 10), testNow); !errors.Is(err, ErrInvalidBatch) {
+		t.Fatalf("a batch past 2^31-1: %v", err)
+	}
+	if _, err := p.Produce(1, 0, mkBatch(7, math.MaxInt32-1, 3, 10), testNow); !errors.Is(err, ErrInvalidBatch) {
+		t.Fatalf("a new producer's batch past 2^31-1: %v", err)
+	}
+	res, err := p.Produce(1, 0, mkBatch(9, math.MaxInt32-2, 3, 10), testNow)
+	if err != nil || res.Duplicates != 0 || res.Base != 3 || res.Last != 5 {
+		t.Fatalf("a batch ending at 2^31-1: %+v %v", res, err)
+	}
+	if _, err := p.Produce(1, 0, mkBatch(9, 1, 3, 10), testNow); !errors.Is(err, ErrOutOfOrderSequence) {
+		t.Fatalf("a low sequence after the last one: %v", err)
+	}
+	if p.Window().Next != 6 {
+		t.Fatalf("the log ends at %d, want 6", p.Window().Next)
 	}
 }
 
