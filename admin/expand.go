@@ -254,8 +254,8 @@ func (c *Cluster) Layouts(name string) ([]wire.Layout, error) {
 		}
 		for _, kid := range kids {
 			id, err := strconv.Atoi(kid)
-			if err != nil || id < 0 || id >= len(out[k].Switches) {
-				continue // not a partition of the previous layout: edited by hand
+			if err != nil || id < 0 || id >= len(out[k].Switches) || strconv.Itoa(id) != kid {
+				continue // not a partition of the previous layout ("01" and "+1" too): edited by hand
 			}
 			off, ok, err := c.readSwitch(path.Join(dir, kid))
 			if err != nil {

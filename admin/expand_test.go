@@ -3,9 +3,12 @@ package admin
 import (
 	"errors"
 	"fmt"
+	"path"
 	"slices"
 	"sync"
 	"testing"
+
+	"github.com/go-zookeeper/zk"
 
 	"sluice/internal/peer/zktest"
 	"sluice/wire"
@@ -111,6 +114,14 @@ func TestExpandTopic(t *testing.T) {
 	}
 	if got, err := c.RecordSwitch("t", 2, 0, 200); err != nil || got != 100 {
 		t.Fatalf("record again: %d %v", got, err)
+	}
+	// Switch znodes edited by hand under names that are not a partition's spelling are
+	// left out, not taken for partition 1's.
+	for _, name := range []string{"01", "+1"} {
+		p := path.Join(path.Dir(c.switchPath("t", 2, 0)), name)
+		if _, err := c.conn.Create(p, []byte(`{"offset":7}`), 0, zk.WorldACL(zk.PermAll)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	ls, err := c.Layouts("t")
 	if err != nil || len(ls) != 2 || fmt.Sprint(ls[1].Switches) != "[100 -1]" {
