@@ -276,7 +276,7 @@ func FuzzReadSwitch(f *testing.F) {
 		}
 		f.Add(data)
 	}
-	for _, junk := range []string{``, `not json`, `{"offset": -1}`, `{"offset": 1.5}`, `{"offset": "7"}`, `[]`, `{"offset": 9223372036854775808}`} {
+	for _, junk := range []string{``, `not json`, `{}`, `null`, `{"offset": null}`, `{"offset": -1}`, `{"offset": 1.5}`, `{"offset": "7"}`, `[]`, `{"offset": 9223372036854775808}`} {
 		f.Add([]byte(junk))
 	}
 	s := zktest.Start(f)
