@@ -146,7 +146,7 @@ func (c *Cluster) ExpandTopic(name string, n int) (TopicInfo, error) {
 	}
 	if ls := ti.Layouts(); len(ls) > 1 {
 		prev := ls[len(ls)-2]
-		done, err := c.switchCount(name, ti.Version)
+		done, err := c.switchCount(name, ti.Version, prev.Partitions)
 		if err != nil {
 			return TopicInfo{}, fmt.Errorf("cannot expand topic %s: %w", name, err)
 		}
@@ -168,8 +168,10 @@ func (c *Cluster) ExpandTopic(name string, n int) (TopicInfo, error) {
 	return next, nil
 }
 
-// switchCount returns how many partitions recorded their switch to version.
-func (c *Cluster) switchCount(topic string, version uint32) (int, error) {
+// switchCount returns how many of the partitions [0, partitions) recorded their switch
+// to version: the switches Layouts reports, so znodes edited by hand (a name that is not
+// a partition's spelling, content that is not a switch) do not count.
+func (c *Cluster) switchCount(topic string, version uint32, partitions int) (int, error) {
 	dir := path.Dir(c.switchPath(topic, version, 0))
 	kids, _, err := c.conn.Children(dir)
 	if errors.Is(err, zk.ErrNoNode) {
@@ -178,7 +180,31 @@ func (c *Cluster) switchCount(topic string, version uint32) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("cannot list the switches of %s to version %d: %w", topic, version, err)
 	}
-	return len(kids), nil
+	n := 0
+	for _, kid := range kids {
+		if _, ok := switchID(kid, partitions); !ok {
+			continue
+		}
+		_, ok, err := c.readSwitch(path.Join(dir, kid))
+		if err != nil {
+			return 0, fmt.Errorf("cannot read the switch of %s/%s to version %d: %w", topic, kid, version, err)
+		}
+		if ok {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// switchID returns the partition a switch znode's name spells, when it is one of
+// [0, partitions) spelled as LoadKey and the switch paths spell it ("01", "+1" and "-1"
+// are names edited by hand).
+func switchID(name string, partitions int) (int, bool) {
+	id, err := strconv.Atoi(name)
+	if err != nil || id < 0 || id >= partitions || strconv.Itoa(id) != name {
+		return 0, false
+	}
+	return id, true
 }
 
 // RecordSwitch records that partition id of topic switched to version at offset, unless
@@ -253,9 +279,9 @@ func (c *Cluster) Layouts(name string) ([]wire.Layout, error) {
 			return nil, fmt.Errorf("cannot list the switches of %s to version %d: %w", name, l.Version, err)
 		}
 		for _, kid := range kids {
-			id, err := strconv.Atoi(kid)
-			if err != nil || id < 0 || id >= len(out[k].Switches) || strconv.Itoa(id) != kid {
-				continue // not a partition of the previous layout ("01" and "+1" too): edited by hand
+			id, ok := switchID(kid, len(out[k].Switches))
+			if !ok {
+				continue // not a partition of the previous layout: edited by hand
 			}
 			off, ok, err := c.readSwitch(path.Join(dir, kid))
 			if err != nil {

@@ -139,3 +139,33 @@ func TestExpandTopic(t *testing.T) {
 		t.Fatalf("layouts after the second expansion %+v %v", ls, err)
 	}
 }
+
+// TestExpandWaitsForRealSwitches: a switch znode edited by hand, under a name that is not a
+// partition's spelling or with content that is not a switch, does not count as a
+// partition's switch: the next expansion still waits for partition 1, as Layouts says.
+func TestExpandWaitsForRealSwitches(t *testing.T) {
+	s := zktest.Start(t)
+	c := dial(t, s)
+	for i, junk := range []struct{ name, data string }{{"01", `{"offset":7}`}, {"1", `{}`}, {"+1", `{"offset":7}`}} {
+		topic := fmt.Sprintf("t%d", i)
+		if err := c.CreateTopic(topic, TopicInfo{Partitions: 2, Version: 1}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.ExpandTopic(topic, 4); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.RecordSwitch(topic, 2, 0, 100); err != nil {
+			t.Fatal(err)
+		}
+		p := path.Join(path.Dir(c.switchPath(topic, 2, 0)), junk.name)
+		if _, err := c.conn.Create(p, []byte(junk.data), 0, zk.WorldACL(zk.PermAll)); err != nil {
+			t.Fatal(err)
+		}
+		if ls, err := c.Layouts(topic); err != nil || fmt.Sprint(ls[1].Switches) != "[100 -1]" {
+			t.Fatalf("%s=%s: layouts %+v %v", junk.name, junk.data, ls, err)
+		}
+		if _, err := c.ExpandTopic(topic, 8); !errors.Is(err, ErrTopicChanged) {
+			t.Fatalf("%s=%s: an expansion before partition 1 switched: %v", junk.name, junk.data, err)
+		}
+	}
+}

@@ -282,7 +282,9 @@ func FuzzReadSwitch(f *testing.F) {
 	s := zktest.Start(f)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := Dial(ctx, []string{s.Addr}, "/sluice", 2*time.Second, nil)
+	// A long session: each fuzzing worker runs its own server, and on a loaded host a
+	// 2 s session could expire between two inputs and fail one that is fine.
+	c, err := Dial(ctx, []string{s.Addr}, "/sluice", 30*time.Second, nil)
 	if err != nil {
 		f.Fatal(err)
 	}

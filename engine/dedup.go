@@ -46,7 +46,7 @@ const (
 )
 
 // check classifies the batch h of a producer with state s (nil if unknown). A batch
-// whose sequences wrap (seqWraps) is a gap whatever the state.
+// whose sequences reach the end (seqWraps) is a gap whatever the state.
 func (s *producerState) check(h *batch.Header) (seqCheck, appended) {
 	if seqWraps(h) {
 		return seqGap, appended{}
@@ -63,20 +63,25 @@ func (s *producerState) check(h *batch.Header) (seqCheck, appended) {
 			return seqDuplicate, r
 		}
 	}
-	if last < s.recent[0].firstSeq && s.lastSeq() != math.MaxInt32 {
+	if last < s.recent[0].firstSeq && !s.exhausted() {
 		return seqOld, appended{}
 	}
-	// A producer whose sequence reached 2^31-1 has no new batch left: one with a low
-	// sequence is a client wrapping around, whose records an "old resend" verdict would
-	// drop.
 	return seqGap, appended{}
 }
 
-// seqWraps reports whether the batch's sequences run past 2^31-1. A sequence does not
-// wrap here: such a batch would leave its producer a negative last sequence, and every
-// later batch of the producer would be taken for an old one, acknowledged and dropped.
-// sluice's client starts a new session before that (client/window.go).
-func seqWraps(h *batch.Header) bool { return int64(h.BaseSequence)+int64(h.Count)-1 > math.MaxInt32 }
+// seqWraps reports whether the batch's sequences reach 2^31-1, the end: a producer's
+// sequences run from 0 to 2^31-2 and do not wrap. A batch that ran past the end would
+// leave its producer a negative last sequence, and a producer at the end would have no
+// next batch: either way its later batches, with low sequences, would be taken for old
+// resends, acknowledged and dropped. Ending one short of the largest int32 leaves a
+// producer's last batch resendable like any other. sluice's client takes a new producer
+// id before that (client/window.go).
+func seqWraps(h *batch.Header) bool { return int64(h.BaseSequence)+int64(h.Count)-1 >= math.MaxInt32 }
+
+// exhausted reports whether the producer's last sequence is one that seqWraps refuses now
+// but a log written before the rule may hold (wrapped below 0, or at 2^31-1): no batch of
+// it is new, and one with a low sequence is a client wrapping around, not an old resend.
+func (s *producerState) exhausted() bool { l := s.lastSeq(); return l < 0 || l == math.MaxInt32 }
 
 // idempotent reports whether a batch takes part in deduplication.
 func idempotent(h *batch.Header) bool { return h.ProducerID != 0 && h.BaseSequence >= 0 }

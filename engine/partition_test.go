@@ -196,31 +196,75 @@ func TestDedup(t *testing.T) {
 	}
 }
 
-// TestSequenceDoesNotWrap: a batch whose sequences run past 2^31-1 is refused, and does
-// not leave its producer a wrapped sequence under which later batches, taken for old
-// resends, would be acknowledged and dropped. A batch ending at 2^31-1 is taken.
+// TestSequenceDoesNotWrap: a producer's sequences end at 2^31-2. A batch that reaches
+// 2^31-1 is refused, and does not leave its producer a wrapped sequence under which later
+// batches, taken for old resends, would be acknowledged and dropped. A batch ending at
+// 2^31-2 is taken, and a retry of the request that got there is acknowledged, as any
+// retry is.
 func TestSequenceDoesNotWrap(t *testing.T) {
 	a := newArena(t, 8<<20, 64<<10)
 	p := openPartition(t, t.TempDir(), a, local.Options{}, 1)
 	defer p.Close()
-	if _, err := p.Produce(1, 1, mkBatch(9, math.MaxInt32-5, 3, 10), testNow); err != nil {
-		t.Fatal(err)
+	var req [][]byte // 9 batches, one more than the dedup window, up to the last sequence
+	for i := range 9 {
+		req = append(req, mkBatch(9, math.MaxInt32-9+int32(i), 1, 10))
 	}
-	if _, err := p.Produce(1, 0, mkBatch(9, math.MaxInt32-2, 4, 10), testNow); !errors.Is(err, ErrInvalidBatch) {
-		t.Fatalf("a batch past 2^31-1: %v", err)
+	last := bytes.Join(req, nil)
+	if res, err := p.Produce(1, 1, last, testNow); err != nil || res.Appended != 9 {
+		t.Fatalf("batches up to 2^31-2: %+v %v", res, err)
 	}
-	if _, err := p.Produce(1, 0, mkBatch(7, math.MaxInt32-1, 3, 10), testNow); !errors.Is(err, ErrInvalidBatch) {
-		t.Fatalf("a new producer's batch past 2^31-1: %v", err)
+	for name, b := range map[string][]byte{
+		"the next batch":             mkBatch(9, math.MaxInt32, 1, 10),
+		"a batch past the end":       mkBatch(9, math.MaxInt32-1, 3, 10),
+		"a new producer's at 2^31-1": mkBatch(7, math.MaxInt32-2, 3, 10),
+	} {
+		if _, err := p.Produce(1, 0, b, testNow); !errors.Is(err, ErrInvalidBatch) {
+			t.Fatalf("%s: %v", name, err)
+		}
 	}
-	res, err := p.Produce(1, 0, mkBatch(9, math.MaxInt32-2, 3, 10), testNow)
-	if err != nil || res.Duplicates != 0 || res.Base != 3 || res.Last != 5 {
-		t.Fatalf("a batch ending at 2^31-1: %+v %v", res, err)
+	if res, err := p.Produce(1, 0, last, testNow); err != nil || res.Duplicates != 9 || res.Appended != 0 {
+		t.Fatalf("a retry of the last request: %+v %v", res, err)
 	}
-	if _, err := p.Produce(1, 0, mkBatch(9, 1, 3, 10), testNow); !errors.Is(err, ErrOutOfOrderSequence) {
-		t.Fatalf("a low sequence after the last one: %v", err)
+	if p.Window().Next != 9 {
+		t.Fatalf("the log ends at %d, want 9", p.Window().Next)
 	}
-	if p.Window().Next != 6 {
-		t.Fatalf("the log ends at %d, want 6", p.Window().Next)
+	// The same after a switch to a newer layout version (drain): the oldest batch, older
+	// than the window, is acknowledged; one that reaches the end is corrupt, not a
+	// version mismatch (which would have the client route it again).
+	p.Freeze()
+	p.Switch(2)
+	if res, err := p.Produce(1, 0, req[0], testNow); err != nil || res.Duplicates != 1 {
+		t.Fatalf("a drain of the oldest batch: %+v %v", res, err)
+	}
+	if _, err := p.Produce(1, 0, mkBatch(9, math.MaxInt32, 1, 10), testNow); !errors.Is(err, ErrInvalidBatch) {
+		t.Fatalf("a drain of a batch at the end: %v", err)
+	}
+}
+
+// TestSequenceExhaustedByAnOldLog: a producer state rebuilt from a log written before
+// sequences stopped wrapping (a batch that wrapped below 0, or one ending at 2^31-1) has
+// no new batch left: a low sequence is a client wrapping around, refused as a gap rather
+// than acknowledged as an old resend and dropped.
+func TestSequenceExhaustedByAnOldLog(t *testing.T) {
+	for _, old := range []batch.Header{
+		{ProducerID: 9, BaseSequence: math.MaxInt32 - 1, Count: 3}, // wrapped to -2^31
+		{ProducerID: 9, BaseSequence: math.MaxInt32 - 1, Count: 2}, // ended at 2^31-1
+	} {
+		a := newArena(t, 8<<20, 64<<10)
+		p := openPartition(t, t.TempDir(), a, local.Options{}, 1)
+		if _, err := p.Produce(1, 0, mkBatch(9, math.MaxInt32-10, 5, 10), testNow); err != nil {
+			t.Fatal(err)
+		}
+		p.app.Lock()
+		p.remember(&old, 5, 7) // as the rebuild from such a log does
+		p.app.Unlock()
+		if res, err := p.Produce(1, 0, mkBatch(9, 1, 2, 10), testNow); !errors.Is(err, ErrOutOfOrderSequence) {
+			t.Fatalf("after %+v, a low sequence: %+v %v", old, res, err)
+		}
+		if p.Window().Next != 5 {
+			t.Fatalf("after %+v the log ends at %d, want 5", old, p.Window().Next)
+		}
+		p.Close()
 	}
 }
 

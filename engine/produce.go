@@ -126,7 +126,7 @@ func (p *Partition) validate(batches []byte) error {
 		}
 		if idempotent(&h) {
 			if seqWraps(&h) {
-				return fmt.Errorf("%w at byte %d of the request: producer %d's batch of %d records at sequence %d runs past %d (start a new session rather than wrap)",
+				return fmt.Errorf("%w at byte %d of the request: producer %d's batch of %d records at sequence %d reaches %d, the end of its sequences (take a new producer id rather than wrap)",
 					ErrInvalidBatch, pos, h.ProducerID, h.Count, h.BaseSequence, math.MaxInt32)
 			}
 			i := slices.IndexFunc(pending, func(s pendingSeq) bool { return s.producer == h.ProducerID })
@@ -135,9 +135,9 @@ func (p *Partition) validate(batches []byte) error {
 					return fmt.Errorf("%w: producer %d sent %d after %d in one request", ErrOutOfOrderSequence, h.ProducerID, h.BaseSequence, last)
 				}
 			} else if verdict, _ := p.app.producers[h.ProducerID].check(&h); verdict == seqGap {
-				if last := p.app.producers[h.ProducerID].lastSeq(); last == math.MaxInt32 {
-					return fmt.Errorf("%w: producer %d sent sequence %d after %d, the last there is (start a new session rather than wrap)",
-						ErrOutOfOrderSequence, h.ProducerID, h.BaseSequence, last)
+				if ps := p.app.producers[h.ProducerID]; ps.exhausted() {
+					return fmt.Errorf("%w: producer %d sent sequence %d after %d, at the end of its sequences (take a new producer id rather than wrap)",
+						ErrOutOfOrderSequence, h.ProducerID, h.BaseSequence, ps.lastSeq())
 				}
 				return fmt.Errorf("%w: producer %d sent sequence %d, expected %d", ErrOutOfOrderSequence,
 					h.ProducerID, h.BaseSequence, p.app.producers[h.ProducerID].lastSeq()+1)

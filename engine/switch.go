@@ -73,6 +73,10 @@ func (p *Partition) drain(batches []byte, res *ProduceResult) error {
 		if !idempotent(&h) {
 			return p.versionMismatch()
 		}
+		if seqWraps(&h) { // as on the append path: never a resend, never appendable
+			return fmt.Errorf("%w at byte %d of the request: producer %d's batch reaches the end of its sequences",
+				ErrInvalidBatch, len(batches)-len(rest)-h.Size(), h.ProducerID)
+		}
 		verdict, prev := p.app.producers[h.ProducerID].check(&h)
 		switch verdict {
 		case seqDuplicate:
