@@ -57,8 +57,8 @@ func TestSluiceIntegration(t *testing.T) {
 	// them: each took some processor time (not much more can be asked of a broker this
 	// idle), over the measured part, not the warm-up: the same span as the run's
 	// seconds, from the same two instants, however slow the host. (The processor span is
-	// read on the monotonic clock, the seconds on the wall clock, which a time daemon may
-	// slew by at most 0.05 %: 2 ms is ample for a run of seconds.)
+	// read on the monotonic clock, the seconds on the wall clock: only a step of the wall
+	// clock during the run sets them apart, and 2 ms of room is left for that.)
 	if u := res.CPU; u == nil || u.Harness <= 0 || u.Server <= 0 || math.Abs(u.Wall-res.Seconds) > 0.002 || u.Cores < 1 {
 		t.Fatalf("e2e processor use: %+v over a measured part of %.3fs", res.CPU, res.Seconds)
 	}

@@ -190,10 +190,14 @@ func (r *run) faultLoop(ctx context.Context, mix map[string]func(context.Context
 		if note != "" && len(f.Notes) < maxNotes {
 			f.Notes = append(f.Notes, note)
 		}
-		healing := make(chan struct{})
-		go r.watchHeal(fmt.Sprintf("%s #%d", name, f.Cycles), healed, healing)
+		healing, watched := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(watched)
+			r.watchHeal(fmt.Sprintf("%s #%d", name, f.Cycles), healed, healing)
+		}()
 		d, err := r.prog.since(ctx, healed, healLimit)
 		close(healing)
+		<-watched // no slow-heal line after the heal's own
 		if err != nil {
 			return fmt.Errorf("after fault %s, cycle %d (%s): %w", name, f.Cycles, note, err)
 		}
@@ -220,6 +224,11 @@ func (r *run) watchHeal(fault string, healed time.Time, healing <-chan struct{})
 		case <-healing:
 			return
 		case <-t.C:
+			select {
+			case <-healing: // healed as the tick fired
+				return
+			default:
+			}
 			line := r.loadState(healed, time.Now())
 			if first {
 				if path, ok := r.dumpGoroutines(fault); ok {

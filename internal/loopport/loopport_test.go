@@ -13,8 +13,8 @@ func TestFreeIsBelowTheEphemeralRange(t *testing.T) {
 	if err != nil {
 		t.Fatalf("this test needs %s: %v", rangeFile, err)
 	}
-	if lo <= lowest+1000 {
-		t.Fatalf("the ephemeral range starts at %d; this test needs it above %d", lo, lowest+1000)
+	if lo <= lowest+1000 { // Free falls back to the ephemeral range there, as documented
+		t.Skipf("the ephemeral range starts at %d, not above %d: Free picks from it", lo, lowest+1000)
 	}
 	seen := map[int]bool{}
 	for range 50 {

@@ -72,7 +72,8 @@ func Fail(t testing.TB, skipEnv string, err error) {
 
 // FreePort returns a loopback port that was free a moment ago (a service that must keep
 // its port across restarts is given one): below the kernel's ephemeral range, so that no
-// outgoing connection takes it while the service is down for a restart (loopport).
+// outgoing connection takes it while the service is down for a restart (loopport; on a
+// kernel whose range starts below 21000, a port from the range).
 func FreePort() (int, error) { return loopport.Free() }
 
 // BindFailed reports whether the JVM log at path says a server could not bind its port

@@ -9,7 +9,7 @@ import (
 // TestStartOnATakenPort runs a real broker on a port another listener holds, as when a
 // parallel test binds it between the pick and the broker's bind: the first start reports
 // the taken port (so that Start picks another) instead of failing the test, and the
-// broker Start then gives serves on a port of its own that Restart keeps.
+// broker Start then returns serves on a port of its own that Restart keeps.
 func TestStartOnATakenPort(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -76,8 +76,9 @@ type Broker struct {
 }
 
 // Start runs `sluice broker --data dir --listen 127.0.0.1:port args...` and waits until it
-// serves. The port is below the kernel's ephemeral range (loopport), so that no outgoing
-// connection on the host takes it while the broker is down between a Kill and a Restart.
+// serves. The port is below the kernel's ephemeral range (loopport; on a kernel whose
+// range starts below 21000, one from it), so that no outgoing connection on the host
+// takes it while the broker is down between a Kill and a Restart.
 // The process is stopped (SIGTERM, then SIGKILL) when the test ends.
 func Start(t testing.TB, dir string, args ...string) *Broker {
 	t.Helper()
