@@ -212,12 +212,15 @@ func (r *run) faultLoop(ctx context.Context, mix map[string]func(context.Context
 // milliseconds, and an outlier of seconds is worth a line saying where it waits.
 const slowHeal = time.Second
 
-// watchHeal logs the load's state (loadState) every slowHeal until healing is closed.
-// At its first line it also writes the harness's goroutines, the clients' included, to
-// the run's logs (at most maxHealDumps times a run), so that where they wait can be read
-// afterwards.
+// watchHeal logs the load's state (loadState) slowHeal after the heal, then after
+// intervals that double (1, 3, 7, 15 s... with slowHeal at a second), until healing is
+// closed: a heal that takes a minute (HDFS back from an outage, in a distributed run)
+// logs six lines, not sixty. At its first line it also writes the harness's goroutines,
+// the clients' included, to the run's logs (at most maxHealDumps times a run), so that
+// where they wait can be read afterwards.
 func (r *run) watchHeal(fault string, healed time.Time, healing <-chan struct{}) {
-	t := time.NewTicker(slowHeal)
+	wait := slowHeal
+	t := time.NewTimer(wait)
 	defer t.Stop()
 	for first := true; ; first = false {
 		select {
@@ -225,10 +228,12 @@ func (r *run) watchHeal(fault string, healed time.Time, healing <-chan struct{})
 			return
 		case <-t.C:
 			select {
-			case <-healing: // healed as the tick fired
+			case <-healing: // healed as the timer fired
 				return
 			default:
 			}
+			wait *= 2
+			t.Reset(wait)
 			line := r.loadState(healed, time.Now())
 			if first {
 				if path, ok := r.dumpGoroutines(fault); ok {
