@@ -75,6 +75,17 @@ type PartLoad struct {
 // LoadKey is a partition's key in BrokerInfo.Partitions.
 func LoadKey(pid PartitionID) string { return pid.Topic + "/" + strconv.Itoa(pid.ID) }
 
+// parseID returns the partition id a znode name or a load key's last part spells, when
+// it spells one exactly as this package writes ids (strconv.Itoa of an id ≥ 0): "01",
+// "+1" and "-1" are names edited by hand, not aliases of partition 1 or a negative one.
+func parseID(s string) (int, bool) {
+	id, err := strconv.Atoi(s)
+	if err != nil || id < 0 || strconv.Itoa(id) != s {
+		return 0, false
+	}
+	return id, true
+}
+
 // Dial connects to ZooKeeper (addrs) with the given session timeout; the cluster state
 // is under root. It returns once the session is established (and authenticated, with
 // WithDigest) or ctx ends.

@@ -197,14 +197,10 @@ func (c *Cluster) switchCount(topic string, version uint32, partitions int) (int
 }
 
 // switchID returns the partition a switch znode's name spells, when it is one of
-// [0, partitions) spelled as LoadKey and the switch paths spell it ("01", "+1" and "-1"
-// are names edited by hand).
+// [0, partitions) spelled as the switch paths spell it (parseID).
 func switchID(name string, partitions int) (int, bool) {
-	id, err := strconv.Atoi(name)
-	if err != nil || id < 0 || id >= partitions || strconv.Itoa(id) != name {
-		return 0, false
-	}
-	return id, true
+	id, ok := parseID(name)
+	return id, ok && id < partitions
 }
 
 // RecordSwitch records that partition id of topic switched to version at offset, unless

@@ -161,8 +161,8 @@ func (c *Cluster) Owners() (map[PartitionID]Owned, error) {
 			return nil, fmt.Errorf("cannot list assignments of %s: %w", topic, err)
 		}
 		for _, id := range ids {
-			n, err := strconv.Atoi(id)
-			if err != nil || n < 0 || strconv.Itoa(n) != id { // "-1", "01": edited by hand
+			n, ok := parseID(id)
+			if !ok { // "-1", "01": edited by hand
 				c.log.Error("assignment znode not named after a partition: left out", "topic", topic, "znode", id)
 				continue
 			}
@@ -417,8 +417,8 @@ func ParseLoadKey(k string) PartitionID {
 	if i <= 0 {
 		return PartitionID{}
 	}
-	id, err := strconv.Atoi(k[i+1:])
-	if err != nil || id < 0 || strconv.Itoa(id) != k[i+1:] {
+	id, ok := parseID(k[i+1:])
+	if !ok {
 		return PartitionID{}
 	}
 	return PartitionID{Topic: k[:i], ID: id}

@@ -69,15 +69,16 @@ func (p *progress) until(ctx context.Context, t time.Time, limit time.Duration, 
 	}
 }
 
-// parts returns the partitions the live consumer has read from.
-func (p *progress) parts() []int {
+// lastRead returns when the live consumer last read from any partition (Unix
+// nanoseconds; 0 before its first read).
+func (p *progress) lastRead() int64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	parts := make([]int, 0, len(p.read))
-	for part := range p.read {
-		parts = append(parts, part)
+	var last int64
+	for _, at := range p.read {
+		last = max(last, at)
 	}
-	return parts
+	return last
 }
 
 // readAfter returns the latest read of parts, and those of parts not read after t (Unix

@@ -276,7 +276,7 @@ func (r *run) loadState(healed, now time.Time) string {
 		}
 		return time.Duration(now.UnixNano()-ns).Round(time.Millisecond).String() + " ago"
 	}
-	lastRead, _ := r.prog.readAfter(0, r.prog.parts())
+	lastRead := r.prog.lastRead()
 	states := make([]string, 0, len(r.writers))
 	for _, w := range r.writers {
 		states = append(states, w.state(now))

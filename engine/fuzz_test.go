@@ -155,22 +155,8 @@ func logBatches(t *testing.T, p *Partition, from int64) [][]byte {
 	var out [][]byte
 	var spans []memarena.Span
 	for off := from; off < p.Window().Next; {
-		res, err := p.Fetch(off, 1<<20, spans)
-		if err != nil {
-			t.Fatalf("fetch at %d: %v", off, err)
-		}
 		var data []byte
-		for i := range res.Spans {
-			data = append(data, res.Spans[i].Bytes()...)
-		}
-		if len(res.Spans) == 0 {
-			data = make([]byte, res.Region.Len)
-			if _, err := res.Region.File.ReadAt(data, res.Region.Pos); err != nil {
-				t.Fatal(err)
-			}
-		}
-		spans = res.Spans
-		res.Release()
+		data, spans = fetchBytes(t, p, off, 1<<20, spans)
 		if len(data) == 0 {
 			t.Fatalf("fetch at %d below the end %d returns nothing", off, p.Window().Next)
 		}

@@ -66,21 +66,8 @@ func readAll(t testing.TB, p *Partition, from int64) []string {
 	var vals []string
 	var spans []memarena.Span
 	for off := from; off < p.Window().Next; {
-		res, err := p.Fetch(off, 1<<16, spans)
-		if err != nil {
-			t.Fatalf("fetch at %d: %v", off, err)
-		}
 		var data []byte
-		if len(res.Spans) > 0 {
-			for i := range res.Spans {
-				data = append(data, res.Spans[i].Bytes()...)
-			}
-		} else {
-			data = make([]byte, res.Region.Len)
-			if _, err := res.Region.File.ReadAt(data, res.Region.Pos); err != nil {
-				t.Fatal(err)
-			}
-		}
+		data, spans = fetchBytes(t, p, off, 1<<16, spans)
 		for len(data) > 0 {
 			var it batch.Iter
 			if err := it.Reset(data); err != nil {
@@ -95,10 +82,31 @@ func readAll(t testing.TB, p *Partition, from int64) []string {
 			off = h.LastOffset() + 1
 			data = data[h.Size():]
 		}
-		spans = res.Spans
-		res.Release()
 	}
 	return vals
+}
+
+// fetchBytes fetches from offset off of p and returns a copy of the answer's bytes, from
+// memory or from the segment file, and spans to reuse for the next fetch.
+func fetchBytes(t testing.TB, p *Partition, off int64, maxBytes int, spans []memarena.Span) ([]byte, []memarena.Span) {
+	t.Helper()
+	res, err := p.Fetch(off, maxBytes, spans)
+	if err != nil {
+		t.Fatalf("fetch at %d: %v", off, err)
+	}
+	defer res.Release()
+	if len(res.Spans) == 0 {
+		data := make([]byte, res.Region.Len)
+		if _, err := res.Region.File.ReadAt(data, res.Region.Pos); err != nil {
+			t.Fatal(err)
+		}
+		return data, res.Spans
+	}
+	var data []byte
+	for i := range res.Spans {
+		data = append(data, res.Spans[i].Bytes()...)
+	}
+	return data, res.Spans
 }
 
 func TestProduceFetchAndWindow(t *testing.T) {
