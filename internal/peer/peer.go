@@ -1,7 +1,9 @@
 // Package peer runs the real services tests need next to sluice (HDFS, ZooKeeper) as
 // JVMs: it installs them once per test binary with the repository's scripts (cached
 // outside the repo), starts them with a given class path, and stops them by pid. A JVM
-// dies with the test binary (Pdeathsig).
+// dies with the test binary (Pdeathsig), and runs in a process group of its own, so
+// that one stopped by a test (SIGSTOP) gets no SIGHUP when the test binary's group is
+// orphaned (the shell that started it exits).
 package peer
 
 import (
@@ -123,7 +125,7 @@ func Java(dir, logName string, args ...string) (*Proc, error) {
 	defer log.Close()
 	cmd := exec.Command("java", args...)
 	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // dies with the test binary
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true} // see the package doc
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("cannot start java: %w", err)
 	}

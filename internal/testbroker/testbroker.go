@@ -120,6 +120,9 @@ func (b *Broker) start(listen string, retryBind bool) bool {
 	}
 	args = append(args, b.args...)
 	b.cmd = exec.Command(Binary(b.t), args...)
+	// A process group of its own: a broker a test stops (SIGSTOP) gets no SIGHUP when the
+	// test binary's group is orphaned (the shell that started it exits meanwhile).
+	b.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if len(b.env) > 0 {
 		b.cmd.Env = append(os.Environ(), b.env...)
 	}
