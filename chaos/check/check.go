@@ -46,6 +46,8 @@ func Check(h *History) *Report {
 		r.Acks[a.String()]++
 	}
 	final := r.finalReads(h.mu.reads.all(), h.mu.sends, h.mu.cuts)
+	r.Reads += h.mu.repeats
+	r.Repeats = h.mu.repeats
 	r.checkDuplicates(final)
 	r.checkOrder(final)
 	r.checkMissing(final, h.mu.sends, h.mu.damaged, h.mu.placed)

@@ -53,6 +53,8 @@ type History struct {
 		sync.Mutex
 		sends   map[ID]Ack
 		reads   readLog
+		seen    repeats // what reads at or below C found, to drop their repeats
+		repeats int     // reads dropped as repeats
 		damaged map[ID]bool
 		placed  map[ID]where // where a producer's answer said a record went, when it said
 		cuts    []cut
@@ -95,10 +97,15 @@ func (h *History) Placed(id ID, partition int, offset int64) {
 	h.mu.placed[id] = where{partition, offset}
 }
 
-// Read records a read.
+// Read records a read, or counts it only when it repeats what the last read at or below
+// C of its position found (repeats.go).
 func (h *History) Read(r Read) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.mu.seen.repeat(r) {
+		h.mu.repeats++
+		return
+	}
 	h.mu.reads.add(r)
 }
 
@@ -117,11 +124,13 @@ func (h *History) Cut(partition int, from int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.mu.cuts = append(h.mu.cuts, cut{part: partition, from: from, reads: h.mu.reads.len()})
+	h.mu.seen.forget(partition, from)
 }
 
-// Len returns how many records were sent and how many reads were recorded.
+// Len returns how many records were sent and how many reads were made (repeats
+// included).
 func (h *History) Len() (sent, reads int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return len(h.mu.sends), h.mu.reads.len()
+	return len(h.mu.sends), h.mu.reads.len() + h.mu.repeats
 }

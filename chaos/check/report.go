@@ -11,8 +11,11 @@ type Report struct {
 	// Sent is the number of records sent; Acks counts them by their strongest Ack.
 	Sent int            `json:"sent"`
 	Acks map[string]int `json:"acks"`
-	// Reads is the number of reads; Distinct the records read at or below C.
+	// Reads is the number of reads, Repeats those of them that found at or below C what
+	// the last such read of the position found (counted, not kept: repeats.go);
+	// Distinct the records read at or below C.
 	Reads    int `json:"reads"`
+	Repeats  int `json:"repeats"`
 	Distinct int `json:"distinct"`
 	// Counts has every anomaly of Forbidden and Allowed, zeros included.
 	Counts map[string]int `json:"counts"`
@@ -48,8 +51,8 @@ func (r *Report) add(anomaly, format string, args ...any) {
 
 // WriteTable prints the summary table, the examples of what was found and the verdict.
 func (r *Report) WriteTable(w io.Writer) error {
-	fmt.Fprintf(w, "records sent %d (persisted %d, accepted %d, unknown %d, failed %d); reads %d, distinct records read %d\n",
-		r.Sent, r.Acks["persisted"], r.Acks["accepted"], r.Acks["unknown"], r.Acks["failed"], r.Reads, r.Distinct)
+	fmt.Fprintf(w, "records sent %d (persisted %d, accepted %d, unknown %d, failed %d); reads %d (%d of them repeats), distinct records read %d\n",
+		r.Sent, r.Acks["persisted"], r.Acks["accepted"], r.Acks["unknown"], r.Acks["failed"], r.Reads, r.Repeats, r.Distinct)
 	fmt.Fprintf(w, "%-16s %-10s %10s\n", "anomaly", "kind", "count")
 	rows := func(names []string, kind string) {
 		for _, a := range names {
