@@ -112,22 +112,34 @@ func parseTopic(data []byte) (TopicInfo, error) {
 	if err := json.Unmarshal(data, &ti); err != nil {
 		return ti, fmt.Errorf("unreadable topic znode: %w", err)
 	}
-	if ti.Partitions < 1 || ti.Partitions > wire.MaxPartitions {
-		return ti, fmt.Errorf("unreadable topic znode: %d partitions", ti.Partitions)
-	}
-	for k, l := range ti.History {
-		if l.Partitions < 1 || l.Partitions > wire.MaxPartitions {
-			return ti, fmt.Errorf("unreadable topic znode: layout %d has %d partitions", k, l.Partitions)
-		}
-		if k > 0 && (l.Version <= ti.History[k-1].Version || l.Partitions <= ti.History[k-1].Partitions) {
-			return ti, fmt.Errorf("unreadable topic znode: layout %d (%+v) does not follow %+v", k, l, ti.History[k-1])
-		}
-	}
-	if n := len(ti.History); n > 0 && (ti.History[n-1] != Layout{Version: ti.Version, Partitions: ti.Partitions}) {
-		return ti, fmt.Errorf("unreadable topic znode: the last layout %+v is not the current one (version %d, %d partitions)",
-			ti.History[n-1], ti.Version, ti.Partitions)
+	if err := CheckLayouts(ti.Version, ti.Partitions, ti.History); err != nil {
+		return ti, fmt.Errorf("unreadable topic znode: %w", err)
 	}
 	return ti, nil
+}
+
+// CheckLayouts checks a topic's partition count and layout history (oldest first, or
+// empty: one layout): every layout has 1 to wire.MaxPartitions partitions, each follows
+// the one before with a higher version and more partitions, and the last is the current
+// one (version, partitions). The admin's topic znode and a broker's topic.json both
+// hold them.
+func CheckLayouts(version uint32, partitions int, history []Layout) error {
+	if partitions < 1 || partitions > wire.MaxPartitions {
+		return fmt.Errorf("%d partitions", partitions)
+	}
+	for k, l := range history {
+		if l.Partitions < 1 || l.Partitions > wire.MaxPartitions {
+			return fmt.Errorf("layout %d has %d partitions", k, l.Partitions)
+		}
+		if k > 0 && (l.Version <= history[k-1].Version || l.Partitions <= history[k-1].Partitions) {
+			return fmt.Errorf("layout %d (%+v) does not follow %+v", k, l, history[k-1])
+		}
+	}
+	if n := len(history); n > 0 && (history[n-1] != Layout{Version: version, Partitions: partitions}) {
+		return fmt.Errorf("the last layout %+v is not the current one (version %d, %d partitions)",
+			history[n-1], version, partitions)
+	}
+	return nil
 }
 
 // ExpandTopic raises a topic's partition count to n (docs/cluster.md): its znode gets

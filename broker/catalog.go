@@ -148,8 +148,13 @@ func (b *Broker) readMeta(name string) (topicMeta, error) {
 	if err := json.Unmarshal(raw, &m); err != nil {
 		return m, fmt.Errorf("bad %s: %w", metaFile, err)
 	}
-	if m.Name != name || m.Partitions < 1 || m.Partitions > wire.MaxPartitions || wire.CheckTopicName(m.Name) != nil {
-		return m, fmt.Errorf("bad %s: name %q, %d partitions", metaFile, m.Name, m.Partitions)
+	if m.Name != name || wire.CheckTopicName(m.Name) != nil {
+		return m, fmt.Errorf("bad %s: name %q in the directory of %q", metaFile, m.Name, name)
+	}
+	// The layouts are what clients route keys by across expansions (TopicLayouts): a
+	// history edited by hand is refused as the admin's topic znode is.
+	if err := admin.CheckLayouts(m.Version, m.Partitions, m.History); err != nil {
+		return m, fmt.Errorf("bad %s: %w", metaFile, err)
 	}
 	return m, nil
 }

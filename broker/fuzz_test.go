@@ -26,7 +26,8 @@ func metaBroker(dir string) *Broker {
 // directory at start) an arbitrary topic.json, reads it with readMeta, and takes what it
 // accepts through what openTopic does before it opens partitions: clampStored, then
 // logOptions. It checks: no panic; a refusal names topic.json; an accepted topic has its
-// directory's name, which is a valid topic name, and 1 to 65536 partitions; it re-encodes
+// directory's name, which is a valid topic name, and 1 to 65536 partitions, and a layout
+// history that is empty or rises in version and count to the current layout; it re-encodes
 // (buildTopicDir's encoding) to a topic.json that reads back equal; clampStored raises
 // only roll options below today's floors, to the floors; and logOptions either refuses
 // the options with a one-line error or returns log options whose bounds hold and that
@@ -58,6 +59,9 @@ func FuzzReadMeta(f *testing.F) {
 		{"orders", `{"name": "orders", "version": 1, "partitions": 0}`},
 		{"orders", `{"name": "orders", "version": 1, "partitions": 65537}`},
 		{"a+b", `{"name": "a+b", "version": 1, "partitions": 1}`},
+		{"orders", `{"name": "orders", "version": 2, "partitions": 4, "history": [{"version": 1, "partitions": 2}, {"version": 2, "partitions": 3}]}`},
+		{"orders", `{"name": "orders", "version": 2, "partitions": 4, "history": [{"version": 2, "partitions": 2}, {"version": 2, "partitions": 4}]}`},
+		{"orders", `{"name": "orders", "version": 2, "partitions": 4, "history": [{"version": 1, "partitions": 0}, {"version": 2, "partitions": 4}]}`},
 		{"orders", `{"name": "orders"`},
 		{"orders", ``},
 		{"orders", `null`},
@@ -85,6 +89,14 @@ func FuzzReadMeta(f *testing.F) {
 		}
 		if m.Name != name || wire.CheckTopicName(m.Name) != nil || m.Partitions < 1 || m.Partitions > wire.MaxPartitions {
 			t.Fatalf("topic.json %q of directory %q accepted as %+v", data, name, m)
+		}
+		if h := m.History; len(h) > 0 && (h[len(h)-1] != admin.Layout{Version: m.Version, Partitions: m.Partitions} || h[0].Partitions < 1) {
+			t.Fatalf("topic.json %q accepted with layouts %+v that do not end at version %d, %d partitions", data, h, m.Version, m.Partitions)
+		}
+		for k := 1; k < len(m.History); k++ {
+			if a, b := m.History[k-1], m.History[k]; b.Version <= a.Version || b.Partitions <= a.Partitions {
+				t.Fatalf("topic.json %q accepted with layout %+v after %+v", data, b, a)
+			}
 		}
 		raw, err := json.MarshalIndent(m, "", "  ") // as buildTopicDir writes it
 		if err != nil {

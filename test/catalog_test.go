@@ -72,6 +72,8 @@ func TestStartSkipsWhatIsNotATopic(t *testing.T) {
 		"nometa":             "",
 		"garbage":            "{not json",
 		"wrongname":          `{"name":"other","version":1,"partitions":1}`,
+		// A layout history edited by hand: its last layout is not the topic's.
+		"badhistory": `{"name":"badhistory","version":2,"partitions":4,"history":[{"version":1,"partitions":2},{"version":2,"partitions":3}]}`,
 	} {
 		if err := os.MkdirAll(filepath.Join(b.Dir, dir, "0"), 0o755); err != nil {
 			t.Fatal(err)
@@ -90,8 +92,8 @@ func TestStartSkipsWhatIsNotATopic(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(b.Dir, "+creating.half.123")); !os.IsNotExist(err) {
 		t.Fatalf("an interrupted creation was not removed: %v", err)
 	}
-	if got := scrape(t, b.MetricsAddr, "sluice_data_dir_skipped"); got != 3 {
-		t.Fatalf("skipped %v directories, want 3", got)
+	if got := scrape(t, b.MetricsAddr, "sluice_data_dir_skipped"); got != 4 {
+		t.Fatalf("skipped %v directories, want 4", got)
 	}
 	if !strings.Contains(b.Log(), "skipping a directory that is not a readable topic") {
 		t.Fatalf("the skipped directories were not reported:\n%s", b.Log())
