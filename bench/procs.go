@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"sluice/internal/spawn"
 )
 
 // Server is a server process the suite starts, restarts and stops, always by its pid.
@@ -42,9 +44,8 @@ func (s *Server) Start(ctx context.Context) error {
 	argv := s.argv()
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = lf, lf
-	// Pdeathsig: if the suite dies, the kernel kills the server it started.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	// If the suite dies, the kernel kills the server it started (spawn.Start).
+	if err := spawn.Start(cmd); err != nil {
 		lf.Close()
 		return fmt.Errorf("cannot start %s: %w", s.Name, err)
 	}

@@ -51,8 +51,11 @@ func TestPausedChildSurvivesTheShell(t *testing.T) {
 		if err == nil {
 			err = p.signal(syscall.SIGSTOP)
 		}
-		for err == nil && procState(p.pid()) != 'T' {
-			time.Sleep(time.Millisecond)
+		for deadline := time.Now().Add(30 * time.Second); err == nil && procState(p.pid()) != 'T'; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				err = fmt.Errorf("the child (pid %d) is not shown stopped within 30 s: state %q", p.pid(), procState(p.pid()))
+				p.kill()
+			}
 		}
 		if err == nil {
 			tmp := pidsFile + ".tmp"
@@ -61,8 +64,8 @@ func TestPausedChildSurvivesTheShell(t *testing.T) {
 				err = os.Rename(tmp, pidsFile)
 			}
 		}
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
+		if err != nil { // the shell is gone by now: the test reads this file
+			os.WriteFile(filepath.Join(dir, "harness.err"), []byte(err.Error()), 0o644)
 			os.Exit(1)
 		}
 		time.Sleep(60 * time.Second) // stopped by the test, by pid
@@ -73,7 +76,8 @@ func TestPausedChildSurvivesTheShell(t *testing.T) {
 	pidsFile = filepath.Join(dir, "pids")
 	shell := self("shell", &syscall.SysProcAttr{Setsid: true})
 	if out, err := shell.CombinedOutput(); err != nil {
-		t.Fatalf("the shell: %v\n%s", err, out)
+		harnessErr, _ := os.ReadFile(filepath.Join(dir, "harness.err"))
+		t.Fatalf("the shell: %v\n%s\nthe harness: %s", err, out, harnessErr)
 	}
 	raw, err := os.ReadFile(pidsFile)
 	if err != nil {

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"sluice/internal/spawn"
 )
 
 // proc is one process the harness started. Its output is appended to a log file of its
@@ -36,11 +38,11 @@ func newProcs(logDir string) *procs {
 }
 
 // start runs argv with its output appended to logDir/name.log. The process gets
-// SIGKILL if the harness dies first (Pdeathsig), so a crashed harness leaves nothing.
-// It runs in a process group of its own (Setpgid): in the harness's group, a process
-// stopped by a pause fault when the shell that started the harness exits is in an
-// orphaned group with a stopped member, and the kernel sends it SIGHUP (a NameNode died
-// of it; RELIABILITY.md).
+// SIGKILL if the harness dies first, so a crashed harness leaves nothing, and runs in a
+// process group of its own (spawn.Start): in the harness's group, a process stopped by a
+// pause fault when the shell that started the harness exits is in an orphaned group
+// with a stopped member, and the kernel sends it SIGHUP (a NameNode died of it;
+// RELIABILITY.md).
 func (ps *procs) start(name string, argv []string) (*proc, error) {
 	log, err := os.OpenFile(filepath.Join(ps.logDir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -49,8 +51,7 @@ func (ps *procs) start(name string, argv []string) (*proc, error) {
 	defer log.Close()
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	if err := spawn.Start(cmd); err != nil {
 		return nil, fmt.Errorf("cannot start %s: %w", name, err)
 	}
 	fmt.Fprintf(log, "=== %s pid %d: %s\n", time.Now().Format(time.RFC3339Nano), cmd.Process.Pid, strings.Join(argv, " "))

@@ -14,12 +14,13 @@ import (
 // batch of 1 small record (per-batch costs dominate) and of 63 records of 1 KiB (the
 // copy and the checksum dominate). Each round produces 1024 requests from a new producer
 // id; the batches are built, and the round persisted, with the timer stopped, as the
-// broker's persister runs beside the appenders and not on their path.
+// broker's persister runs beside the appenders and not on their path. Retention keeps
+// the log to a few 16 MiB segments, so a long run does not fill the disk.
 func BenchmarkProduce(b *testing.B) {
 	for _, c := range []struct{ records, size int }{{1, 100}, {63, 1000}} {
 		b.Run(fmt.Sprintf("records=%d/size=%d", c.records, c.size), func(b *testing.B) {
 			a := newArena(b, 256<<20, 1<<20)
-			p := openPartition(b, b.TempDir(), a, local.Options{Sync: local.SyncNever, SegmentBytes: 64 << 20}, 1)
+			p := openPartition(b, b.TempDir(), a, local.Options{Sync: local.SyncNever, SegmentBytes: 16 << 20, RetentionBytes: 64 << 20}, 1)
 			defer p.Close()
 			const round = 1024
 			reqs := make([][]byte, round)
@@ -38,6 +39,9 @@ func BenchmarkProduce(b *testing.B) {
 				if i > 0 && i%round == 0 {
 					b.StopTimer()
 					persistNow(b, p)
+					if _, err := p.ApplyRetention(); err != nil {
+						b.Fatal(err)
+					}
 					pid++
 					build(pid)
 					b.StartTimer()

@@ -18,8 +18,8 @@ const module = "sluice"
 // layers gives each package (by path relative to the module root; a trailing "/..."
 // covers a tree) its row in STYLE.md's layering, numbered in tens: STYLE.md's row 2 is
 // split so that the batch format (20) sits below the wire format, the codec and the
-// arena (25), which use it, and row 1 so that internal/loopport (5) sits below the test
-// helpers that use it. A package may import module packages
+// arena (25), which use it, and row 1 so that internal/loopport and internal/spawn (5)
+// sit below the test helpers that use them. A package may import module packages
 // only from rows above its own (smaller numbers); a package missing here fails the test,
 // so every new package takes a deliberate place.
 var layers = []struct {
@@ -27,6 +27,7 @@ var layers = []struct {
 	row int
 }{
 	{"internal/loopport", 5}, // loopback ports for servers that restart, below the helpers that start them (peer, testbroker)
+	{"internal/spawn", 5},    // children that die with this process, below the helpers that start them
 	{"internal/...", 10},     // small helpers, standard library only
 	{"persist/vfs/...", 25},  // filesystem interface (direct I/O, fallocate: x/sys/unix) and fault injection
 	{"batch", 20},            // the record batch format

@@ -16,13 +16,15 @@ type readLog struct {
 	n      int
 }
 
-// readChunk is the reads one chunk holds (2.5 MiB of them).
+// readChunk is the reads one chunk holds (2.5 MiB of them). A chunk starts small and
+// grows by append up to that (a copy of at most one chunk): most histories of the tests
+// hold a few reads.
 const readChunk = 1 << 16
 
 // add appends r.
 func (l *readLog) add(r Read) {
 	if l.n%readChunk == 0 {
-		l.chunks = append(l.chunks, make([]Read, 0, readChunk))
+		l.chunks = append(l.chunks, make([]Read, 0, 16))
 	}
 	last := &l.chunks[len(l.chunks)-1]
 	*last = append(*last, r)

@@ -17,8 +17,8 @@ type repeats struct {
 	chunks map[repeatKey]*[repeatChunk]seenAt
 }
 
-// repeatChunk is the offsets one chunk covers (24 bytes each).
-const repeatChunk = 1 << 12
+// repeatChunk is the offsets one chunk covers (24 bytes each: 24 KiB a chunk).
+const repeatChunk = 1 << 10
 
 type repeatKey struct {
 	part  int

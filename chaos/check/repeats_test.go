@@ -39,10 +39,13 @@ func TestRepeatsAreCountedNotKept(t *testing.T) {
 // TestRepeatsDoNotChangeTheVerdict checks random small histories twice: once through
 // History.Read, which drops repeats, and once with every read kept. Every anomaly counted
 // per record or per position must match exactly, and those counted per read (unexpected,
-// rewritten) must be found in both or in neither; so must the verdict.
+// rewritten) must be found in both or in neither; so must the verdict. Offsets and cuts
+// fall on both sides of a chunk's edge, and below 0.
 func TestRepeatsDoNotChangeTheVerdict(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 11))
 	exact := []string{Lost, Duplicated, Reordered, Inconsistent, LostAccepted, Damaged, Unacknowledged}
+	offsets := []int64{-1, 0, 1, 2, 3, repeatChunk - 1, repeatChunk, repeatChunk + 1}
+	offset := func() int64 { return offsets[rng.IntN(len(offsets))] }
 	for n := range 20000 {
 		dropped, kept := NewHistory(), NewHistory()
 		for range 1 + rng.IntN(40) {
@@ -52,7 +55,7 @@ func TestRepeatsDoNotChangeTheVerdict(t *testing.T) {
 				dropped.Sent(id, a)
 				kept.Sent(id, a)
 			case op == 4:
-				p, from := rng.IntN(2), int64(rng.IntN(6))
+				p, from := rng.IntN(3), offset()
 				dropped.Cut(p, from)
 				kept.Cut(p, from)
 			case op == 5:
@@ -60,10 +63,10 @@ func TestRepeatsDoNotChangeTheVerdict(t *testing.T) {
 				dropped.Damaged(id)
 				kept.Damaged(id)
 			default:
-				r := Read{Partition: rng.IntN(2), Offset: int64(rng.IntN(6)), ID: ID{uint64(1 + rng.IntN(2)), uint64(rng.IntN(6))},
+				r := Read{Partition: rng.IntN(3), Offset: offset(), ID: ID{uint64(1 + rng.IntN(2)), uint64(rng.IntN(6))},
 					Valid: rng.IntN(30) > 0, Durable: rng.IntN(4) > 0}
 				if rng.IntN(2) == 0 { // a repeat of a read at or below C, often
-					r.ID = ID{uint64(1 + r.Partition), uint64(r.Offset)}
+					r.ID = ID{uint64(1 + r.Partition%2), uint64(r.Offset+1) % 6}
 					r.Valid, r.Durable = true, true
 				}
 				dropped.Read(r)

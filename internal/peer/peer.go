@@ -1,9 +1,9 @@
 // Package peer runs the real services tests need next to sluice (HDFS, ZooKeeper) as
 // JVMs: it installs them once per test binary with the repository's scripts (cached
 // outside the repo), starts them with a given class path, and stops them by pid. A JVM
-// dies with the test binary (Pdeathsig), and runs in a process group of its own, so
-// that one stopped by a test (SIGSTOP) gets no SIGHUP when the test binary's group is
-// orphaned (the shell that started it exits).
+// dies with the test binary, and runs in a process group of its own, so that one stopped
+// by a test (SIGSTOP) gets no SIGHUP when the test binary's group is orphaned (the shell
+// that started it exits): internal/spawn.
 package peer
 
 import (
@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"sluice/internal/loopport"
+	"sluice/internal/spawn"
 )
 
 var installs struct {
@@ -125,8 +126,7 @@ func Java(dir, logName string, args ...string) (*Proc, error) {
 	defer log.Close()
 	cmd := exec.Command("java", args...)
 	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true} // see the package doc
-	if err := cmd.Start(); err != nil {
+	if err := spawn.Start(cmd); err != nil { // see the package doc
 		return nil, fmt.Errorf("cannot start java: %w", err)
 	}
 	p := &Proc{Cmd: cmd, Exited: make(chan struct{})}

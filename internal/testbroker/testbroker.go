@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"sluice/internal/loopport"
+	"sluice/internal/spawn"
 )
 
 // binary is built once per test process; the lock also guards the path.
@@ -120,15 +121,15 @@ func (b *Broker) start(listen string, retryBind bool) bool {
 	}
 	args = append(args, b.args...)
 	b.cmd = exec.Command(Binary(b.t), args...)
-	// A process group of its own: a broker a test stops (SIGSTOP) gets no SIGHUP when the
-	// test binary's group is orphaned (the shell that started it exits meanwhile).
-	b.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if len(b.env) > 0 {
 		b.cmd.Env = append(os.Environ(), b.env...)
 	}
 	b.log = &syncBuffer{}
 	b.cmd.Stdout, b.cmd.Stderr = b.log, b.log
-	if err := b.cmd.Start(); err != nil {
+	// Killed with the test binary (a Ctrl-C, a test timeout: no cleanup runs), and in a
+	// process group of its own, so that a broker a test stops (SIGSTOP) gets no SIGHUP
+	// when the test binary's group is orphaned (the shell that started it exits).
+	if err := spawn.Start(b.cmd); err != nil {
 		b.t.Fatal(err)
 	}
 	b.done = make(chan struct{})

@@ -9,6 +9,7 @@
 package zktest
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"net"
@@ -21,6 +22,7 @@ import (
 	"time"
 
 	"sluice/internal/peer"
+	"sluice/internal/spawn"
 )
 
 // readyTimeout bounds a start: 0.3-0.4 s on a quiet machine (peers README), far longer
@@ -163,9 +165,10 @@ func (s *Server) edit(t testing.TB, what, path string, data ...string) {
 	}
 	args := append([]string{"-Xmx64m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-cp", s.cp, src, s.Addr, path}, data...)
 	cmd := exec.Command("java", args...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // dies with the test binary
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("cannot %s znode %s: %v\n%s", what, path, err, out)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := spawn.Run(cmd); err != nil { // dies with the test binary
+		t.Fatalf("cannot %s znode %s: %v\n%s", what, path, err, out.Bytes())
 	}
 }
 
