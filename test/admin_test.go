@@ -12,6 +12,7 @@ import (
 
 	"sluice/admin"
 	"sluice/internal/peer/zktest"
+	"sluice/internal/spawn"
 	"sluice/internal/testbroker"
 )
 
@@ -34,7 +35,6 @@ func startAdmins(t testing.TB, addr string, session time.Duration, ids ...string
 		cmds[i] = exec.Command(testbroker.Binary(t), "admin", "-zk", addr, "-id", id, "-zk-session-timeout", session.String(),
 			"-interval", "100ms", "-metrics", "127.0.0.1:0")
 		cmds[i].Stdout, cmds[i].Stderr = logs[i], logs[i]
-		cmds[i].SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	}
 	barrier := make(chan struct{})
 	errs := make([]error, len(ids))
@@ -44,7 +44,7 @@ func startAdmins(t testing.TB, addr string, session time.Duration, ids ...string
 		go func() {
 			defer wg.Done()
 			<-barrier
-			errs[i] = cmd.Start()
+			errs[i] = spawn.Start(cmd) // dies with the test binary
 		}()
 	}
 	close(barrier)

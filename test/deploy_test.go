@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"sluice/internal/spawn"
 	"sluice/internal/testbroker"
 	"sluice/wire"
 )
@@ -74,8 +75,7 @@ func TestReloadWhileStarting(t *testing.T) {
 		"-config", conf, "-ready-file", ready)
 	out := &syncBuf{}
 	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	if err := spawn.Start(cmd); err != nil { // dies with the test binary
 		t.Fatal(err)
 	}
 	done := make(chan struct{})

@@ -1,11 +1,11 @@
 package test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -14,6 +14,7 @@ import (
 	"sluice/client"
 	"sluice/internal/peer/hdfstest"
 	"sluice/internal/peer/zktest"
+	"sluice/internal/spawn"
 	"sluice/internal/testbroker"
 	"sluice/wire"
 )
@@ -23,9 +24,10 @@ func sluiceCLI(t testing.TB, stdin string, args ...string) (string, error) {
 	t.Helper()
 	cmd := exec.Command(testbroker.Binary(t), args...)
 	cmd.Stdin = strings.NewReader(stdin)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	out, err := cmd.CombinedOutput()
-	return string(out), err
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := spawn.Run(cmd) // dies with the test binary
+	return out.String(), err
 }
 
 // mustCLI runs the sluice binary and fails the test unless it succeeds.

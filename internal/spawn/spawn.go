@@ -17,11 +17,19 @@ import (
 	"syscall"
 )
 
-// starter is the goroutine, locked to its thread for good, that forks every child.
-var starter struct {
-	once sync.Once
-	reqs chan request
-}
+// starter returns the channel of the goroutine that forks every child, started on first
+// use and locked to its thread for good. One per process by nature: the thread must live
+// as long as the process does.
+var starter = sync.OnceValue(func() chan<- request {
+	reqs := make(chan request)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread lives as long as the process
+		for r := range reqs {
+			r.done <- r.cmd.Start()
+		}
+	}()
+	return reqs
+})
 
 type request struct {
 	cmd  *exec.Cmd
@@ -29,9 +37,11 @@ type request struct {
 }
 
 // Start starts cmd as exec.Cmd.Start does, with a parent-death signal of SIGKILL (unless
-// cmd sets one) and in a process group of its own (Setpgid): one the caller stops
-// (SIGSTOP) gets no SIGHUP when this process's group is orphaned, as it is when the shell
-// that started it exits. The other fields of cmd.SysProcAttr are kept.
+// cmd sets one) and in a process group of its own (Setpgid, unless cmd asks for a
+// session of its own, whose group it leads): one the caller stops (SIGSTOP) gets no
+// SIGHUP when this process's group is orphaned, as it is when the shell that started it
+// exits. The other fields of cmd.SysProcAttr are kept. Starts are serialized on the one
+// thread: a fork takes about a millisecond.
 func Start(cmd *exec.Cmd) error {
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
@@ -39,18 +49,11 @@ func Start(cmd *exec.Cmd) error {
 	if cmd.SysProcAttr.Pdeathsig == 0 {
 		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 	}
-	cmd.SysProcAttr.Setpgid = true
-	starter.once.Do(func() {
-		starter.reqs = make(chan request)
-		go func() {
-			runtime.LockOSThread() // never unlocked: the thread lives as long as the process
-			for r := range starter.reqs {
-				r.done <- r.cmd.Start()
-			}
-		}()
-	})
+	if !cmd.SysProcAttr.Setsid {
+		cmd.SysProcAttr.Setpgid = true
+	}
 	done := make(chan error, 1)
-	starter.reqs <- request{cmd, done}
+	starter() <- request{cmd, done}
 	return <-done
 }
 

@@ -14,12 +14,13 @@ import (
 // that then exits (as bench.MeasureWake's does), twice: directly with a parent-death
 // signal, where the kernel kills the child as the thread exits (the hazard, checked so
 // that the test shows it is real here), and through Start, where the child lives on, in
-// a process group of its own.
+// a process group of its own, also while other goroutines lock threads and exit (a
+// Start that forked on any thread but one that never exits could lose its child then).
 func TestChildOutlivesAnExitingThread(t *testing.T) {
 	for _, viaStart := range []bool{false, true} {
 		cmd, tid := forkFromExitingThread(t, viaStart)
 		pid := cmd.Process.Pid
-		t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+		t.Cleanup(func() { cmd.Process.Kill() }) // by the process handle: safe after Wait
 		died := make(chan error, 1)
 		go func() { died <- cmd.Wait() }()
 		// Wait until the locked thread is gone, then give its signal time to act.
@@ -31,6 +32,9 @@ func TestChildOutlivesAnExitingThread(t *testing.T) {
 			if time.Now().After(deadline) {
 				t.Fatalf("thread %d did not exit within 30 s of its locked goroutine", tid)
 			}
+		}
+		if viaStart {
+			exitThreads(64)
 		}
 		select {
 		case err := <-died:
@@ -87,6 +91,31 @@ func forkFromExitingThread(t *testing.T, viaStart bool) (*exec.Cmd, int) {
 	}
 	t.Fatal("100 goroutines in a row ran on the main thread")
 	return nil, 0
+}
+
+// exitThreads ends n threads: each a goroutine that locks one and returns.
+func exitThreads(n int) {
+	done := make(chan struct{})
+	for range n {
+		go func() {
+			runtime.LockOSThread()
+			time.Sleep(time.Millisecond) // hold the thread while the others take theirs
+			done <- struct{}{}
+		}()
+	}
+	for range n {
+		<-done
+	}
+}
+
+// TestSetsidKept: a command that asks for a session of its own gets one (it leads its
+// group; asking for a group as well would fail the fork).
+func TestSetsidKept(t *testing.T) {
+	cmd := exec.Command("sh", "-c", "exit 0")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := Run(cmd); err != nil {
+		t.Fatalf("Run with Setsid: %v", err)
+	}
 }
 
 // TestRun runs a command to its end and keeps the caller's SysProcAttr fields.

@@ -49,12 +49,19 @@ func TestBrokerDiesWithTheTestBinary(t *testing.T) {
 			t.Fatal("the child test binary did not start a broker within 2 minutes")
 		}
 	}
-	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+	// A handle taken while the broker surely lives (its pid file is written after it
+	// serves) holds a pidfd: the cleanup and the checks never reach another process that
+	// takes the pid once init has reaped the broker.
+	broker, err := os.FindProcess(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { broker.Kill() })
 	cmd.Process.Kill()
 	cmd.Wait()
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		// Gone, or a zombie until init reaps it: either way no longer serving.
-		if err := syscall.Kill(pid, 0); err != nil || procZombie(pid) {
+		if err := broker.Signal(syscall.Signal(0)); err != nil || procZombie(pid) {
 			return
 		}
 		if time.Now().After(deadline) {

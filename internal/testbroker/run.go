@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"sluice/internal/spawn"
 )
 
 // Run runs the sluice binary (Binary) with args and stdin, and returns its exit status
@@ -21,7 +23,7 @@ func Run(t testing.TB, stdin string, args ...string) (code int, stdout, stderr s
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
+	err := spawn.Run(cmd) // dies with the test binary, which the minute's kill does not
 	if ctx.Err() != nil {
 		t.Fatalf("sluice %s did not finish within a minute\nstderr: %s", strings.Join(args, " "), errOut.String())
 	}
