@@ -181,31 +181,50 @@ func (c *Cluster) ExpandTopic(name string, n int) (TopicInfo, error) {
 }
 
 // switchCount returns how many of the partitions [0, partitions) recorded their switch
-// to version: the switches Layouts reports, so znodes edited by hand (a name that is not
-// a partition's spelling, content that is not a switch) do not count.
+// to version: the switches Layouts reports (switches), so znodes edited by hand (a name
+// that is not a partition's spelling, content that is not a switch) do not count.
 func (c *Cluster) switchCount(topic string, version uint32, partitions int) (int, error) {
-	dir := path.Dir(c.switchPath(topic, version, 0))
-	kids, _, err := c.conn.Children(dir)
-	if errors.Is(err, zk.ErrNoNode) {
-		return 0, nil
-	}
+	offs, err := c.switches(topic, version, partitions)
 	if err != nil {
-		return 0, fmt.Errorf("cannot list the switches of %s to version %d: %w", topic, version, err)
+		return 0, err
 	}
 	n := 0
-	for _, kid := range kids {
-		if _, ok := switchID(kid, partitions); !ok {
-			continue
-		}
-		_, ok, err := c.readSwitch(path.Join(dir, kid))
-		if err != nil {
-			return 0, fmt.Errorf("cannot read the switch of %s/%s to version %d: %w", topic, kid, version, err)
-		}
-		if ok {
+	for _, off := range offs {
+		if off >= 0 {
 			n++
 		}
 	}
 	return n, nil
+}
+
+// switches returns the offsets at which partitions [0, partitions) of topic recorded
+// their switch to version, -1 for a switch not recorded or unreadable. A znode whose
+// name is not one of those partitions, spelled as the switch paths spell it, was edited
+// by hand and is left out.
+func (c *Cluster) switches(topic string, version uint32, partitions int) ([]int64, error) {
+	offs := make([]int64, partitions)
+	for i := range offs {
+		offs[i] = -1
+	}
+	dir := path.Dir(c.switchPath(topic, version, 0))
+	kids, _, err := c.conn.Children(dir)
+	if err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return nil, fmt.Errorf("cannot list the switches of %s to version %d: %w", topic, version, err)
+	}
+	for _, kid := range kids {
+		id, ok := switchID(kid, partitions)
+		if !ok {
+			continue
+		}
+		off, ok, err := c.readSwitch(path.Join(dir, kid))
+		if err != nil {
+			return nil, fmt.Errorf("cannot read the switch of %s/%d to version %d: %w", topic, id, version, err)
+		}
+		if ok {
+			offs[id] = off
+		}
+	}
+	return offs, nil
 }
 
 // switchID returns the partition a switch znode's name spells, when it is one of
@@ -277,27 +296,8 @@ func (c *Cluster) Layouts(name string) ([]wire.Layout, error) {
 		if k == 0 {
 			continue
 		}
-		out[k].Switches = make([]int64, ls[k-1].Partitions)
-		for i := range out[k].Switches {
-			out[k].Switches[i] = -1
-		}
-		dir := path.Dir(c.switchPath(name, l.Version, 0))
-		kids, _, err := c.conn.Children(dir)
-		if err != nil && !errors.Is(err, zk.ErrNoNode) {
-			return nil, fmt.Errorf("cannot list the switches of %s to version %d: %w", name, l.Version, err)
-		}
-		for _, kid := range kids {
-			id, ok := switchID(kid, len(out[k].Switches))
-			if !ok {
-				continue // not a partition of the previous layout: edited by hand
-			}
-			off, ok, err := c.readSwitch(path.Join(dir, kid))
-			if err != nil {
-				return nil, fmt.Errorf("cannot read the switch of %s/%d to version %d: %w", name, id, l.Version, err)
-			}
-			if ok {
-				out[k].Switches[id] = off
-			}
+		if out[k].Switches, err = c.switches(name, l.Version, ls[k-1].Partitions); err != nil {
+			return nil, err
 		}
 	}
 	return out, nil

@@ -3,10 +3,10 @@ package check
 import "iter"
 
 // readLog is a run's reads in the order they were recorded, kept in chunks of readChunk
-// so that recording one never copies the ones before it. A ten-minute run made tens of
-// millions of reads (every sampler consumer reads from the oldest record again), all
-// recorded before repeats were dropped (repeats.go); held
-// in one slice, each growth copied up to a gigabyte under the history's lock, which every
+// so that recording one never copies the ones before it. A ten-minute run makes tens of
+// millions of reads (every sampler consumer reads from the oldest record again); before
+// repeats were dropped (repeats.go) all were recorded, and held in one slice, each
+// growth copied up to a gigabyte under the history's lock, which every
 // writer and consumer of the harness waits on, and stalled the whole load for seconds:
 // the chaos runs of seed 71 reported a kill's recovery of 2.2-3.75 s at the same point of
 // the run each time (a goroutine dump of the stall showed every writer and the live
