@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"sluice/batch"
 	"sluice/internal/peer"
 	"sluice/internal/testbroker"
 )
@@ -28,7 +29,7 @@ const shortRun = 10 * time.Second
 func TestEmbeddedChaos(t *testing.T) {
 	var log bytes.Buffer
 	cfg := Config{Binary: testbroker.Binary(t), Dir: t.TempDir(), Duration: shortRun, Interval: time.Second,
-		Seed: time.Now().UnixNano(), Rate: 300, Log: &log}
+		Seed: time.Now().UnixNano(), Rate: 300, ProducerLife: 2 * time.Second, Log: &log}
 	checkRun(t, cfg, &log, EmbeddedFaults, "broker.log")
 }
 
@@ -43,12 +44,14 @@ func TestDistributedChaos(t *testing.T) {
 	}
 	var log bytes.Buffer
 	cfg := Config{Binary: testbroker.Binary(t), Dir: t.TempDir(), Duration: shortRun, Interval: time.Second,
-		Seed: time.Now().UnixNano(), Rate: 200, HDFSOutage: 2 * time.Second, Distributed: true, Log: &log}
+		Seed: time.Now().UnixNano(), Rate: 200, HDFSOutage: 2 * time.Second, Distributed: true, ProducerLife: 2 * time.Second,
+		Log: &log}
 	checkRun(t, cfg, &log, DistributedFaults, "broker-1.log")
 }
 
 // checkRun runs cfg and fails unless the run is OK, every one of faults was injected or
-// skipped saying why, and records were persisted and read back.
+// skipped saying why, records were persisted and read back, and records were sent in
+// batches of every codec (the default: none, zstd, s2 and lz4).
 func checkRun(t *testing.T, cfg Config, log *bytes.Buffer, faults []string, brokerLog string) {
 	t.Helper()
 	res, err := Run(context.Background(), cfg)
@@ -72,6 +75,11 @@ func checkRun(t *testing.T, cfg Config, log *bytes.Buffer, faults []string, brok
 	}
 	if res.Report.Acks["persisted"] == 0 || res.Report.Distinct == 0 {
 		t.Fatalf("the workload persisted %d records and %d were read", res.Report.Acks["persisted"], res.Report.Distinct)
+	}
+	for c := batch.CodecNone; c <= batch.CodecLZ4; c++ {
+		if res.Codecs[c.String()] == 0 {
+			t.Errorf("no record was sent with codec %v: %v", c, res.Codecs)
+		}
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"sluice/batch"
 )
 
 // Config is one chaos run. Zero fields take the defaults of EnsureDefaults.
@@ -34,6 +36,15 @@ type Config struct {
 	Rate int
 	// ValueSize is each record's value size in bytes (at least 24).
 	ValueSize int
+	// Codecs are the compressions the writers' producers use, in turn: each new
+	// producer of writer i (its n-th, from 1) compresses with Codecs[(i+n) % len]. Empty
+	// means every codec sluice has (none, zstd, s2, lz4).
+	Codecs []batch.Codec
+	// ProducerLife is how long a writer keeps one producer before it closes it (waiting
+	// for its records to persist) and starts the next, with the next codec: so that every
+	// writer kind writes batches of every codec within a few lives, and producers also
+	// end cleanly under faults, not only after a failed call. Default 15 s.
+	ProducerLife time.Duration
 	// Fsync is the brokers' fsync policy (group, batch or never); empty means the
 	// broker's default (group).
 	Fsync string
@@ -86,6 +97,12 @@ func (c *Config) EnsureDefaults() {
 	if c.ValueSize == 0 {
 		c.ValueSize = 100
 	}
+	if c.ProducerLife == 0 {
+		c.ProducerLife = 15 * time.Second
+	}
+	if len(c.Codecs) == 0 {
+		c.Codecs = []batch.Codec{batch.CodecNone, batch.CodecZstd, batch.CodecS2, batch.CodecLZ4}
+	}
 	if len(c.Faults) == 0 {
 		c.Faults = c.modeFaults()
 	}
@@ -108,6 +125,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("chaos: no sluice binary given")
 	case c.Dir == "":
 		return fmt.Errorf("chaos: no run directory given")
+	case c.ProducerLife < 0:
+		return fmt.Errorf("chaos: producer life %v is negative", c.ProducerLife)
 	case c.Duration < 0 || c.Interval <= 0:
 		return fmt.Errorf("chaos: duration %v and interval %v must be positive", c.Duration, c.Interval)
 	case c.Partitions < 1 || c.Writers < 1 || c.Rate < 1:
@@ -118,6 +137,11 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("chaos: %d DataNodes: 1 to 3", c.DataNodes)
 	case c.ValueSize < 24:
 		return fmt.Errorf("chaos: value size %d is below the 24 bytes of a record's identity", c.ValueSize)
+	}
+	for _, k := range c.Codecs {
+		if k > batch.CodecLZ4 {
+			return fmt.Errorf("chaos: codec %v is not one of none, zstd, s2 and lz4", k)
+		}
 	}
 	for _, f := range c.Faults {
 		if !slices.Contains(c.modeFaults(), f) {
@@ -135,6 +159,11 @@ func (c *Config) String() string {
 	}
 	s := fmt.Sprintf("mode=%s duration=%v interval=%v faults=%s seed=%d partitions=%d writers=%d rate=%d/s value=%dB",
 		mode, c.Duration, c.Interval, strings.Join(c.Faults, ","), c.Seed, c.Partitions, c.Writers, c.Rate, c.ValueSize)
+	names := make([]string, len(c.Codecs))
+	for i, k := range c.Codecs {
+		names[i] = k.String()
+	}
+	s += fmt.Sprintf(" compression=%s producer-life=%v", strings.Join(names, ","), c.ProducerLife)
 	if c.Fsync != "" {
 		s += " fsync=" + c.Fsync
 	}

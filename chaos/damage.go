@@ -9,6 +9,7 @@ import (
 
 	"sluice/batch"
 	"sluice/chaos/check"
+	"sluice/codec"
 	"sluice/persist"
 	"sluice/persist/local"
 )
@@ -79,10 +80,12 @@ func injectDamage(dir string, kind damageKind, rng *rand.Rand) (damaged, error) 
 		kind, b.Segment, pos, b.Header.BaseOffset, len(shadow))}, nil
 }
 
-// shadowOf returns the identities in the values of the given batches' records.
+// shadowOf returns the identities in the values of the given batches' records, whatever
+// their codec.
 func shadowOf(batches []local.BatchInfo) ([]check.ID, error) {
 	files := map[string][]byte{}
 	var ids []check.ID
+	var d codec.Decompressor
 	for _, b := range batches {
 		data, ok := files[b.Segment]
 		if !ok {
@@ -93,7 +96,7 @@ func shadowOf(batches []local.BatchInfo) ([]check.ID, error) {
 			files[b.Segment] = data
 		}
 		var it batch.Iter
-		if err := it.Reset(data[b.Pos : b.Pos+int64(b.Header.Size())]); err != nil {
+		if err := d.Iter(&it, data[b.Pos:b.Pos+int64(b.Header.Size())]); err != nil {
 			return nil, fmt.Errorf("cannot read the batch at %s position %d: %w", b.Segment, b.Pos, err)
 		}
 		for it.Next() {

@@ -44,8 +44,8 @@ func TestLoadState(t *testing.T) {
 		"no record persisted 1.5s after the heal",
 		"last persisted not since the heal",
 		"last read 1s ago",
-		"writer 0 (async persisted keyed) waiting for its ack for 2.5s",
-		"writer 1 (sync persisted) in ProduceSync for 3.5s",
+		"writer 0 (async persisted keyed, none) waiting for its ack for 2.5s",
+		"writer 1 (sync persisted, none) in ProduceSync for 3.5s",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("%q\ndoes not say %q", got, want)

@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
+	"sluice/batch"
 	"sluice/chaos/check"
 )
 
@@ -37,6 +39,9 @@ type Result struct {
 	Faults  []*FaultStat  `json:"faults"`
 	// ProducerRestarts counts producers replaced after a call failed.
 	ProducerRestarts int64 `json:"producer_restarts"`
+	// Codecs counts the records the writers handed to their producers, by the codec the
+	// producer compressed its batches with.
+	Codecs map[string]int64 `json:"records_by_codec"`
 	// Repairs counts `sluice segment repair` runs on damaged partitions.
 	Repairs int `json:"repairs"`
 	// Exits are admins that exited by themselves and were restarted, as a supervisor
@@ -67,6 +72,13 @@ func (r *Result) fault(name string) *FaultStat {
 func (r *Result) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "sluice chaos: %s\nelapsed %v, producers replaced %d, partitions repaired %d\n",
 		r.Config, r.Elapsed.Round(time.Second), r.ProducerRestarts, r.Repairs)
+	codecs := make([]string, 0, len(r.Codecs))
+	for c := batch.CodecNone; c <= batch.CodecLZ4; c++ {
+		if n, ok := r.Codecs[c.String()]; ok {
+			codecs = append(codecs, fmt.Sprintf("%v %d", c, n))
+		}
+	}
+	fmt.Fprintf(w, "records sent by codec: %s\n", strings.Join(codecs, ", "))
 	fmt.Fprintf(w, "%-14s %7s  %s\n", "fault", "cycles", "")
 	for _, f := range r.Faults {
 		extra := ""

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"sluice/batch"
 	"sluice/chaos/check"
 )
 
@@ -82,13 +83,13 @@ func (r *run) logf(format string, args ...any) {
 
 // load runs the writers and the live consumer until the returned stop is called; stop
 // waits until every writer has closed its producer and returns how many were replaced.
-func (r *run) load(addrs func() []string) (stop func() int64) {
+func (r *run) load(addrs func() []string) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	var ws []*writer
 	for i := range r.cfg.Writers {
 		w := &writer{index: i, kind: writerKinds[i%len(writerKinds)], rate: r.cfg.Rate, size: r.cfg.ValueSize,
-			topic: topic, addrs: addrs, hist: r.hist, prog: &r.prog, log: r.logf, clock: &r.clock}
+			codecs: r.cfg.Codecs, life: r.cfg.ProducerLife, topic: topic, addrs: addrs, hist: r.hist, prog: &r.prog, log: r.logf, clock: &r.clock}
 		ws = append(ws, w)
 		wg.Add(1)
 		go func() { defer wg.Done(); w.run(ctx) }()
@@ -100,16 +101,20 @@ func (r *run) load(addrs func() []string) (stop func() int64) {
 	sm := &sampler{topic: topic, addrs: addrs, hist: r.hist, rng: rand.New(rand.NewPCG(uint64(r.cfg.Seed), 0x5a3b1e))}
 	wg.Add(1)
 	go func() { defer wg.Done(); sm.run(ctx) }()
-	return func() int64 {
+	return func() {
 		cancel()
 		wg.Wait()
 		r.logf("sampler consumers that read: newest %d, at an offset %d, at a time %d, a logical range %d",
 			sm.counts[0].Load(), sm.counts[1].Load(), sm.counts[2].Load(), sm.counts[3].Load())
-		var n int64
+		r.res.Codecs = map[string]int64{}
 		for _, w := range ws {
-			n += w.restarts.Load()
+			r.res.ProducerRestarts += w.restarts.Load()
+			for k := range w.sent {
+				if n := w.sent[k].Load(); n > 0 {
+					r.res.Codecs[batch.Codec(k).String()] += n
+				}
+			}
 		}
-		return n
 	}
 }
 
@@ -286,9 +291,9 @@ func (r *run) loadState(healed, now time.Time) string {
 }
 
 // finish stops the load, reads everything back and runs the checker.
-func (r *run) finish(ctx context.Context, stop func() int64, addrs []string) error {
+func (r *run) finish(ctx context.Context, stop func(), addrs []string) error {
 	r.logf("stopping the load")
-	r.res.ProducerRestarts = stop()
+	stop()
 	sent, reads := r.hist.Len()
 	r.logf("load stopped: %d records sent, %d reads; reading everything back", sent, reads)
 	if err := readBack(ctx, topic, addrs, r.hist, readBackLimit); err != nil {

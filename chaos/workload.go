@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"sluice/batch"
 	"sluice/chaos/check"
 	"sluice/client"
 )
@@ -44,9 +45,14 @@ type writer struct {
 	hist     *check.History
 	prog     *progress
 	seq      uint64
-	restarts atomic.Int64 // incarnations after the first
-	log      func(format string, args ...any)
-	clock    *atomic.Int64 // how far the producers' clocks are off, ms (run.clock)
+	codecs   []batch.Codec // Config.Codecs
+	life     time.Duration // Config.ProducerLife
+	codec    atomic.Uint32 // the current producer's codec (a batch.Codec)
+	restarts atomic.Int64  // producers replaced after a failed call
+	// sent counts the records handed to producers, by the producers' codec.
+	sent  [batch.CodecLZ4 + 1]atomic.Int64
+	log   func(format string, args ...any)
+	clock *atomic.Int64 // how far the producers' clocks are off, ms (run.clock)
 	// doing is the writer's activity now, since doingSince (Unix nanoseconds): a slow
 	// heal's log line says what each writer was waiting for (run.slowHeal).
 	doing      atomic.Int32
@@ -81,7 +87,8 @@ func (w *writer) set(a activity) {
 // state says what the writer is doing and for how long, as of now.
 func (w *writer) state(now time.Time) string {
 	d := time.Duration(now.UnixNano() - w.doingSince.Load())
-	return fmt.Sprintf("writer %d (%s) %s for %v", w.index, w.kind, activity(w.doing.Load()), d.Round(time.Millisecond))
+	return fmt.Sprintf("writer %d (%s, %v) %s for %v", w.index, w.kind, batch.Codec(w.codec.Load()), activity(w.doing.Load()),
+		d.Round(time.Millisecond))
 }
 
 // String names the kind as the progress lines do.
@@ -97,23 +104,24 @@ func (k writerKind) String() string {
 	return s
 }
 
-// run produces until ctx ends, replacing its producer whenever a call fails.
+// run produces until ctx ends, replacing its producer whenever a call fails and after
+// its life (Config.ProducerLife).
 func (w *writer) run(ctx context.Context) {
 	for inc := uint64(1); ctx.Err() == nil; inc++ {
 		w.set(actStarting)
+		codec := w.codecs[(uint64(w.index)+inc)%uint64(len(w.codecs))]
+		w.codec.Store(uint32(codec))
 		p, err := client.NewProducer(ctx, w.topic, client.Brokers(w.addrs()...), client.Linger(2*time.Millisecond),
-			client.RetryBackoff(10*time.Millisecond, 500*time.Millisecond))
+			client.RetryBackoff(10*time.Millisecond, 500*time.Millisecond), client.Compression(codec))
 		if err != nil {
 			w.set(actRetrying)
 			sleep(ctx, 200*time.Millisecond)
 			continue
 		}
-		if inc > 1 {
-			w.restarts.Add(1)
-		}
 		pending, err := w.produce(ctx, p, uint64(w.index)<<32|inc)
 		if err != nil && ctx.Err() == nil {
-			w.log("writer %d: producer %d replaced: %v", w.index, inc, err)
+			w.restarts.Add(1)
+			w.log("writer %d: producer %d (%v) replaced: %v", w.index, inc, codec, err)
 		}
 		w.set(actClosing)
 		cctx, cancel := context.WithTimeout(context.Background(), opTimeout)
@@ -124,15 +132,17 @@ func (w *writer) run(ctx context.Context) {
 	}
 }
 
-// produce writes chunks of records with p until ctx ends or a call fails, and returns
-// the records not yet known to be persisted.
+// produce writes chunks of records with p until ctx ends, a call fails or the producer's
+// life has passed, and returns the records not yet known to be persisted.
 func (w *writer) produce(ctx context.Context, p *client.Producer, pid uint64) ([]check.ID, error) {
 	const tick = 100 * time.Millisecond
 	chunk := max(1, w.rate/10)
 	var pending []check.ID
 	next := time.Now()
-	for ctx.Err() == nil {
+	end := next.Add(w.life)
+	for ctx.Err() == nil && time.Now().Before(end) {
 		ids, err := w.chunk(ctx, p, pid, chunk)
+		w.sent[w.codec.Load()].Add(int64(len(ids)))
 		pending = append(pending, ids...)
 		if err != nil {
 			return pending, err

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"sluice/chaos"
+	"sluice/codec"
 )
 
 // chaosCmd runs a chaos run (package chaos) with this binary as the brokers, prints its
@@ -16,7 +17,7 @@ import (
 func chaosCmd(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
 	var cfg chaos.Config
-	var faults, jsonPath string
+	var faults, codecs, jsonPath string
 	var keep, quiet bool
 	fs.DurationVar(&cfg.Duration, "duration", time.Minute, "how long faults are injected under load (healing and the read-back come after)")
 	fs.DurationVar(&cfg.Interval, "interval", 2*time.Second, "mean time under load between two faults")
@@ -28,6 +29,8 @@ func chaosCmd(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.Rate, "rate", 500, "records per second of each asynchronous producer")
 	fs.IntVar(&cfg.ValueSize, "value-size", 100, "bytes per record value (at least 24)")
 	fs.BoolVar(&cfg.Distributed, "distributed", false, "run ZooKeeper, HDFS, two admins and several brokers")
+	fs.StringVar(&codecs, "compression", "", "comma-separated codecs the producers compress with, each new producer taking the next (default: none,zstd,s2,lz4)")
+	fs.DurationVar(&cfg.ProducerLife, "producer-life", 15*time.Second, "how long each producer writes before it is closed and the next one, with the next codec, starts")
 	fs.StringVar(&cfg.Fsync, "fsync", "", "the brokers' fsync policy: group, batch or never (default: the broker's, group)")
 	fs.DurationVar(&cfg.Session, "session", 2*time.Second, "with --distributed: the ZooKeeper session timeout of brokers and admins")
 	fs.IntVar(&cfg.DataNodes, "datanodes", 3, "with --distributed: HDFS DataNodes, each in its own JVM, every block on all of them (1 to 3; with 1 a DataNode fault is an outage of the only copy)")
@@ -44,6 +47,15 @@ func chaosCmd(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	}
 	if faults != "" {
 		cfg.Faults = strings.Split(faults, ",")
+	}
+	if codecs != "" {
+		for _, name := range strings.Split(codecs, ",") {
+			c, err := codec.ParseCodec(name)
+			if err != nil {
+				return usageError{err.Error()}
+			}
+			cfg.Codecs = append(cfg.Codecs, c)
+		}
 	}
 	if !isSet(fs, "seed") {
 		cfg.Seed = time.Now().UnixNano()
