@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"sluice/engine"
 	"sluice/internal/dirlock"
 	"sluice/memarena"
 	"sluice/netio"
@@ -25,10 +26,12 @@ import (
 type Broker struct {
 	cfg   Config
 	arena *memarena.Arena
-	sched *sched.Scheduler
-	net   *netio.Server
-	addr  atomic.Pointer[string] // set by Serving, before any request
-	epoch time.Time              // the driver's clock: engine deadlines are ns since epoch
+	// records checks the records of every produced batch (nil with Config.TrustRecords).
+	records *engine.RecordChecker
+	sched   *sched.Scheduler
+	net     *netio.Server
+	addr    atomic.Pointer[string] // set by Serving, before any request
+	epoch   time.Time              // the driver's clock: engine deadlines are ns since epoch
 
 	mu struct {
 		sync.RWMutex
@@ -94,6 +97,9 @@ func Start(cfg Config) (*Broker, error) {
 		return nil, fmt.Errorf("cannot start on %s: %w", cfg.DataDir, err)
 	}
 	b := &Broker{cfg: cfg, epoch: time.Now(), fdLimit: fdLimit(), lock: lock, stages: newStages()}
+	if !cfg.TrustRecords {
+		b.records = engine.NewRecordChecker()
+	}
 	b.reaper.fs, b.reaper.logger = cfg.Log.FS, cfg.Logger
 	if b.reaper.fs == nil {
 		b.reaper.fs = vfs.Default()

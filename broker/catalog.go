@@ -217,7 +217,7 @@ func (b *Broker) openPartition(m topicMeta, i int, opts local.Options, tr tailRe
 	}
 	p, err := engine.Open(engine.PartitionConfig{Topic: m.Name, ID: i, Version: m.Version,
 		Session: b.newSession(), Replicated: b.cfg.HDFS.Enabled(), ReplicaStart: replica.start,
-		Prior: replica.prior}, l, b.arena)
+		Prior: replica.prior, Records: b.records}, l, b.arena)
 	if err != nil {
 		l.Close()
 		return nil, err

@@ -33,6 +33,12 @@ type Config struct {
 	// produce's wait for durability. A client asking for more is answered at the cap.
 	// Default 60 s.
 	MaxWait time.Duration
+	// TrustRecords stores produced batches once their header and CRC check out, without
+	// decoding their records (engine.RecordChecker): for a broker whose producers are all
+	// known to seal well-formed batches. By default every record is checked, and a
+	// compressed batch decompressed, so that a batch no consumer could read is refused
+	// (corrupt_batch) rather than stored.
+	TrustRecords bool
 	// HDFS ships every partition to HDFS when its Addresses are set (distributed mode).
 	HDFS HDFSConfig
 	// Cluster follows a ZooKeeper cluster's assignments when its ZK addresses are set

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"sluice/batch"
+	"sluice/codec"
 	"sluice/memarena"
 	"sluice/persist/local"
 )
@@ -15,10 +16,12 @@ import (
 // the bytes of a request as a client may send anything, then the requests ops describes.
 // Each 8 bytes of ops make one batch: a producer (0: none, or one of three ids); its
 // base sequence (the one after the producer's last batch, its last batch's again, the
-// int32 in bytes 2-5, or -1: no idempotence); a record count of 1 to 8; whether to
-// flip one of its bits, and which; and whether a new request starts after it. It
-// checks: no panic; a refused request is refused with ErrInvalidBatch or
-// ErrOutOfOrderSequence and appends nothing; an accepted request counts each of its
+// int32 in bytes 2-5, or -1: no idempotence); a record count of 1 to 8; whether to seal
+// it over one record too many (a right CRC over records that do not match the header);
+// whether to flip one of its bits, and which; and whether a new request starts after
+// it. It checks: no panic; a refused request is refused with ErrInvalidBatch or
+// ErrOutOfOrderSequence and appends nothing; every batch stored can be read to its last
+// record, decompressed if it is compressed; an accepted request counts each of its
 // batches as appended or as a duplicate, and the log then holds, from where it ended
 // before, the batches counted as appended, in request order, byte for byte (base
 // offsets aside), at dense offsets; a request that appended all its batches answers its
@@ -40,6 +43,8 @@ func FuzzProduce(f *testing.F) {
 		chunk(3, 2, 7, 0, 0), chunk(3, 2, 9, 0, last), chunk(3, 3, 0, 1, last), // a gap; no idempotence
 	}, nil))
 	f.Add(mkBatch(9, 0, 1, 10)[:30], []byte{1, 2, 3})
+	f.Add(hostileBatches(f, 8)["zstd, a record more"], []byte(nil))
+	f.Add(append(mkBatch(5, 0, 2, 10), hostileBatches(f, 5)["lz4 junk"]...), chunk(1, 0x80, 0, 3, last))
 	a := newArena(f, 16<<20, 64<<10)
 	f.Fuzz(func(t *testing.T, raw, ops []byte) {
 		p := openPartition(t, t.TempDir(), a, local.Options{Sync: local.SyncNever, SegmentBytes: 64 << 10}, 1)
@@ -70,6 +75,11 @@ func FuzzProduce(f *testing.F) {
 				prev[pid] = sent{seq, count}
 			}
 			b := mkBatch(pid, seq, int(count), 10)
+			if ops[1]&0x80 != 0 { // sealed as if it held a record more
+				h, _ := batch.ParseHeader(b)
+				h.Count++
+				b, _ = batch.Seal(nil, h, h.Records(b))
+			}
 			if ops[7]&0x40 != 0 {
 				b[int(ops[7]&0x3f)%len(b)] ^= 1 << (ops[2] % 8)
 			}
@@ -102,6 +112,18 @@ func produce(t *testing.T, p *Partition, req []byte, batches [][]byte) {
 		return
 	}
 	got := logBatches(t, p, before)
+	var d codec.Decompressor
+	for _, b := range got {
+		var it batch.Iter
+		if err := d.Iter(&it, b); err != nil {
+			t.Fatalf("stored a batch no consumer can read: %v", err)
+		}
+		for it.Next() {
+		}
+		if err := it.Err(); err != nil {
+			t.Fatalf("stored a batch whose records no consumer can read: %v", err)
+		}
+	}
 	if batches == nil { // raw bytes: what was appended is what was sent
 		for rest := req; len(rest) > 0; {
 			h, err := batch.Check(rest)

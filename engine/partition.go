@@ -23,6 +23,8 @@ type Partition struct {
 	store persist.Store
 	arena *memarena.Arena
 	buf   *memarena.WriteBuffer // set at Open, never replaced; guards itself
+	// records checks produced batches' records (PartitionConfig.Records; nil: not).
+	records *RecordChecker
 
 	// app is the append domain: Produce runs here, on whichever event loop read the
 	// request, so that a produced byte is copied once, from the socket buffer to its
@@ -96,6 +98,9 @@ type PartitionConfig struct {
 	// DedupHorizon bounds how many bytes at the end of the log are read, when loading, to
 	// rebuild the producers' sequences. 0 means 64 MiB.
 	DedupHorizon int64
+	// Records checks the records of every produced batch before it is appended (shared
+	// by the broker's partitions); nil checks each batch's header and CRC only.
+	Records *RecordChecker
 }
 
 // Open loads a partition over an opened store: it rebuilds producer state from the
@@ -108,7 +113,7 @@ type PartitionConfig struct {
 // arena refuses the write buffer.
 func Open(cfg PartitionConfig, store persist.Store, arena *memarena.Arena) (*Partition, error) {
 	p := &Partition{topic: cfg.Topic, id: cfg.ID, session: cfg.Session,
-		store: store, arena: arena, replicated: cfg.Replicated, replicaStart: -1}
+		store: store, arena: arena, replicated: cfg.Replicated, replicaStart: -1, records: cfg.Records}
 	p.version.Store(cfg.Version)
 	if cfg.Replicated {
 		p.replicaStart = cfg.ReplicaStart

@@ -25,13 +25,27 @@ func newArena(t testing.TB, size, chunk int64) *memarena.Arena {
 	return a
 }
 
+// openPartition opens a partition as the broker does by default: checking the records
+// of what is produced.
 func openPartition(t testing.TB, dir string, a *memarena.Arena, opts local.Options, session uint64) *Partition {
+	t.Helper()
+	return openPartitionAt(t, dir, a, opts, session, NewRecordChecker())
+}
+
+// openPartitionWith opens a partition at session 1 with the given record checker (nil:
+// a broker that trusts its producers' records).
+func openPartitionWith(t testing.TB, dir string, a *memarena.Arena, opts local.Options, rc *RecordChecker) *Partition {
+	t.Helper()
+	return openPartitionAt(t, dir, a, opts, 1, rc)
+}
+
+func openPartitionAt(t testing.TB, dir string, a *memarena.Arena, opts local.Options, session uint64, rc *RecordChecker) *Partition {
 	t.Helper()
 	l, err := local.Open(dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := Open(PartitionConfig{Topic: "t", ID: 0, Version: 1, Session: session}, l, a)
+	p, err := Open(PartitionConfig{Topic: "t", ID: 0, Version: 1, Session: session, Records: rc}, l, a)
 	if err != nil {
 		t.Fatal(err)
 	}

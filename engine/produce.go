@@ -110,8 +110,8 @@ func (p *Partition) produce(v uint32, s uint64, batches []byte, now time.Time, r
 	return nil
 }
 
-// validate checks every batch and that the producers' sequences continue, without
-// changing anything.
+// validate checks every batch (header and CRC, and its records with p.records) and that
+// the producers' sequences continue, without changing anything.
 func (p *Partition) validate(batches []byte) error {
 	// Sequences continue across the batches of one request too: track the last seen per
 	// producer. A request carries one producer's batches (the client's), so a few
@@ -121,6 +121,9 @@ func (p *Partition) validate(batches []byte) error {
 	pending := seen[:0]
 	for pos := 0; pos < len(batches); {
 		h, err := batch.Check(batches[pos:])
+		if err == nil && p.records != nil {
+			err = p.records.check(&h, batches[pos:pos+h.Size()])
+		}
 		if err != nil {
 			return fmt.Errorf("%w at byte %d of the request: %w", ErrInvalidBatch, pos, err)
 		}

@@ -15,12 +15,21 @@ import (
 // copy and the checksum dominate). Each round produces 1024 requests from a new producer
 // id; the batches are built, and the round persisted, with the timer stopped, as the
 // broker's persister runs beside the appenders and not on their path. Retention keeps
-// the log to a few 16 MiB segments, so a long run does not fill the disk.
+// the log to a few 16 MiB segments, so a long run does not fill the disk. check=true is
+// the broker's default, every record of each batch decoded (RecordChecker); false is a
+// broker that trusts its producers (broker.trust_records).
 func BenchmarkProduce(b *testing.B) {
-	for _, c := range []struct{ records, size int }{{1, 100}, {63, 1000}} {
-		b.Run(fmt.Sprintf("records=%d/size=%d", c.records, c.size), func(b *testing.B) {
+	for _, c := range []struct {
+		records, size int
+		check         bool
+	}{{1, 100, true}, {1, 100, false}, {63, 1000, true}, {63, 1000, false}} {
+		b.Run(fmt.Sprintf("records=%d/size=%d/check=%v", c.records, c.size, c.check), func(b *testing.B) {
 			a := newArena(b, 256<<20, 1<<20)
-			p := openPartition(b, b.TempDir(), a, local.Options{Sync: local.SyncNever, SegmentBytes: 16 << 20, RetentionBytes: 64 << 20}, 1)
+			var rc *RecordChecker
+			if c.check {
+				rc = NewRecordChecker()
+			}
+			p := openPartitionWith(b, b.TempDir(), a, local.Options{Sync: local.SyncNever, SegmentBytes: 16 << 20, RetentionBytes: 64 << 20}, rc)
 			defer p.Close()
 			const round = 1024
 			reqs := make([][]byte, round)

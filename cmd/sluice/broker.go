@@ -64,6 +64,7 @@ var brokerKeys = [][2]string{
 	{"net.send_timeout", "close a connection whose socket takes no byte of its answers for this long, a client that stopped reading, releasing what its answers hold (default 60s, also for 0; never: no limit)"},
 	{"broker.max_wait", "longest a fetch's long poll or a produce's wait for durability may last (default 60s)"},
 	{"broker.retention_check", "how often each partition applies retention (default 30s)"},
+	{"broker.trust_records", "store a produced batch once its header and CRC check out, without decoding its records (true/false; default false: every record is checked and a compressed batch decompressed, so that a batch no consumer could read is refused, not stored)"},
 	{"hdfs.addr", "NameNode RPC address(es), comma-separated: ship every partition to HDFS and let the checkpoint wait for it (distributed mode; default off)"},
 	{"hdfs.root", "directory of the topics on HDFS (default /sluice)"},
 	{"hdfs.user", "HDFS user the broker acts as (default sluice)"},
@@ -232,6 +233,7 @@ func (f *brokerFlags) brokerConfig(logger *slog.Logger) (broker.Config, error) {
 	}
 	dur("broker.max_wait", &cfg.MaxWait)
 	dur("broker.retention_check", &cfg.RetentionCheck)
+	boolean("broker.trust_records", &cfg.TrustRecords)
 	if v := s("hdfs.addr"); v != "" {
 		for _, a := range strings.Split(v, ",") {
 			cfg.HDFS.Addresses = append(cfg.HDFS.Addresses, strings.TrimSpace(a))

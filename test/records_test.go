@@ -1,0 +1,97 @@
+package test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"sluice/batch"
+	"sluice/client"
+	"sluice/codec"
+	"sluice/internal/testbroker"
+	"sluice/wire"
+)
+
+// unreadable returns batches whose header and CRC are right and whose records no consumer
+// can read: a producer's bug, or a hostile one.
+func unreadable(t *testing.T) map[string][]byte {
+	t.Helper()
+	var b batch.Builder
+	b.Reset(nil, -1, -1)
+	for i := range 3 {
+		b.Add(uint16(i), time.Now().UnixMilli(), nil, fmt.Appendf(nil, "record %d", i))
+	}
+	recs := append([]byte(nil), b.Records()...)
+	bad := append([]byte(nil), recs...)
+	bad[0] = 0x7f // the first record's body runs past the section
+	var comp codec.Compressor
+	seal := func(c batch.Codec, count, size int, section []byte) []byte {
+		now := time.Now().UnixMilli()
+		out, err := batch.Seal(nil, batch.Header{ProducerID: -1, BaseSequence: -1, Codec: c, Count: uint32(count),
+			UncompressedSize: uint32(size), FirstTimestamp: now, MaxTimestamp: now}, section)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	return map[string][]byte{
+		"zstd junk":                  seal(batch.CodecZstd, 2, 64, []byte("not a zstd frame at all, whatever the header says")),
+		"zstd, a record more":        seal(batch.CodecZstd, 4, len(recs), comp.Compress(nil, batch.CodecZstd, recs)),
+		"uncompressed, a bad record": seal(batch.CodecNone, 3, 0, bad),
+	}
+}
+
+// TestUnreadableBatchesRefused: a broker refuses a produced batch whose records cannot be
+// read (corrupt_batch), so that a consumer of the partition reads on past where it
+// would have been: before, such a batch was stored and acknowledged, and every consumer
+// stopped at it for good. A broker started with broker.trust_records stores it, as
+// documented.
+func TestUnreadableBatchesRefused(t *testing.T) {
+	b := testbroker.Start(t, t.TempDir())
+	w := dial(t, b.Addr)
+	createTopic(t, w, "rec", 1)
+	produce := func(batches []byte) *wire.Response {
+		return w.call(&wire.ProduceRequest{Topic: []byte("rec"), Version: 1, Batches: batches})
+	}
+	mustOK(t, produce(records(-1, -1, "before", 2)))
+	for name, bt := range unreadable(t) {
+		if resp := produce(bt); resp.Header.Code != wire.CodeCorruptBatch {
+			t.Errorf("%s: answered %v (%s), want corrupt_batch", name, resp.Header.Code, resp.Text)
+		}
+	}
+	mustOK(t, produce(records(-1, -1, "after", 2)))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := client.NewConsumer(ctx, "rec", client.Brokers(b.Addr), client.Start(client.Oldest()),
+		client.FetchMaxWait(20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var got []string
+	for len(got) < 4 {
+		if err := c.Poll(ctx); err != nil {
+			t.Fatalf("poll after %v: %v", got, err)
+		}
+		for c.Next() {
+			got = append(got, string(c.Record().Value))
+		}
+		if err := c.Err(); err != nil {
+			t.Fatalf("reading after %v: %v", got, err)
+		}
+	}
+	if want := []string{"before-0", "before-1", "after-0", "after-1"}; !slices.Equal(got, want) {
+		t.Fatalf("read %v, want %v", got, want)
+	}
+
+	trusting := testbroker.Start(t, t.TempDir(), "-broker.trust_records", "true")
+	tw := dial(t, trusting.Addr)
+	createTopic(t, tw, "rec", 1)
+	bt := unreadable(t)["zstd junk"]
+	if resp := tw.call(&wire.ProduceRequest{Topic: []byte("rec"), Version: 1, Batches: bt}); resp.Header.Code != wire.CodeNone {
+		t.Fatalf("a broker trusting its producers' records answered %v (%s), want the batch stored", resp.Header.Code, resp.Text)
+	}
+}
