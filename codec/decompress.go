@@ -113,6 +113,18 @@ func (d *Decompressor) buffer(n int) []byte {
 }
 
 func (d *Decompressor) decompressZstd(size int, src []byte) ([]byte, error) {
+	// A section that does not start with a frame, or whose first frame says (as sluice's
+	// encoder and most others do) that it decodes to more than the batch header's size, is
+	// refused before a buffer of that size is allocated for it: else a hostile batch of a
+	// few bytes claiming 64 MiB costs a broker checking its records 64 MiB. A first frame
+	// that decodes to less may be followed by others (foreign encoders write several).
+	var fh zstd.Header
+	if err := fh.Decode(src); err != nil {
+		return nil, corrupt(batch.CodecZstd, "is corrupt", err)
+	}
+	if fh.HasFCS && fh.FrameContentSize > uint64(size) {
+		return nil, corrupt(batch.CodecZstd, "decodes to more than the header's "+strconv.Itoa(size)+" bytes", nil)
+	}
 	if d.zstd == nil {
 		d.zstd = newZstdDecoder()
 	}

@@ -113,13 +113,35 @@ func TestSizeLies(t *testing.T) {
 			var d Decompressor
 			_, err := d.Records(hl, reseal(t, hl, h.Records(b)))
 			requireCorrupt(t, err)
-			// s2 stores its size, and lz4 has a bound on its expansion: neither allocates
-			// for a lie they can see.
-			early := codec == batch.CodecS2 ||
+			// s2 stores its size, a zstd frame its size too (more frames may follow one
+			// that decodes to less), and lz4 has a bound on its expansion: none allocates
+			// for a lie it can see.
+			early := codec == batch.CodecS2 || codec == batch.CodecZstd && lie < u ||
 				codec == batch.CodecLZ4 && uint64(lie) > lz4MaxRatio*uint64(len(h.Records(b)))
 			if early && cap(d.buf) != 0 {
 				t.Fatalf("%v: size %d (true %d): allocated %d bytes", codec, lie, u, cap(d.buf))
 			}
+		}
+	}
+}
+
+// TestJunkClaimingMuchAllocatesNothing: a section of a few bytes that is no compressed
+// block at all, under a header claiming the largest section, is refused before its
+// buffer is allocated, by every codec (a broker checks the records of what it is sent).
+func TestJunkClaimingMuchAllocatesNothing(t *testing.T) {
+	for _, codec := range compressed {
+		h := batch.Header{Codec: codec, Count: 2, UncompressedSize: maxSection, FirstTimestamp: 1, MaxTimestamp: 1,
+			BaseSequence: -1, ProducerID: -1}
+		b := reseal(t, h, []byte("junk, not a block"))
+		h, err := batch.Check(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d Decompressor
+		_, err = d.Records(h, b)
+		requireCorrupt(t, err)
+		if cap(d.buf) != 0 {
+			t.Fatalf("%v: junk claiming %d bytes allocated %d", codec, maxSection, cap(d.buf))
 		}
 	}
 }
