@@ -307,3 +307,10 @@ func putHeader(b []byte, h *Header) {
 	h.CRC = crc32c.Checksum(b[offMagic:h.Size()])
 	le.PutUint32(b[offCRC:], h.CRC)
 }
+
+// NewerLayout reports whether a batch's layout stamp s (0: none) names a topic version
+// newer than the one whose low 16 bits are v, in serial number arithmetic on 16 bits.
+// A consumer that meets such a batch learns that its view of the layouts is behind; a
+// broker refuses one produced at version v, whose records were routed by a layout it
+// does not serve.
+func NewerLayout(s, v uint16) bool { return s != 0 && int16(s-v) > 0 }

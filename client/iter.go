@@ -111,7 +111,7 @@ func (ri *recordIter) nextBatch() bool {
 		ri.stop(&GapError{Topic: ri.topic, Partition: ri.part, Expected: want, Base: base, Last: last, First: !ri.started})
 		return false
 	}
-	if base >= ri.limit || (ri.stamp != 0 && newerStamp(h.Layout, ri.stamp)) {
+	if base >= ri.limit || (ri.stamp != 0 && batch.NewerLayout(h.Layout, ri.stamp)) {
 		ri.held, ri.stale = true, base < ri.limit
 		ri.records, ri.rec = nil, nil
 		return false

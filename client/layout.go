@@ -132,7 +132,3 @@ func (v *layoutView) complete() bool {
 	}
 	return true
 }
-
-// newerStamp reports whether a batch's layout stamp s (0: none) names a version newer
-// than v, in serial number arithmetic on 16 bits.
-func newerStamp(s, v uint16) bool { return s != 0 && int16(s-v) > 0 }

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"sluice/batch"
 	"sluice/wire"
 )
 
@@ -48,8 +49,8 @@ func TestLayoutSegments(t *testing.T) {
 			t.Errorf("reads(%d) = %v", j, got)
 		}
 	}
-	if !newerStamp(3, 2) || newerStamp(2, 2) || newerStamp(0, 2) || !newerStamp(1, 65535) {
-		t.Error("newerStamp")
+	if !batch.NewerLayout(3, 2) || batch.NewerLayout(2, 2) || batch.NewerLayout(0, 2) || !batch.NewerLayout(1, 65535) {
+		t.Error("NewerLayout")
 	}
 }
 
@@ -101,7 +102,7 @@ func runLayoutModel(t *testing.T, seed uint64) {
 		limit, stamp := v.bound(j, pos[j], func(i int) int64 { return pos[i] })
 		for n := rng.IntN(5); n > 0 && pos[j] < min(limit, int64(len(logs[j]))); n-- {
 			r := logs[j][pos[j]]
-			if newerStamp(r.layout, stamp) {
+			if batch.NewerLayout(r.layout, stamp) {
 				break // the consumer's view is behind: it learns the layouts first
 			}
 			pos[j]++

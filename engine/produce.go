@@ -83,7 +83,7 @@ func (p *Partition) produce(v uint32, s uint64, batches []byte, now time.Time, r
 	if err := p.Damage(); err != nil && len(batches) > 0 {
 		return err
 	}
-	if err := p.validate(batches); err != nil {
+	if err := p.validate(v, batches); err != nil {
 		return err
 	}
 	for rest := batches; len(rest) > 0; {
@@ -110,9 +110,10 @@ func (p *Partition) produce(v uint32, s uint64, batches []byte, now time.Time, r
 	return nil
 }
 
-// validate checks every batch (header and CRC, and its records with p.records) and that
-// the producers' sequences continue, without changing anything.
-func (p *Partition) validate(batches []byte) error {
+// validate checks every batch (header and CRC, its layout stamp against v, the request's
+// topic version, and its records with p.records) and that the producers' sequences
+// continue, without changing anything.
+func (p *Partition) validate(v uint32, batches []byte) error {
 	// Sequences continue across the batches of one request too: track the last seen per
 	// producer. A request carries one producer's batches (the client's), so a few
 	// entries on the stack, searched in order, do where a map was allocated for every
@@ -126,6 +127,12 @@ func (p *Partition) validate(batches []byte) error {
 		}
 		if err != nil {
 			return fmt.Errorf("%w at byte %d of the request: %w", ErrInvalidBatch, pos, err)
+		}
+		if batch.NewerLayout(h.Layout, uint16(v)) {
+			// Its records were routed by a layout this partition does not serve, and every
+			// consumer reaching it would wait for that layout to appear.
+			return fmt.Errorf("%w at byte %d of the request: the batch is stamped with layout %d, newer than the request's topic version %d",
+				ErrInvalidBatch, pos, h.Layout, v)
 		}
 		if idempotent(&h) {
 			if seqWraps(&h) {

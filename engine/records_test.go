@@ -134,3 +134,32 @@ func TestProduceKeepsReadableCompressedBatches(t *testing.T) {
 		}
 	}
 }
+
+// TestProduceRefusesNewerLayoutStamp: a batch stamped with a layout newer than the
+// request's topic version (its records routed by a layout the partition does not serve)
+// is refused, and nothing is appended; a stamp of the version itself, an older one or
+// none is taken. A consumer reaching such a batch would wait for a layout that does not
+// exist (a review found one stored, and its consumer stopped there).
+func TestProduceRefusesNewerLayoutStamp(t *testing.T) {
+	a := newArena(t, 64<<20, 64<<10)
+	p := openPartition(t, t.TempDir(), a, local.Options{Sync: local.SyncNever}, 1)
+	defer p.Close()
+	stamped := func(layout uint16) []byte {
+		var b batch.Builder
+		b.Reset(nil, -1, -1)
+		b.SetLayout(layout)
+		b.Add(0, 1_700_000_000_000, nil, []byte("x"))
+		return b.Finish()
+	}
+	if _, err := p.Produce(1, 1, append(mkBatch(0, -1, 1, 10), stamped(2)...), testNow); !errors.Is(err, ErrInvalidBatch) {
+		t.Fatalf("a batch stamped with layout 2 at version 1: %v, want ErrInvalidBatch", err)
+	}
+	if next := p.Window().Next; next != 0 {
+		t.Fatalf("the refused request appended offsets 0 to %d", next-1)
+	}
+	for _, layout := range []uint16{0, 1, 65535} {
+		if res, err := p.Produce(1, 1, stamped(layout), testNow); err != nil || res.Appended != 1 {
+			t.Fatalf("a batch stamped with layout %d at version 1: %+v, %v", layout, res, err)
+		}
+	}
+}

@@ -36,7 +36,12 @@ func unreadable(t *testing.T) map[string][]byte {
 		}
 		return out
 	}
+	var stamped batch.Builder // routed by a layout (version 2) the topic, at 1, does not have
+	stamped.Reset(nil, -1, -1)
+	stamped.SetLayout(2)
+	stamped.Add(0, time.Now().UnixMilli(), nil, []byte("x"))
 	return map[string][]byte{
+		"layout 2 at version 1":      stamped.Finish(),
 		"zstd junk":                  seal(batch.CodecZstd, 2, 64, []byte("not a zstd frame at all, whatever the header says")),
 		"zstd, a record more":        seal(batch.CodecZstd, 4, len(recs), comp.Compress(nil, batch.CodecZstd, recs)),
 		"uncompressed, a bad record": seal(batch.CodecNone, 3, 0, bad),
