@@ -43,7 +43,8 @@ type Config struct {
 	// ProducerLife is how long a writer keeps one producer before it closes it (waiting
 	// for its records to persist) and starts the next, with the next codec: so that every
 	// writer kind writes batches of every codec within a few lives, and producers also
-	// end cleanly under faults, not only after a failed call. Default 15 s.
+	// end cleanly under faults, not only after a failed call. Default 15 s; negative: a
+	// producer is kept until a call fails.
 	ProducerLife time.Duration
 	// Fsync is the brokers' fsync policy (group, batch or never); empty means the
 	// broker's default (group).
@@ -125,8 +126,6 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("chaos: no sluice binary given")
 	case c.Dir == "":
 		return fmt.Errorf("chaos: no run directory given")
-	case c.ProducerLife < 0:
-		return fmt.Errorf("chaos: producer life %v is negative", c.ProducerLife)
 	case c.Duration < 0 || c.Interval <= 0:
 		return fmt.Errorf("chaos: duration %v and interval %v must be positive", c.Duration, c.Interval)
 	case c.Partitions < 1 || c.Writers < 1 || c.Rate < 1:

@@ -104,6 +104,9 @@ func shadowOf(batches []local.BatchInfo) ([]check.ID, error) {
 				ids = append(ids, id)
 			}
 		}
+		if err := it.Err(); err != nil { // read before the damage: the broker stored it so
+			return nil, fmt.Errorf("cannot read the records of the batch at %s position %d: %w", b.Segment, b.Pos, err)
+		}
 	}
 	return ids, nil
 }

@@ -140,7 +140,7 @@ func (w *writer) produce(ctx context.Context, p *client.Producer, pid uint64) ([
 	var pending []check.ID
 	next := time.Now()
 	end := next.Add(w.life)
-	for ctx.Err() == nil && time.Now().Before(end) {
+	for ctx.Err() == nil && (w.life < 0 || time.Now().Before(end)) {
 		ids, err := w.chunk(ctx, p, pid, chunk)
 		w.sent[w.codec.Load()].Add(int64(len(ids)))
 		pending = append(pending, ids...)

@@ -14,7 +14,8 @@
 //	     4    8 producer   uint64 little-endian: the writer's id
 //	    12    8 sequence   uint64 little-endian: per writer, from 0, never reused
 //	    20    4 checksum   CRC32C (Castagnoli) of every other byte of the value
-//	    24    n padding    any bytes (so values have the size the workload asks)
+//	    24    n padding    any bytes (so values have the size the workload asks; the
+//	                       workload's repeat 8 bytes, so that its batches compress)
 //
 // # What is counted
 //

@@ -30,7 +30,7 @@ func chaosCmd(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.ValueSize, "value-size", 100, "bytes per record value (at least 24)")
 	fs.BoolVar(&cfg.Distributed, "distributed", false, "run ZooKeeper, HDFS, two admins and several brokers")
 	fs.StringVar(&codecs, "compression", "", "comma-separated codecs the producers compress with, each new producer taking the next (default: none,zstd,s2,lz4)")
-	fs.DurationVar(&cfg.ProducerLife, "producer-life", 15*time.Second, "how long each producer writes before it is closed and the next one, with the next codec, starts")
+	fs.DurationVar(&cfg.ProducerLife, "producer-life", 15*time.Second, "how long each producer writes before it is closed and the next one, with the next codec, starts (negative: until a call fails)")
 	fs.StringVar(&cfg.Fsync, "fsync", "", "the brokers' fsync policy: group, batch or never (default: the broker's, group)")
 	fs.DurationVar(&cfg.Session, "session", 2*time.Second, "with --distributed: the ZooKeeper session timeout of brokers and admins")
 	fs.IntVar(&cfg.DataNodes, "datanodes", 3, "with --distributed: HDFS DataNodes, each in its own JVM, every block on all of them (1 to 3; with 1 a DataNode fault is an outage of the only copy)")
