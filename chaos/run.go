@@ -82,7 +82,8 @@ func (r *run) logf(format string, args ...any) {
 }
 
 // load runs the writers and the live consumer until the returned stop is called; stop
-// waits until every writer has closed its producer and returns how many were replaced.
+// waits until every writer has closed its producer, then records in the result how many
+// producers were replaced and how many records were sent with each codec.
 func (r *run) load(addrs func() []string) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup

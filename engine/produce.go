@@ -122,17 +122,16 @@ func (p *Partition) validate(v uint32, batches []byte) error {
 	pending := seen[:0]
 	for pos := 0; pos < len(batches); {
 		h, err := batch.Check(batches[pos:])
-		if err == nil && p.records != nil {
+		if err == nil && batch.NewerLayout(h.Layout, uint16(v)) {
+			// Its records were routed by a layout this partition does not serve, and every
+			// consumer reaching it would wait for that layout to appear.
+			err = fmt.Errorf("the batch is stamped with layout %d, newer than the request's topic version %d", h.Layout, v)
+		}
+		if err == nil && p.records != nil { // last: the one check whose cost grows with the records
 			err = p.records.check(&h, batches[pos:pos+h.Size()])
 		}
 		if err != nil {
 			return fmt.Errorf("%w at byte %d of the request: %w", ErrInvalidBatch, pos, err)
-		}
-		if batch.NewerLayout(h.Layout, uint16(v)) {
-			// Its records were routed by a layout this partition does not serve, and every
-			// consumer reaching it would wait for that layout to appear.
-			return fmt.Errorf("%w at byte %d of the request: the batch is stamped with layout %d, newer than the request's topic version %d",
-				ErrInvalidBatch, pos, h.Layout, v)
 		}
 		if idempotent(&h) {
 			if seqWraps(&h) {
