@@ -32,13 +32,8 @@ func openPartition(t testing.TB, dir string, a *memarena.Arena, opts local.Optio
 	return openPartitionAt(t, dir, a, opts, session, NewRecordChecker())
 }
 
-// openPartitionWith opens a partition at session 1 with the given record checker (nil:
-// a broker that trusts its producers' records).
-func openPartitionWith(t testing.TB, dir string, a *memarena.Arena, opts local.Options, rc *RecordChecker) *Partition {
-	t.Helper()
-	return openPartitionAt(t, dir, a, opts, 1, rc)
-}
-
+// openPartitionAt opens a partition with the given record checker (nil: a broker that
+// trusts its producers' records).
 func openPartitionAt(t testing.TB, dir string, a *memarena.Arena, opts local.Options, session uint64, rc *RecordChecker) *Partition {
 	t.Helper()
 	l, err := local.Open(dir, opts)

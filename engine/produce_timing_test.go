@@ -29,7 +29,7 @@ func BenchmarkProduce(b *testing.B) {
 			if c.check {
 				rc = NewRecordChecker()
 			}
-			p := openPartitionWith(b, b.TempDir(), a, local.Options{Sync: local.SyncNever, SegmentBytes: 16 << 20, RetentionBytes: 64 << 20}, rc)
+			p := openPartitionAt(b, b.TempDir(), a, local.Options{Sync: local.SyncNever, SegmentBytes: 16 << 20, RetentionBytes: 64 << 20}, 1, rc)
 			defer p.Close()
 			const round = 1024
 			reqs := make([][]byte, round)

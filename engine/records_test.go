@@ -82,7 +82,7 @@ func TestProduceRefusesUnreadableRecords(t *testing.T) {
 				t.Fatalf("the good batch alone, after the refusal: %+v, %v", res, err)
 			}
 
-			trusting := openPartitionWith(t, t.TempDir(), a, local.Options{Sync: local.SyncNever}, nil)
+			trusting := openPartitionAt(t, t.TempDir(), a, local.Options{Sync: local.SyncNever}, 1, nil)
 			defer trusting.Close()
 			if res, err := trusting.Produce(1, 1, hostile, testNow); err != nil || res.Appended != 1 {
 				t.Fatalf("without a checker: %+v, %v; want the batch stored (else this case tests nothing)", res, err)
