@@ -113,31 +113,44 @@ func (d *Decompressor) buffer(n int) []byte {
 }
 
 func (d *Decompressor) decompressZstd(size int, src []byte) ([]byte, error) {
-	// A section that does not start with a frame, or whose first frame says (as sluice's
-	// encoder and most others do) that it decodes to more than the batch header's size, is
-	// refused before a buffer of that size is allocated for it: else a hostile batch of a
-	// few bytes claiming 64 MiB costs a broker checking its records 64 MiB. A first frame
-	// that decodes to less may be followed by others (foreign encoders write several).
-	var fh zstd.Header
-	if err := fh.Decode(src); err != nil {
+	// The section's frames are walked first, reading their headers alone (zstdFrame): a
+	// section that is not a sequence of frames, or whose frames cannot decode to the
+	// batch header's size, is refused before a buffer of that size is allocated for it.
+	// Else a hostile batch of a few bytes claiming 64 MiB costs a broker checking its
+	// records 64 MiB.
+	least, most, err := zstdBounds(src)
+	switch {
+	case err != nil:
 		return nil, corrupt(batch.CodecZstd, "is corrupt", err)
-	}
-	if fh.HasFCS && fh.FrameContentSize > uint64(size) {
+	case least > uint64(size):
 		return nil, corrupt(batch.CodecZstd, "decodes to more than the header's "+strconv.Itoa(size)+" bytes", nil)
+	case most < uint64(size):
+		return nil, corrupt(batch.CodecZstd, "of "+strconv.Itoa(len(src))+" bytes cannot decode to the header's "+
+			strconv.Itoa(size)+" bytes", nil)
 	}
 	if d.zstd == nil {
 		d.zstd = newZstdDecoder()
 	}
 	// The decoder is limited to the capacity of its dst (WithDecodeAllCapLimit), exactly
 	// size: it refuses a frame whose content size is larger before decoding it, and stops
-	// one without a content size a block past the limit.
-	out, err := d.zstd.DecodeAll(src, d.buffer(size)[:0])
-	switch {
-	case errors.Is(err, zstd.ErrDecoderSizeExceeded):
-		return nil, corrupt(batch.CodecZstd, "decodes to more than the header's "+strconv.Itoa(size)+" bytes", err)
-	case err != nil:
-		return nil, corrupt(batch.CodecZstd, "is corrupt", err)
-	case len(out) != size:
+	// one without a content size a block past the limit. It is given one frame at a time,
+	// as zstdFrame cut them (one, from sluice's encoder; foreign encoders write several).
+	out := d.buffer(size)[:0]
+	for len(src) > 0 {
+		frame, rest, _, _, _ := zstdFrame(src) // walked above without error
+		src = rest
+		if frame == nil { // skippable
+			continue
+		}
+		out, err = d.zstd.DecodeAll(frame, out)
+		switch {
+		case errors.Is(err, zstd.ErrDecoderSizeExceeded):
+			return nil, corrupt(batch.CodecZstd, "decodes to more than the header's "+strconv.Itoa(size)+" bytes", err)
+		case err != nil:
+			return nil, corrupt(batch.CodecZstd, "is corrupt", err)
+		}
+	}
+	if len(out) != size {
 		return nil, sizeMismatch(batch.CodecZstd, len(out), size)
 	}
 	return out, nil
