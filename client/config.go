@@ -3,6 +3,7 @@ package client
 import (
 	"crypto/tls"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -34,6 +35,7 @@ type cfg struct {
 	requestBytes int
 	pollWait     time.Duration
 	start        StartAt
+	positions    map[int]int64 // StartPositions: a start offset by partition id
 	tls          *tls.Config
 	user         string // authenticate as user when set (Auth)
 	password     string
@@ -184,6 +186,16 @@ func DurablePollWait(d time.Duration) Opt { return optFunc(func(c *cfg) { c.poll
 
 // Start sets where a consumer starts in every partition (default Oldest()).
 func Start(s StartAt) Opt { return optFunc(func(c *cfg) { c.start = s }) }
+
+// StartPositions makes a consumer start each partition named in pos (by physical
+// partition id) at its offset, clamped to what the partition holds; the others start
+// where Start says. An application that keeps the positions a consumer reached
+// (Consumer.Position) resumes from them this way, and one that chooses to lose the
+// records of a batch that cannot be read starts its partition at the *BatchError's Next.
+// NewConsumer fails if pos names a partition the consumer does not read.
+func StartPositions(pos map[int]int64) Opt {
+	return optFunc(func(c *cfg) { c.positions = maps.Clone(pos) })
+}
 
 // LogicalRange makes a consumer read only the records whose logical id is in [lo, hi],
 // from the physical partitions serving that range (default: all of 0..65535).

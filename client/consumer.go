@@ -143,13 +143,19 @@ func (c *Consumer) resolve(ctx context.Context) error {
 		}
 		c.parts = append(c.parts, p)
 	}
+	if err := c.checkPositions(); err != nil {
+		return err
+	}
 	switch c.cfg.start.kind {
 	case startTime:
-		return c.retry(ctx, func(ctx context.Context) error { return c.startAtTime(ctx, c.cfg.start.millis) })
+		err = c.retry(ctx, func(ctx context.Context) error { return c.startAtTime(ctx, c.cfg.start.millis) })
 	case startNewest, startOffset: // a broker in a cluster describes only what it serves
-		return c.retry(ctx, c.startAtEnds)
+		err = c.retry(ctx, c.startAtEnds)
 	}
-	return nil
+	if err == nil && len(c.cfg.positions) > 0 {
+		err = c.retry(ctx, c.startAtPositions)
+	}
+	return err
 }
 
 // describe describes the topic once the description lists every partition of the
@@ -452,8 +458,9 @@ func (c *Consumer) Partition() int {
 // reused after a crash.
 func (c *Consumer) Checkpoint() int64 { return c.curC }
 
-// Err returns the error that ended Next early, if any: damaged data, a corrupt batch or
-// offsets that are not dense (*GapError, matching ErrOffsetGap). The records before it
+// Err returns the error that ended Next early, if any: a batch that cannot be read
+// (*BatchError: damaged data, or records that do not decode) or offsets that are not
+// dense (*GapError, matching ErrOffsetGap). The records before it
 // were delivered; the consumer stops there, and every later Poll returns the error.
 func (c *Consumer) Err() error { return c.ri.err }
 

@@ -39,7 +39,9 @@
 // # Consumer
 //
 // NewConsumer reads a topic (or the physical partitions serving a logical range) from the
-// oldest or newest offset, an offset, or a time. Per broker, two fetcher goroutines
+// oldest or newest offset, an offset, or a time, and any partition from its own offset
+// (StartPositions: an application that keeps the positions it reached, Position, resumes
+// from them; the topic keeps no consumer positions). Per broker, two fetcher goroutines
 // (lanes, each with its own connection and half of that broker's partitions) each keep
 // one fetch_multi request (one long poll, one byte budget of FetchMaxBytes) in flight and
 // send the next as soon as an answer arrives; Poll takes the next answer from any
@@ -49,8 +51,11 @@
 // to end: the first batch of every fetch answer holds the offset asked for, and each
 // later batch starts right after the one before. A batch's base offset is outside its
 // CRC, so this is what catches a damaged one; the consumer then stops with a *GapError
-// (ErrOffsetGap) and never delivers a record past it. Across topic expansions the
-// consumer delivers each logical id's records of an older layout before those of a newer
+// (ErrOffsetGap) and never delivers a record past it. A batch whose CRC does not match, or
+// whose records do not decode (a broker trusting its producers, broker.trust_records,
+// stored it), stops it with a *BatchError; when the CRC matched, its Next says where the
+// batch ends, and a consumer started there (StartPositions) reads on without its
+// records. Across topic expansions the consumer delivers each logical id's records of an older layout before those of a newer
 // one, holding a partition until the partitions its ids came from are read up to their
 // switch offsets (layout.go, consumer_layout.go), and it finds the new partitions.
 //

@@ -82,6 +82,40 @@ func (e *GapError) Error() string {
 // Unwrap returns ErrOffsetGap.
 func (e *GapError) Unwrap() error { return ErrOffsetGap }
 
+// BatchError is returned by a Consumer (Err, after Next returns false) when it cannot
+// read a batch: its CRC does not match (the stored data is damaged), or its records do
+// not decode to what its header says (a broker with broker.trust_records stored what a
+// producer sent). The records before it were delivered; the consumer stops there, and
+// fetching the partition again fails the same way. Err is the batch's or the codec's
+// error (errors.Is(err, batch.ErrCorrupt) holds for both kinds of damage).
+//
+// An application may choose to lose the batch's records and read on: a new consumer
+// with StartPositions({Partition: Next}) starts after it. Next is known only when the
+// batch's CRC matched; when it did not, its header cannot be trusted to say where it
+// ends, and an operator must repair the partition (`sluice segment verify` names the
+// batch).
+type BatchError struct {
+	Topic     string
+	Partition int
+	// Offset is where reading stood: the first offset not delivered.
+	Offset int64
+	// Next is the offset after the batch, or -1 when its CRC did not match.
+	Next int64
+	Err  error
+}
+
+// Error names the partition, the offset and, when it is known, where the batch ends.
+func (e *BatchError) Error() string {
+	s := fmt.Sprintf("cannot read batch of %s/%d at offset %d: %v", e.Topic, e.Partition, e.Offset, e.Err)
+	if e.Next >= 0 {
+		s += fmt.Sprintf(" (the batch ends before offset %d)", e.Next)
+	}
+	return s
+}
+
+// Unwrap returns the batch's or the codec's error.
+func (e *BatchError) Unwrap() error { return e.Err }
+
 // errNoAddress: the metadata names no broker for a partition (it is moving). A fetch
 // fails with it and is retried after a metadata refresh.
 var errNoAddress = errors.New("no broker serves the partition (its address is empty)")

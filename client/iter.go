@@ -1,7 +1,6 @@
 package client
 
 import (
-	"fmt"
 	"math"
 
 	"sluice/batch"
@@ -42,6 +41,9 @@ type recordIter struct {
 	older    int64   // records stamped before this are passed (start at a time)
 	rec      *batch.Record
 	err      error
+	// after is the offset after the batch being iterated once its CRC matched, so that its
+	// header can be trusted; -1 before (a *BatchError's Next).
+	after int64
 	// limit and stamp bound the partition's delivery (an expansion's gate, layout.go):
 	// a batch at or past limit, or stamped with a layout newer than stamp (0: any), is not
 	// started; held says the iteration stopped there, stale that it was for the stamp.
@@ -53,7 +55,7 @@ type recordIter struct {
 // reset starts iterating records, the batches of one fetch answer for the offset
 // cur.next, advancing cur.
 func (ri *recordIter) reset(records []byte, cur *cursor) {
-	ri.records, ri.cur, ri.rec, ri.err, ri.verified = records, cur, nil, nil, 0
+	ri.records, ri.cur, ri.rec, ri.err, ri.verified, ri.after = records, cur, nil, nil, 0, -1
 	ri.started, ri.older = false, math.MinInt64
 	ri.limit, ri.stamp, ri.held, ri.stale = math.MaxInt64, 0, false, false
 	ri.it = batch.Iter{}
@@ -94,7 +96,7 @@ func (ri *recordIter) next() bool {
 // batch's base offset is outside its CRC, so a damaged one is caught here, never skipped:
 // the iteration stops with a *GapError before any record of the batch.
 func (ri *recordIter) nextBatch() bool {
-	ri.rec = nil
+	ri.rec, ri.after = nil, -1
 	if len(ri.records) == 0 {
 		return false
 	}
@@ -118,14 +120,19 @@ func (ri *recordIter) nextBatch() bool {
 	}
 	b := ri.records[:h.Size()]
 	ri.records = ri.records[h.Size():]
+	// The CRC is checked apart from the records, so that a batch whose records cannot be
+	// read but whose header can be trusted tells where it ends (BatchError.Next).
 	if ri.verified >= len(b) {
 		ri.verified -= len(b)
-		err = ri.dec.IterVerified(&ri.it, b)
 	} else {
 		ri.verified = 0
-		err = ri.dec.Iter(&ri.it, b)
+		if _, err := batch.Check(b); err != nil {
+			ri.fail(err)
+			return false
+		}
 	}
-	if err != nil {
+	ri.after = last + 1
+	if err := ri.dec.IterVerified(&ri.it, b); err != nil {
 		ri.fail(err)
 		return false
 	}
@@ -138,7 +145,7 @@ func (ri *recordIter) nextBatch() bool {
 
 // fail stops the iteration on a batch that cannot be read.
 func (ri *recordIter) fail(err error) {
-	ri.stop(fmt.Errorf("cannot read batch of %s/%d at offset %d: %w", ri.topic, ri.part, ri.cur.next, err))
+	ri.stop(&BatchError{Topic: ri.topic, Partition: ri.part, Offset: ri.cur.next, Next: ri.after, Err: err})
 }
 
 // stop ends the iteration with err: nothing after it is returned.

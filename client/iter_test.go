@@ -108,18 +108,58 @@ func TestCodecRoundTrip(t *testing.T) {
 	}
 }
 
-// TestRecordIterCorrupt: a damaged batch is reported, never returned.
+// TestRecordIterCorrupt: a damaged batch is reported with a *BatchError, never returned,
+// whether the iterator or the fetcher (verified) checked its CRC. When its CRC did not
+// match, the error does not say where the batch ends (Next -1: its header cannot be
+// trusted); when its records do not decode under a good CRC, it does.
 func TestRecordIterCorrupt(t *testing.T) {
-	data := sealAll(t, batch.CodecNone, testRecords(50), 0)
-	data[len(data)/2] ^= 1
-	var ri recordIter
-	ri.hi = wire.LogicalPartitions - 1
-	var cur cursor
-	ri.reset(data, &cur)
-	for ri.next() {
+	data := sealAll(t, batch.CodecNone, testRecords(300), 0)
+	starts := batchStarts(t, data)
+	if len(starts) < 3 {
+		t.Fatalf("%d batches, want 3 or more", len(starts))
 	}
-	if ri.err == nil {
-		t.Fatal("corrupt batch read without error")
+	second, err := batch.ParseHeader(data[starts[1]:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	flipped := bytes.Clone(data)
+	flipped[starts[1]+batch.HeaderSize+3] ^= 1 // a byte of the second batch's records
+	// The same records, sealed again under a header claiming one more: a good CRC over
+	// records that end one short.
+	lie := second
+	lie.Count++
+	resealed, err := batch.Seal(nil, lie, second.Records(data[starts[1]:]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	short := slices.Concat(data[:starts[1]], resealed)
+	for _, tc := range []struct {
+		name string
+		data []byte
+		next int64
+	}{
+		{"a flipped bit", flipped, -1},
+		{"a record short", short, second.LastOffset() + 2},
+	} {
+		_, verified := verifyBatches(tc.data)
+		for _, v := range []int{0, verified} {
+			var ri recordIter
+			ri.hi = wire.LogicalPartitions - 1
+			ri.topic, ri.part = "t", 3
+			var cur cursor
+			ri.reset(tc.data, &cur)
+			ri.verified = v
+			n := 0
+			for ri.next() {
+				n++
+			}
+			var be *BatchError
+			if !errors.As(ri.err, &be) || !errors.Is(ri.err, batch.ErrCorrupt) || be.Topic != "t" || be.Partition != 3 ||
+				be.Next != tc.next || be.Offset != cur.next || cur.next > lie.LastOffset() || n < int(second.BaseOffset) {
+				t.Fatalf("%s (%d bytes verified): %d records, position %d, error %v (%+v); want a *BatchError, next %d",
+					tc.name, v, n, cur.next, ri.err, be, tc.next)
+			}
+		}
 	}
 }
 

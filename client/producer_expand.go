@@ -54,9 +54,10 @@ func (p *Producer) finishExpansionLocked() bool {
 	p.mu.version, p.mu.next = t.Version, nil
 	p.mu.rt = router{p: len(t.Partitions)}
 	p.mu.layoutGen++
+	var d codec.Decompressor // one for every batch moved (a zstd one sets up a decoder)
 	for _, bs := range moved {
 		for _, b := range bs {
-			if err := p.rerouteLocked(b); err != nil {
+			if err := p.rerouteLocked(&d, b); err != nil {
 				p.failLocked(err)
 				return true
 			}
@@ -72,9 +73,9 @@ func (p *Producer) finishExpansionLocked() bool {
 
 // rerouteLocked adds the records of b, a batch no partition holds, again, routed by the
 // new layout (by the logical id each was routed by before). A batch a ProduceSync waits
-// for is followed to the batch its last record went to.
-func (p *Producer) rerouteLocked(b *pbatch) error {
-	var d codec.Decompressor
+// for is followed to the batch its last record went to. b is read with d, whose buffer
+// is reused (b's records are copied into windows before d's next use).
+func (p *Producer) rerouteLocked(d *codec.Decompressor, b *pbatch) error {
 	var it batch.Iter
 	if err := d.Iter(&it, b.buf); err != nil {
 		return fmt.Errorf("BUG: cannot read back a produced batch: %w", err)

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"sluice/wire"
 )
@@ -19,6 +20,9 @@ import (
 func (c *Consumer) startAtTime(ctx context.Context, millis int64) error {
 	var routed []*cpart
 	for _, p := range c.parts {
+		if c.positioned(p) {
+			continue
+		}
 		if p.timeStart = p.addr == ""; !p.timeStart {
 			routed = append(routed, p)
 		}
@@ -64,7 +68,7 @@ func (c *Consumer) startLate(ctx context.Context, p *cpart) {
 func (c *Consumer) startAtEnds(ctx context.Context) error {
 	var routed []*cpart
 	for _, p := range c.parts {
-		if p.addr != "" {
+		if p.addr != "" && !c.positioned(p) {
 			routed = append(routed, p)
 		}
 	}
@@ -72,8 +76,51 @@ func (c *Consumer) startAtEnds(ctx context.Context) error {
 	return c.listOffsets(ctx, wire.TimestampLatest, routed, func(p *cpart, body *wire.ListOffsetsResponse) {
 		p.cur = cursor{next: body.HighWatermark}
 		if s.kind == startOffset {
-			p.cur.next = min(max(s.offset, body.LogStartOffset), body.HighWatermark)
+			p.cur.next = within(s.offset, body)
 		}
+	})
+}
+
+// within returns off clamped to what the partition of body holds: from its log start to
+// its high watermark.
+func within(off int64, body *wire.ListOffsetsResponse) int64 {
+	return min(max(off, body.LogStartOffset), body.HighWatermark)
+}
+
+// positioned reports whether StartPositions names p: it starts there, whatever Start
+// says.
+func (c *Consumer) positioned(p *cpart) bool {
+	_, ok := c.cfg.positions[p.id]
+	return ok
+}
+
+// checkPositions refuses StartPositions naming a partition the consumer does not read:
+// one the topic does not have, or outside its LogicalRange.
+func (c *Consumer) checkPositions() error {
+	for id := range c.cfg.positions {
+		if !slices.ContainsFunc(c.parts, func(p *cpart) bool { return p.id == id }) {
+			return fmt.Errorf("StartPositions names partition %d of %s, which this consumer does not read", id, c.topic)
+		}
+	}
+	return nil
+}
+
+// startAtPositions sets the start of each partition StartPositions names to its offset,
+// clamped to the log start and high watermark its broker answers (a list_offsets for the
+// latest offset gives both). One no broker serves yet (moving, or new and not placed)
+// starts at the offset as given, not below 0.
+func (c *Consumer) startAtPositions(ctx context.Context) error {
+	var routed []*cpart
+	for _, p := range c.parts {
+		if off, ok := c.cfg.positions[p.id]; ok {
+			p.cur, p.timeStart = cursor{next: max(off, 0)}, false
+			if p.addr != "" {
+				routed = append(routed, p)
+			}
+		}
+	}
+	return c.listOffsets(ctx, wire.TimestampLatest, routed, func(p *cpart, body *wire.ListOffsetsResponse) {
+		p.cur = cursor{next: within(c.cfg.positions[p.id], body)}
 	})
 }
 

@@ -2,6 +2,7 @@ package test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -70,33 +71,54 @@ func TestUnreadableBatchesRefused(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := client.NewConsumer(ctx, "rec", client.Brokers(b.Addr), client.Start(client.Oldest()),
-		client.FetchMaxWait(20*time.Millisecond))
+	got, err := readValues(ctx, b.Addr, 4)
+	if want := []string{"before-0", "before-1", "after-0", "after-1"}; err != nil || !slices.Equal(got, want) {
+		t.Fatalf("read %v, %v; want %v", got, err, want)
+	}
+
+	// A broker trusting its producers stores such a batch. A consumer stops at it with a
+	// *BatchError saying where it ends, and one started there reads on, the batch's
+	// records lost.
+	trusting := testbroker.Start(t, t.TempDir(), "-broker.trust_records", "true")
+	tw := dial(t, trusting.Addr)
+	createTopic(t, tw, "rec", 1)
+	mustOK(t, tw.call(&wire.ProduceRequest{Topic: []byte("rec"), Version: 1, Batches: records(-1, -1, "before", 2)}))
+	bt := unreadable(t)["zstd junk"] // 2 records, offsets 2 and 3
+	if resp := tw.call(&wire.ProduceRequest{Topic: []byte("rec"), Version: 1, Batches: bt}); resp.Header.Code != wire.CodeNone {
+		t.Fatalf("a broker trusting its producers' records answered %v (%s), want the batch stored", resp.Header.Code, resp.Text)
+	}
+	mustOK(t, tw.call(&wire.ProduceRequest{Topic: []byte("rec"), Version: 1, Batches: records(-1, -1, "after", 2)}))
+	got, err = readValues(ctx, trusting.Addr, 2)
+	var be *client.BatchError
+	if !slices.Equal(got, []string{"before-0", "before-1"}) || !errors.As(err, &be) || !errors.Is(err, batch.ErrCorrupt) ||
+		be.Partition != 0 || be.Offset != 2 || be.Next != 4 {
+		t.Fatalf("read %v, then %v (%+v); want the two records before, then a *BatchError at offset 2, next 4", got, err, be)
+	}
+	got, err = readValues(ctx, trusting.Addr, 2, client.StartPositions(map[int]int64{be.Partition: be.Next}))
+	if err != nil || !slices.Equal(got, []string{"after-0", "after-1"}) {
+		t.Fatalf("started past the batch: read %v, %v", got, err)
+	}
+}
+
+// readValues reads the values of topic rec until n came or reading fails.
+func readValues(ctx context.Context, addr string, n int, opts ...client.Opt) ([]string, error) {
+	c, err := client.NewConsumer(ctx, "rec", append([]client.Opt{client.Brokers(addr),
+		client.FetchMaxWait(20 * time.Millisecond)}, opts...)...)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	defer c.Close()
 	var got []string
-	for len(got) < 4 {
+	for len(got) < n {
 		if err := c.Poll(ctx); err != nil {
-			t.Fatalf("poll after %v: %v", got, err)
+			return got, err
 		}
 		for c.Next() {
 			got = append(got, string(c.Record().Value))
 		}
 		if err := c.Err(); err != nil {
-			t.Fatalf("reading after %v: %v", got, err)
+			return got, err
 		}
 	}
-	if want := []string{"before-0", "before-1", "after-0", "after-1"}; !slices.Equal(got, want) {
-		t.Fatalf("read %v, want %v", got, want)
-	}
-
-	trusting := testbroker.Start(t, t.TempDir(), "-broker.trust_records", "true")
-	tw := dial(t, trusting.Addr)
-	createTopic(t, tw, "rec", 1)
-	bt := unreadable(t)["zstd junk"]
-	if resp := tw.call(&wire.ProduceRequest{Topic: []byte("rec"), Version: 1, Batches: bt}); resp.Header.Code != wire.CodeNone {
-		t.Fatalf("a broker trusting its producers' records answered %v (%s), want the batch stored", resp.Header.Code, resp.Text)
-	}
+	return got, nil
 }
