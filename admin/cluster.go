@@ -293,7 +293,7 @@ func (c *Cluster) UpdateRegistration(b BrokerInfo) error {
 // keep records b's registration for re-registering on a new session; it returns its
 // znode and content.
 func (c *Cluster) keep(b BrokerInfo) (string, []byte, error) {
-	if b.ID == "" || strings.Contains(b.ID, "/") {
+	if !validBrokerID(b.ID) {
 		return "", nil, fmt.Errorf("invalid broker id %q", b.ID)
 	}
 	data, err := json.Marshal(b)
@@ -306,6 +306,10 @@ func (c *Cluster) keep(b BrokerInfo) (string, []byte, error) {
 	c.mu.Unlock()
 	return p, data, nil
 }
+
+// validBrokerID reports whether a broker may register under id: its registration's
+// znode is named after it (ROOT/brokers/ID).
+func validBrokerID(id string) bool { return id != "" && !strings.Contains(id, "/") }
 
 // BrokersW returns the live brokers, sorted by id, and a channel that fires once when
 // the set changes. A caller keeps the channel until it fires and reads in between

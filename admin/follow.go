@@ -23,6 +23,26 @@ type Generation struct {
 	N uint64 `json:"generation"`
 }
 
+// parseGeneration decodes ROOT/assignments' content. It refuses what is not an object
+// with a generation that is a whole number from 0 to the largest uint64: JSON that
+// does not decode into Generation (a negative, fractional or too large number, a
+// string), and null or an object without the field, which decode without an error but
+// say nothing. Only bumpGeneration reads it, and it starts again from 0 on anything
+// refused, as it does on the empty content ensure creates the znode with: the brokers
+// watch the znode for a change, never its value.
+func parseGeneration(data []byte) (Generation, error) {
+	var g struct {
+		N *uint64 `json:"generation"`
+	}
+	if err := json.Unmarshal(data, &g); err != nil {
+		return Generation{}, fmt.Errorf("unreadable generation znode: %w", err)
+	}
+	if g.N == nil {
+		return Generation{}, fmt.Errorf("unreadable generation znode: no generation in %.40q", data)
+	}
+	return Generation{N: *g.N}, nil
+}
+
 // AssignmentsW returns every partition's assignment and a channel that fires once when
 // the leader next changes some (or the session's watches are lost: read again then).
 func (c *Cluster) AssignmentsW() (map[PartitionID]Owned, <-chan zk.Event, error) {
@@ -44,8 +64,8 @@ func (c *Cluster) bumpGeneration() error {
 	if err != nil {
 		return fmt.Errorf("cannot read the assignments' generation: %w", err)
 	}
-	var g Generation
-	_ = json.Unmarshal(data, &g) // empty or junk: start again from 0
+	g, _ := parseGeneration(data) // empty or junk: start again from 0
+	// The largest generation wraps to 0: the brokers only watch for a change.
 	g.N++
 	out, _ := json.Marshal(g)
 	if _, err := c.conn.Set(p, out, st.Version); err != nil {
@@ -92,7 +112,8 @@ func (c *Cluster) Release(pid PartitionID, broker string, epoch uint64, hdfsNext
 	return nil
 }
 
-// Released reads pid's release (ok false when none was written or it is unreadable).
+// Released reads pid's release (ok false when none was written or parseRelease refuses
+// it).
 func (c *Cluster) Released(pid PartitionID) (Release, bool, error) {
 	data, _, err := c.conn.Get(c.releasePath(pid))
 	if errors.Is(err, zk.ErrNoNode) {
@@ -101,11 +122,33 @@ func (c *Cluster) Released(pid PartitionID) (Release, bool, error) {
 	if err != nil {
 		return Release{}, false, fmt.Errorf("cannot read the release of %s/%d: %w", pid.Topic, pid.ID, err)
 	}
-	var r Release
-	if json.Unmarshal(data, &r) != nil {
+	r, err := parseRelease(data)
+	if err != nil {
 		return Release{}, false, nil
 	}
 	return r, true, nil
+}
+
+// parseRelease decodes and checks a partition's release znode. It refuses what no
+// broker writes; Released answers a refused znode as one that is not JSON: no release
+// (the new owner waits for another release or for the releasing broker to be gone, and
+// the leader takes that broker for the holder of a move):
+//   - a broker id no broker can register under (validBrokerID: a broker releases under
+//     its own registered id);
+//   - an epoch no assignment has (validEpoch: a broker releases as of the epoch of the
+//     assignment that moved the partition away);
+//   - a negative hdfs_next (an offset, or 0 when not known). The loader ignores any
+//     value not above 0, so a negative one would have been taken for "not known": a
+//     release edited by hand is not trusted to say what HDFS acknowledged.
+func parseRelease(data []byte) (Release, error) {
+	var r Release
+	if err := json.Unmarshal(data, &r); err != nil {
+		return Release{}, fmt.Errorf("unreadable release znode: %w", err)
+	}
+	if !validBrokerID(r.Broker) || !validEpoch(r.Epoch) || r.HDFSNext < 0 {
+		return Release{}, fmt.Errorf("unreadable release znode: broker %q, epoch %d, hdfs_next %d", r.Broker, r.Epoch, r.HDFSNext)
+	}
+	return r, nil
 }
 
 // SessionID returns the current ZooKeeper session's id (0 while there is none).

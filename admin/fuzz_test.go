@@ -331,3 +331,179 @@ func FuzzReadSwitch(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseOwner decodes a partition's assignment znode (ROOT/assignments/TOPIC/ID) of
+// arbitrary content. It checks: no panic; a refusal is an error that says what was
+// unreadable, with no assignment; what parseOwner accepts names a broker and a from (if
+// any) that a broker may register under (not empty, no '/'), an epoch not 0, and is
+// exactly what json.Unmarshal makes of the znode; json.Unmarshal's valid assignments
+// are all accepted; an accepted one re-encodes (json.Marshal, what setOwner writes) to
+// a znode that decodes equal; and the leader's next move of it (epoch + 1) decodes too.
+func FuzzParseOwner(f *testing.F) {
+	for _, o := range []Owner{
+		{Broker: "b1", Epoch: 1},
+		{Broker: "b2", Epoch: 7, From: "b1"},
+		{Broker: "127.0.0.1:9440", Epoch: 3, From: "127.0.0.1:9441"},
+		{Broker: "b1", Epoch: math.MaxUint64 - 1, From: "b1"},
+	} {
+		data, err := json.Marshal(o)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	for _, junk := range []string{
+		``, `not json`, `null`, `[]`, `{}`, `{"epoch": 9}`, `{"broker": "", "epoch": 1}`, `{"broker": "b1"}`,
+		`{"broker": "b1", "epoch": 0}`, `{"broker": "b1", "epoch": -1}`, `{"broker": "b1", "epoch": 1.5}`,
+		`{"broker": "b1", "epoch": 18446744073709551616}`, `{"broker": "a/b", "epoch": 1}`,
+		`{"broker": "b1", "epoch": 1, "from": "x/y"}`, `{"broker": 1, "epoch": 1}`, `{"broker": "b1", "epoch": "1"}`,
+		`{"Broker": "b1", "EPOCH": 2}`, `{"broker": "b\u00e9\ud800", "epoch": 1}`,
+	} {
+		f.Add([]byte(junk))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		o, err := parseOwner(data)
+		var want Owner
+		jerr := json.Unmarshal(data, &want)
+		valid := jerr == nil && want.Broker != "" && !strings.Contains(want.Broker, "/") && want.Epoch > 0 &&
+			!strings.Contains(want.From, "/")
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "unreadable assignment znode: ") || o != (Owner{}) {
+				t.Fatalf("refused %q with %+v and an unclear error: %v", data, o, err)
+			}
+			if valid {
+				t.Fatalf("refused %q, a valid assignment %+v: %v", data, want, err)
+			}
+			return
+		}
+		if !valid || o != want {
+			t.Fatalf("accepted %q as %+v; json.Unmarshal makes %+v of it (%v)", data, o, want, jerr)
+		}
+		out, err := json.Marshal(o)
+		if err != nil {
+			t.Fatalf("cannot re-encode %+v: %v", o, err)
+		}
+		if o2, err := parseOwner(out); err != nil || o2 != o {
+			t.Fatalf("assignment %+v re-encoded as %s decodes as %+v, %v", o, out, o2, err)
+		}
+		if o.Epoch == math.MaxUint64 { // no epoch is left for a move
+			return
+		}
+		next := Owner{Broker: o.Broker, Epoch: o.Epoch + 1, From: o.Broker}
+		out, _ = json.Marshal(next)
+		if o2, err := parseOwner(out); err != nil || o2 != next {
+			t.Fatalf("the move of %+v writes %s, which decodes as %+v, %v", o, out, o2, err)
+		}
+	})
+}
+
+// FuzzParseRelease decodes a partition's release znode (ROOT/released/TOPIC/ID) of
+// arbitrary content. It checks: no panic; a refusal is an error that says what was
+// unreadable, with no release; what parseRelease accepts names a broker that may
+// register (not empty, no '/'), an epoch not 0 and an hdfs_next not below 0, and is
+// exactly what json.Unmarshal makes of the znode; json.Unmarshal's valid releases are
+// all accepted; and an accepted one re-encodes (json.Marshal, what Release writes) to a
+// znode that decodes equal.
+func FuzzParseRelease(f *testing.F) {
+	for _, r := range []Release{
+		{Broker: "b1", Epoch: 1},
+		{Broker: "b1", Epoch: 7, HDFSNext: 4096},
+		{Broker: "127.0.0.1:9440", Epoch: math.MaxUint64, HDFSNext: math.MaxInt64},
+	} {
+		data, err := json.Marshal(r)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	for _, junk := range []string{
+		``, `not json`, `null`, `[]`, `{}`, `{"epoch": 3}`, `{"broker": "b1"}`, `{"broker": "b1", "epoch": 0}`,
+		`{"broker": "a/b", "epoch": 1}`, `{"broker": "b1", "epoch": 1, "hdfs_next": -1}`,
+		`{"broker": "b1", "epoch": 1, "hdfs_next": 9223372036854775808}`, `{"broker": "b1", "epoch": 1, "hdfs_next": 1e3}`,
+		`{"broker": "b1", "epoch": -1}`, `{"broker": "b1", "epoch": 1, "hdfs_next": null}`,
+	} {
+		f.Add([]byte(junk))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, err := parseRelease(data)
+		var want Release
+		jerr := json.Unmarshal(data, &want)
+		valid := jerr == nil && want.Broker != "" && !strings.Contains(want.Broker, "/") && want.Epoch > 0 && want.HDFSNext >= 0
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "unreadable release znode: ") || r != (Release{}) {
+				t.Fatalf("refused %q with %+v and an unclear error: %v", data, r, err)
+			}
+			if valid {
+				t.Fatalf("refused %q, a valid release %+v: %v", data, want, err)
+			}
+			return
+		}
+		if !valid || r != want {
+			t.Fatalf("accepted %q as %+v; json.Unmarshal makes %+v of it (%v)", data, r, want, jerr)
+		}
+		out, err := json.Marshal(r)
+		if err != nil {
+			t.Fatalf("cannot re-encode %+v: %v", r, err)
+		}
+		if r2, err := parseRelease(out); err != nil || r2 != r {
+			t.Fatalf("release %+v re-encoded as %s decodes as %+v, %v", r, out, r2, err)
+		}
+	})
+}
+
+// FuzzParseGeneration decodes ROOT/assignments' content (the generation) of arbitrary
+// content. It checks: no panic; a refusal is an error that says what was unreadable,
+// with generation 0 (what bumpGeneration starts again from); what parseGeneration
+// accepts is what json.Unmarshal makes of the content, which has a generation field;
+// content json.Unmarshal refuses is refused; an accepted generation re-encodes
+// (json.Marshal, what bumpGeneration writes) to content that decodes equal, and so does
+// the next one, which bumpGeneration writes.
+func FuzzParseGeneration(f *testing.F) {
+	for _, n := range []uint64{0, 1, 99, math.MaxUint64} {
+		data, err := json.Marshal(Generation{N: n})
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	for _, junk := range []string{
+		``, `not json`, `null`, `[]`, `{}`, `{"generation": null}`, `{"generation": -1}`, `{"generation": 1.5}`,
+		`{"generation": 18446744073709551616}`, `{"generation": "7"}`, `{"generation": 7, "generation": null}`,
+		`{"GENERATION": 7}`, `{"gen": 7}`,
+	} {
+		f.Add([]byte(junk))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		g, err := parseGeneration(data)
+		var want Generation
+		jerr := json.Unmarshal(data, &want)
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "unreadable generation znode: ") || g != (Generation{}) {
+				t.Fatalf("refused %q with %+v and an unclear error: %v", data, g, err)
+			}
+			return
+		}
+		if jerr != nil || g != want {
+			t.Fatalf("accepted %q as %+v; json.Unmarshal makes %+v of it (%v)", data, g, want, jerr)
+		}
+		var fields map[string]json.RawMessage // json.Unmarshal matches keys in any case
+		has := false
+		if json.Unmarshal(data, &fields) == nil {
+			for k, v := range fields {
+				has = has || strings.EqualFold(k, "generation") && string(v) != "null"
+			}
+		}
+		if !has {
+			t.Fatalf("accepted %q, which has no generation", data)
+		}
+		for _, n := range []uint64{g.N, g.N + 1} {
+			out, err := json.Marshal(Generation{N: n})
+			if err != nil {
+				t.Fatalf("cannot encode generation %d: %v", n, err)
+			}
+			if g2, err := parseGeneration(out); err != nil || g2.N != n {
+				t.Fatalf("generation %d encoded as %s decodes as %+v, %v", n, out, g2, err)
+			}
+		}
+	})
+}

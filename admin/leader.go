@@ -39,6 +39,35 @@ type Owner struct {
 	From string `json:"from,omitempty"`
 }
 
+// parseOwner decodes and checks a partition's assignment znode. It refuses what the
+// leader never writes, so that a znode edited by hand into one of these is taken for
+// what it is, an assignment that cannot be read (Owner, Owners: one with no broker,
+// which the leader repairs as last read and a broker leaves as it serves it):
+//   - a broker id no broker can register under (empty, or with a '/': Register refuses
+//     them; the leader names only registered brokers). An empty one was already taken
+//     for unreadable by every reader, but with the rest of the junk: {"epoch": 9} gave
+//     epoch 9 where a znode that is not JSON gives 0.
+//   - a from of that kind (an absent one is fine: there is no broker to wait for).
+//   - epoch 0 (validEpoch), which the leader never writes. It means no placement (a
+//     load report's epoch 0 is "holds none"), and a broker that a partition at epoch 0
+//     moves from never releases it unless it held it: a broker releases only above
+//     what it released, which starts at 0.
+func parseOwner(data []byte) (Owner, error) {
+	var o Owner
+	if err := json.Unmarshal(data, &o); err != nil {
+		return Owner{}, fmt.Errorf("unreadable assignment znode: %w", err)
+	}
+	if !validBrokerID(o.Broker) || o.From != "" && !validBrokerID(o.From) || !validEpoch(o.Epoch) {
+		return Owner{}, fmt.Errorf("unreadable assignment znode: broker %q, epoch %d, from %q", o.Broker, o.Epoch, o.From)
+	}
+	return o, nil
+}
+
+// validEpoch reports whether e is an assignment epoch the leader may write: its first
+// placement of a partition is epoch 1 and each move adds one. (A move from the largest
+// uint64 would wrap to 0, which readers then refuse: only a hand edit gets that far.)
+func validEpoch(e uint64) bool { return e > 0 }
+
 // ErrTopicExists is CreateTopic's error for a topic that exists.
 var ErrTopicExists = errors.New("topic exists")
 
@@ -129,8 +158,8 @@ type Owned struct {
 	Zxid    int64 // the zxid that last wrote the assignment
 }
 
-// Owner reads one partition's assignment from ZooKeeper (a zero Owned when it has none
-// or it cannot be parsed).
+// Owner reads one partition's assignment from ZooKeeper (a zero Owned when it has none;
+// one with only the znode's version and zxid when parseOwner refuses it).
 func (c *Cluster) Owner(pid PartitionID) (Owned, error) {
 	data, st, err := c.conn.Get(path.Join(c.root, "assignments", pid.Topic, strconv.Itoa(pid.ID)))
 	if errors.Is(err, zk.ErrNoNode) {
@@ -139,15 +168,16 @@ func (c *Cluster) Owner(pid PartitionID) (Owned, error) {
 	if err != nil {
 		return Owned{}, fmt.Errorf("cannot read the assignment of %s/%d: %w", pid.Topic, pid.ID, err)
 	}
-	var o Owner
-	if json.Unmarshal(data, &o) != nil {
+	o, err := parseOwner(data)
+	if err != nil {
 		return Owned{Version: st.Version, Zxid: st.Mzxid}, nil
 	}
 	return Owned{Owner: o, Version: st.Version, Zxid: st.Mzxid}, nil
 }
 
-// Owners returns every partition's assignment (those whose znode cannot be read are
-// missing: the leader places them again).
+// Owners returns every partition's assignment (one whose znode parseOwner refuses comes
+// with no broker, only the znode's version and zxid: the leader repairs it, a broker
+// goes on serving what it serves).
 func (c *Cluster) Owners() (map[PartitionID]Owned, error) {
 	out := map[PartitionID]Owned{}
 	dir := path.Join(c.root, "assignments")
@@ -173,8 +203,8 @@ func (c *Cluster) Owners() (map[PartitionID]Owned, error) {
 			if err != nil {
 				return nil, fmt.Errorf("cannot read the assignment of %s/%s: %w", topic, id, err)
 			}
-			var o Owner
-			if err := json.Unmarshal(data, &o); err != nil {
+			o, err := parseOwner(data)
+			if err != nil {
 				c.log.Error("unreadable assignment: placing the partition again", "topic", topic, "partition", id, "err", err)
 				out[PartitionID{topic, n}] = Owned{Version: st.Version, Zxid: st.Mzxid}
 				continue
