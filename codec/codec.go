@@ -35,18 +35,41 @@ package codec
 
 import (
 	"fmt"
-	"strings"
 
 	"sluice/batch"
 )
 
 // ParseCodec returns the codec named name, one of "none", "zstd", "s2" and "lz4" (the
-// names batch.Codec.String returns, in any case), for flags and configuration files.
+// names batch.Codec.String returns, in any ASCII case: "ZSTD" is zstd, "zſtd" is
+// refused, which Unicode case folding would take for it), for flags and configuration
+// files.
 func ParseCodec(name string) (batch.Codec, error) {
 	for c := batch.CodecNone; c <= batch.CodecLZ4; c++ {
-		if strings.EqualFold(name, c.String()) {
+		if equalFoldASCII(name, c.String()) {
 			return c, nil
 		}
 	}
 	return batch.CodecNone, fmt.Errorf("cannot parse codec %q: %w", name, ErrUnknownName)
+}
+
+// equalFoldASCII reports whether s and t are equal once their ASCII upper-case letters
+// are made lower case. strings.EqualFold folds Unicode too: "ſ" (long s) and "s" match.
+func equalFoldASCII(s, t string) bool {
+	if len(s) != len(t) {
+		return false
+	}
+	for i := range len(s) {
+		if lowerASCII(s[i]) != lowerASCII(t[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// lowerASCII returns c made lower case if it is an ASCII upper-case letter.
+func lowerASCII(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
 }

@@ -255,6 +255,9 @@ func TestParseCodec(t *testing.T) {
 	f("s2", batch.CodecS2, false)
 	f("lz4", batch.CodecLZ4, false)
 	f("ZSTD", batch.CodecZstd, false)
+	f("Lz4", batch.CodecLZ4, false)
+	f("ſ2", 0, true)   // U+017F, which strings.EqualFold takes for s
+	f("zſtd", 0, true) // likewise
 	f("", 0, true)
 	f("snappy", 0, true)
 	f("gzip", 0, true)
