@@ -89,24 +89,6 @@ func find(run []span, o int64) (int, bool) {
 	return k, k < len(run) && run[k].base <= o
 }
 
-// reachesPast reports whether Reader.scan, collecting from run[k] on for a read of up
-// to maxBytes, reads what follows the run (of a file of size bytes that ends at
-// offset end): it goes on while it holds less than maxBytes, and stops at the end of
-// the file or at end.
-func reachesPast(run []span, k, size, maxBytes int, end int64) bool {
-	out, next := 0, run[k].base
-	for j := k; ; j++ {
-		if j == len(run) && (len(run) == 0 || run[j-1].pos+run[j-1].size == size) || next >= end ||
-			out > 0 && out >= maxBytes {
-			return false
-		}
-		if j == len(run) {
-			return true
-		}
-		out, next = out+run[j].size, run[j].last+1
-	}
-}
-
 // FuzzRead decodes an arbitrary data file through a Reader, as the partition's last
 // file or followed by an intact file of a newer epoch starting next offsets after its
 // base (which then ends it). With mask, chosen batches get their offsets and CRCs set
@@ -121,9 +103,9 @@ func reachesPast(run []span, k, size, maxBytes int, end int64) bool {
 //     file, up to maxBytes but at least one batch, and answers the offset after them;
 //     or it fails with ErrCorrupt or ErrOffsetNotFound;
 //   - a read fails only at an offset outside the valid run (below the following file)
-//     and the following file, or when it would go on past the run (it holds less than
-//     maxBytes there) and what follows is not a torn tail: the read then fails whole,
-//     intact batches before the damage included;
+//     and the following file: one that goes on past the run (it holds less than
+//     maxBytes there) serves the intact batches before the damage, and the next read,
+//     at the damage, fails;
 //   - a read at the end of the run fails: ErrOffsetNotFound when End found no damage,
 //     ErrCorrupt when it did.
 //
@@ -208,15 +190,14 @@ func FuzzRead(f *testing.F) {
 		case aEnd > base && (!ok || end != aEnd), aEnd == base && ok:
 			t.Fatalf("End = %d, %v; the valid run ends at %d", end, ok, aEnd)
 		}
-		torn := next == 0 && endErr == nil // what follows the run, if anything, is a torn tail
 
 		// served reports whether a read at o must serve it.
 		served := func(o int64) bool {
 			if o >= bBase {
 				return o < bEnd
 			}
-			k, ok := find(aRun, o)
-			return ok && (torn || !reachesPast(aRun, k, len(data), int(maxBytes), bBase))
+			_, ok := find(aRun, o)
+			return ok
 		}
 		// read reads at o and checks the answer; false when the read failed.
 		read := func(o int64) (int64, bool) {

@@ -195,10 +195,16 @@ func (r *Reader) scan(ctx context.Context, f *fileView, pos, from, want int64, m
 				return 0, 0, nil, err
 			}
 		}
-		if bad == nil && h.LastOffset() < want {
-			b = nil
+		if bad == nil && (h.LastOffset() < want || maxBytes < 0) {
+			b = nil // below what was asked for, or only finding the end: not collected
 		}
 		if bad != nil {
+			if len(out) > 0 {
+				// Serve the batches before it, as the local log does: the next read starts
+				// at this one, and fails there (or finds a torn tail). Finding the end
+				// collects nothing, so it goes on to tell damage from a torn tail.
+				break
+			}
 			if f.end == math.MaxInt64 && !r.validAfter(ctx, f, pos, next, h) {
 				break // a torn tail
 			}
