@@ -72,13 +72,13 @@ func FuzzWalkBatches(f *testing.F) {
 			pieces, rest = append(pieces, rest[:n]), rest[n:]
 		}
 		pieces = append(pieces, rest)
-		walk := func(pieces [][]byte) (int64, int64, error, []visit) {
+		walk := func(pieces [][]byte) (int64, int64, []visit, error) {
 			var vs []visit
 			got, n, err := walkBatches(pieces, next, func(pos, base int64) { vs = append(vs, visit{pos, base}) })
-			return got, n, err, vs
+			return got, n, vs, err
 		}
-		got, n, err, vs := walk(pieces)
-		got1, n1, err1, vs1 := walk([][]byte{data})
+		got, n, vs, err := walk(pieces)
+		got1, n1, vs1, err1 := walk([][]byte{data})
 		if got != got1 || n != n1 || (err == nil) != (err1 == nil) || err == nil && !slices.Equal(vs, vs1) {
 			t.Fatalf("cut into %d pieces: %d, %d, %v, %v; in one piece: %d, %d, %v, %v", len(pieces), got, n, err, vs, got1, n1, err1, vs1)
 		}
