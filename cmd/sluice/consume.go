@@ -16,18 +16,20 @@ import (
 
 // consumeFlags are the flags of `sluice consume`.
 type consumeFlags struct {
-	broker, topic, from, logical string
-	max                          int
-	idle, timeout                time.Duration
-	keys                         bool
+	broker, topic, from, logical, positions string
+	max                                     int
+	idle, timeout                           time.Duration
+	keys                                    bool
 }
 
 // consume prints record values, one per line: `sluice consume --broker ADDR --topic T
-// [--from oldest|newest|OFFSET|RFC3339-time] [--max N] [--idle D] [--logical A-B]
-// [--keys] [--timeout D]`. It stops after --max records, after --idle without a record,
-// or on SIGINT; it fails (exit 1) when the broker does not answer the first metadata
-// request within --timeout, and on damaged data (offsets that are not dense, a corrupt
-// batch), after printing the records before it.
+// [--from oldest|newest|OFFSET|RFC3339-time] [--positions P=OFFSET,...] [--max N]
+// [--idle D] [--logical A-B] [--keys] [--timeout D]`. It stops after --max records,
+// after --idle without a record, or on SIGINT; it fails (exit 1) when the broker does not
+// answer the first metadata request within --timeout, and on damaged data (offsets that
+// are not dense, a corrupt batch), after printing the records before it. --positions
+// starts the partitions it names at their offsets (client.StartPositions): to read on
+// past a batch that cannot be read, at the offset its error says the batch ends before.
 func consume(args []string, _ io.Reader, stdout, _ io.Writer) error {
 	f, opts, err := parseConsumeFlags(args)
 	if err != nil {
@@ -61,6 +63,7 @@ func parseConsumeFlags(args []string) (*consumeFlags, []client.Opt, error) {
 	fs.IntVar(&f.max, "max", 0, "stop after this many records (0: no limit)")
 	fs.DurationVar(&f.idle, "idle", 0, "stop after this long without a record (0: never)")
 	fs.StringVar(&f.logical, "logical", "", "only records of the logical range A-B (inclusive)")
+	fs.StringVar(&f.positions, "positions", "", "start these partitions at these offsets, P=OFFSET[,P=OFFSET...] (the others at --from)")
 	fs.BoolVar(&f.keys, "keys", false, "print each record's key and a tab before its value")
 	fs.DurationVar(&f.timeout, "timeout", 30*time.Second, "how long to wait for the broker at start (0: forever)")
 	tf := newSecurityFlags(fs)
@@ -86,7 +89,31 @@ func parseConsumeFlags(args []string) (*consumeFlags, []client.Opt, error) {
 		}
 		opts = append(opts, client.LogicalRange(lo, hi))
 	}
+	if f.positions != "" {
+		pos, err := parsePositions(f.positions)
+		if err != nil {
+			return nil, nil, err
+		}
+		opts = append(opts, client.StartPositions(pos))
+	}
 	return f, opts, nil
+}
+
+// parsePositions parses --positions: P=OFFSET pairs, comma-separated, each partition
+// once, every number at least 0.
+func parsePositions(s string) (map[int]int64, error) {
+	pos := map[int]int64{}
+	for pair := range strings.SplitSeq(s, ",") {
+		p, o, ok := strings.Cut(pair, "=")
+		id, err1 := strconv.ParseUint(p, 10, 31)
+		off, err2 := strconv.ParseInt(o, 10, 64)
+		_, dup := pos[int(id)]
+		if !ok || err1 != nil || err2 != nil || off < 0 || dup {
+			return nil, usageError{fmt.Sprintf("--positions %q: want PARTITION=OFFSET[,PARTITION=OFFSET...], each partition once", s)}
+		}
+		pos[int(id)] = off
+	}
+	return pos, nil
 }
 
 // parseFrom parses --from.

@@ -30,7 +30,7 @@ func commands() map[string]command {
 		"cluster status": {"cluster status -zk ADDRS [-zk-root PATH]: print a distributed cluster's brokers and every partition's owner", clusterStatus},
 		"broker":         {"broker -data DIR [-listen ADDR] [-config FILE] [-arena-size SIZE] [-metrics ADDR]: run the embedded broker", runBroker},
 		"produce":        {"produce --broker ADDR --topic T [--key] [--acks accepted|persisted] [--codec C] [--timeout D]: send stdin lines as records", produce},
-		"consume":        {"consume --broker ADDR --topic T [--from oldest|newest|OFFSET|RFC3339] [--max N] [--idle D] [--logical A-B] [--timeout D]: print record values", consume},
+		"consume":        {"consume --broker ADDR --topic T [--from oldest|newest|OFFSET|RFC3339] [--positions P=OFFSET,...] [--max N] [--idle D] [--logical A-B] [--timeout D]: print record values", consume},
 		"topic create":   {"topic create NAME --partitions N --broker ADDR: create a topic", topicCreate},
 		"topic describe": {"topic describe NAME --broker ADDR: print a topic's partitions, offsets and checkpoints", topicDescribe},
 		"user add":       {"user add NAME [--file USERS | --zk ADDRS [--zk-root R]] [--password-file F] [--iterations N] [--replace]: add a user to the users file or znode (password: first line of stdin or of F)", userAdd},
