@@ -133,8 +133,12 @@ func (d *Decompressor) decompressZstd(size int, src []byte) ([]byte, error) {
 	}
 	// The decoder is limited to the capacity of its dst (WithDecodeAllCapLimit), exactly
 	// size: it refuses a frame whose content size is larger before decoding it, and stops
-	// one without a content size a block past the limit. It is given one frame at a time,
-	// as zstdFrame cut them (one, from sluice's encoder; foreign encoders write several).
+	// one without a content size a block past the limit. It checks that limit after each
+	// block, and appends a raw or RLE block whole: one that crosses the limit after
+	// compressed blocks filled dst grows it first (up to about 1.25 times size of
+	// garbage, on a section that is then refused; raw and RLE blocks alone making more
+	// than size were refused by the walk). It is given one frame at a time, as zstdFrame
+	// cut them (one, from sluice's encoder; foreign encoders write several).
 	out := d.buffer(size)[:0]
 	for len(src) > 0 {
 		frame, rest, _, _, _ := zstdFrame(src) // walked above without error
@@ -157,7 +161,8 @@ func (d *Decompressor) decompressZstd(size int, src []byte) ([]byte, error) {
 }
 
 // newZstdDecoder returns a decoder for DecodeAll alone: one internal decoder (the
-// Decompressor is not shared), no goroutines, and no output beyond its dst's capacity.
+// Decompressor is not shared), no goroutines, and output limited to its dst's capacity
+// (checked after each block: see decompressZstd).
 func newZstdDecoder() *zstd.Decoder {
 	dec, err := zstd.NewReader(nil,
 		zstd.WithDecoderConcurrency(1),
