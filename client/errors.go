@@ -91,15 +91,16 @@ func (e *GapError) Unwrap() error { return ErrOffsetGap }
 //
 // An application may choose to lose the batch's records and read on: a new consumer
 // with StartPositions({Partition: Next}) starts after it. Next is known only when the
-// batch's CRC matched; when it did not, its header cannot be trusted to say where it
-// ends, and an operator must repair the partition (`sluice segment verify` names the
-// batch).
+// batch's CRC matched and its neighbours in the fetch answer confirm its offsets (its
+// base offset is outside the CRC): the batch before it ends right before it, or the one
+// after it starts right after it. Otherwise it is -1, and an operator must repair the
+// partition (`sluice segment verify` names the batch).
 type BatchError struct {
 	Topic     string
 	Partition int
 	// Offset is where reading stood: the first offset not delivered.
 	Offset int64
-	// Next is the offset after the batch, or -1 when its CRC did not match.
+	// Next is the offset after the batch, or -1 when its header cannot be trusted.
 	Next int64
 	Err  error
 }

@@ -41,9 +41,11 @@ type recordIter struct {
 	older    int64   // records stamped before this are passed (start at a time)
 	rec      *batch.Record
 	err      error
-	// after is the offset after the batch being iterated once its CRC matched, so that its
-	// header can be trusted; -1 before (a *BatchError's Next).
-	after int64
+	// after is the offset after the batch being iterated once its CRC matched; -1 before.
+	// Its base offset is outside the CRC: confirmed says the batch before it in the
+	// answer ended right before it (a *BatchError's Next, see fail).
+	after     int64
+	confirmed bool
 	// limit and stamp bound the partition's delivery (an expansion's gate, layout.go):
 	// a batch at or past limit, or stamped with a layout newer than stamp (0: any), is not
 	// started; held says the iteration stopped there, stale that it was for the stamp.
@@ -131,7 +133,7 @@ func (ri *recordIter) nextBatch() bool {
 			return false
 		}
 	}
-	ri.after = last + 1
+	ri.after, ri.confirmed = last+1, ri.started
 	if err := ri.dec.IterVerified(&ri.it, b); err != nil {
 		ri.fail(err)
 		return false
@@ -143,9 +145,20 @@ func (ri *recordIter) nextBatch() bool {
 	return true
 }
 
-// fail stops the iteration on a batch that cannot be read.
+// fail stops the iteration on a batch that cannot be read. Where the batch ends (Next)
+// is given only when its CRC matched and two offsets stored apart agree on it: the end of
+// the batch before it in the answer and its base, or its end and the base of the batch
+// after it. The first batch of an answer is only checked to hold the offset asked for,
+// so a damaged base (outside the CRC) would otherwise point Next past its true end,
+// into the records of the next batch.
 func (ri *recordIter) fail(err error) {
-	ri.stop(&BatchError{Topic: ri.topic, Partition: ri.part, Offset: ri.cur.next, Next: ri.after, Err: err})
+	next := ri.after
+	if next >= 0 && !ri.confirmed {
+		if h, herr := batch.ParseHeader(ri.records); herr != nil || h.BaseOffset != next {
+			next = -1
+		}
+	}
+	ri.stop(&BatchError{Topic: ri.topic, Partition: ri.part, Offset: ri.cur.next, Next: next, Err: err})
 }
 
 // stop ends the iteration with err: nothing after it is returned.

@@ -318,3 +318,52 @@ func hasHeaders(r *batch.Record) bool {
 	hi := r.HeaderIter()
 	return hi.Len() > 0
 }
+
+// TestBatchErrorNextNeedsCheckedBase: a batch's base offset is outside its CRC, and the
+// first batch of an answer is only checked to hold the offset asked for. A *BatchError
+// on it gives Next only when the batch after it starts there: a damaged base (+3 here,
+// reading resumed 3 records into the batch, a review's case) would have pointed Next
+// past the batch's true end, into the records of the intact batch after it.
+func TestBatchErrorNextNeedsCheckedBase(t *testing.T) {
+	data := sealAll(t, batch.CodecNone, testRecords(300), 0)
+	starts := batchStarts(t, data)
+	second, err := batch.ParseHeader(data[starts[1]:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	lie := second // a good CRC over records one short of the count
+	lie.Count++
+	bad, err := batch.Seal(nil, lie, second.Records(data[starts[1]:]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := second.BaseOffset + int64(lie.Count)
+	// The batch after it, as the broker numbered it: its base follows the lie's count.
+	third := bytes.Clone(data[starts[2]:])
+	batch.SetBaseOffset(third, end)
+	for _, tc := range []struct {
+		shift int64
+		after []byte
+		next  int64
+	}{
+		{0, third, end},     // the next batch confirms the end
+		{3, third, -1},      // the damaged base disagrees with the next batch
+		{0, nil, -1},        // nothing after it in the answer: nothing confirms it
+		{0, third[:20], -1}, // a cut header confirms nothing
+		{3, nil, -1},
+	} {
+		b := bytes.Clone(bad)
+		batch.SetBaseOffset(b, second.BaseOffset+tc.shift)
+		var ri recordIter
+		ri.hi = wire.LogicalPartitions - 1
+		cur := cursor{next: second.BaseOffset + 3} // resumed after 3 records of the batch
+		ri.reset(slices.Concat(b, tc.after), &cur)
+		for ri.next() {
+		}
+		var be *BatchError
+		if !errors.As(ri.err, &be) || be.Next != tc.next {
+			t.Fatalf("base shifted by %d, %d bytes after it: %v (%+v), want a *BatchError with Next %d",
+				tc.shift, len(tc.after), ri.err, be, tc.next)
+		}
+	}
+}
