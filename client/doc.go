@@ -53,9 +53,9 @@
 // CRC, so this is what catches a damaged one; the consumer then stops with a *GapError
 // (ErrOffsetGap) and never delivers a record past it. A batch whose CRC does not match, or
 // whose records do not decode (a broker trusting its producers, broker.trust_records,
-// stored it), stops it with a *BatchError; when the CRC matched, its Next says where the
-// batch ends, and a consumer started there (StartPositions) reads on without its
-// records. Across topic expansions the consumer delivers each logical id's records of an older layout before those of a newer
+// stored it), stops it with a *BatchError; when the CRC matched and the batches beside
+// it confirm its offsets, its Next says where the batch ends, and a consumer started
+// there (StartPositions) reads on without its records. Across topic expansions the consumer delivers each logical id's records of an older layout before those of a newer
 // one, holding a partition until the partitions its ids came from are read up to their
 // switch offsets (layout.go, consumer_layout.go), and it finds the new partitions.
 //
