@@ -190,7 +190,7 @@ func Start(s StartAt) Opt { return optFunc(func(c *cfg) { c.start = s }) }
 // StartPositions makes a consumer start each partition named in pos (by physical
 // partition id) at its offset, clamped to what the partition holds; the others start
 // where Start says. An application that keeps the positions a consumer reached
-// (Consumer.Position) resumes from them this way, and one that chooses to lose the
+// (Consumer.Positions) resumes from them this way, and one that chooses to lose the
 // records of a batch that cannot be read starts its partition at the *BatchError's Next.
 // NewConsumer fails if pos names a partition the consumer does not read.
 func StartPositions(pos map[int]int64) Opt {

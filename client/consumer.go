@@ -474,6 +474,17 @@ func (c *Consumer) Position(id int) (int64, bool) {
 	return 0, false
 }
 
+// Positions returns the next offset the consumer will read in every physical partition
+// it reads, by partition id: what StartPositions takes to resume there. Like Position,
+// it is called from the goroutine calling Poll.
+func (c *Consumer) Positions() map[int]int64 {
+	pos := make(map[int]int64, len(c.parts))
+	for _, p := range c.parts {
+		pos[p.id] = p.cur.next
+	}
+	return pos
+}
+
 func (c *Consumer) closed() bool {
 	select {
 	case <-c.stop:

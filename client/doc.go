@@ -40,7 +40,7 @@
 //
 // NewConsumer reads a topic (or the physical partitions serving a logical range) from the
 // oldest or newest offset, an offset, or a time, and any partition from its own offset
-// (StartPositions: an application that keeps the positions it reached, Position, resumes
+// (StartPositions: an application that keeps the positions it reached, Positions, resumes
 // from them; the topic keeps no consumer positions). Per broker, two fetcher goroutines
 // (lanes, each with its own connection and half of that broker's partitions) each keep
 // one fetch_multi request (one long poll, one byte budget of FetchMaxBytes) in flight and

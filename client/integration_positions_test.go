@@ -11,7 +11,7 @@ import (
 )
 
 // TestStartPositionsResume: a consumer stopped part way through a topic, and a new one
-// started at the positions the first reached (StartPositions, Consumer.Position), read
+// started at the positions the first reached (StartPositions, Consumer.Positions), read
 // every record exactly once between them. A partition left out of the positions starts
 // where Start says; positions past the end or below 0 are clamped to what the partition
 // holds; positions naming a partition the consumer does not read are refused.
@@ -46,13 +46,11 @@ func TestStartPositionsResume(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	pos := map[int]int64{}
+	pos := first.Positions()
 	for id := range 3 {
-		off, ok := first.Position(id)
-		if !ok {
-			t.Fatalf("no position for partition %d", id)
+		if off, ok := first.Position(id); !ok || pos[id] != off || len(pos) != 3 {
+			t.Fatalf("partition %d: Position %d, %v; Positions %v", id, off, ok, pos)
 		}
-		pos[id] = off
 	}
 	first.Close()
 
