@@ -460,8 +460,8 @@ func (c *Consumer) Checkpoint() int64 { return c.curC }
 
 // Err returns the error that ended Next early, if any: a batch that cannot be read
 // (*BatchError: damaged data, or records that do not decode) or offsets that are not
-// dense (*GapError, matching ErrOffsetGap). The records before it
-// were delivered; the consumer stops there, and every later Poll returns the error.
+// dense (*GapError, matching ErrOffsetGap). The records before it were delivered; the
+// consumer stops there, and every later Poll returns the error.
 func (c *Consumer) Err() error { return c.ri.err }
 
 // Position returns the next offset the consumer will read in physical partition id.
