@@ -107,14 +107,11 @@ func find(run []span, o int64) (int, bool) {
 //     maxBytes there) serves the intact batches before the damage, and the next read,
 //     at the damage, fails;
 //   - a read at the end of the run fails: ErrOffsetNotFound when End found no damage,
-//     ErrCorrupt when it did.
-//
-// What it does not check: that a read at or past End fails. Batches below the offset
-// asked for are skipped by their headers, CRC unchecked, so with two damaged batches and
-// an intact one after them in the last file, End stops at the first (no valid batch
-// follows it: a torn tail) and a read at the intact one serves it (a seed below). That
-// batch is intact and in order; the broker cuts what it reads from HDFS at its
-// partition's first local offset (broker.below), which a load from HDFS sets to End.
+//     ErrCorrupt when it did;
+//   - in the last file, a read at or past the End it gave fails: no batch is served
+//     beyond what End calls the end of the data. (Batches below the offset asked for are
+//     skipped by their headers, CRC unchecked, so this needs End to call a run of damaged
+//     batches followed by an intact one damage, not a torn tail: a seed below.)
 func FuzzRead(f *testing.F) {
 	const base = 1000
 	a, aEnd := batches(base, 12, "a")
@@ -123,8 +120,9 @@ func FuzzRead(f *testing.F) {
 	flipped[len(a)/2] ^= 0x40
 	lastFlipped := bytes.Clone(a)
 	lastFlipped[len(a)-5] ^= 0x40
-	// The records of the third and second last batches damaged: End takes the first for a
-	// torn tail (no valid batch follows it), and a read at the last batch serves it.
+	// The records of the third and second last batches damaged: no valid batch follows
+	// the first, but one follows the second, so End finds damage, not a torn tail (it
+	// used to stop at the first, and a read at the last batch served it past End).
 	twoFlipped := bytes.Clone(a)
 	{
 		run, _, _ := validRun(a, base)
@@ -238,7 +236,10 @@ func FuzzRead(f *testing.F) {
 				t.Fatalf("read at the end of the valid run, %d (End: %v): %v", aEnd, endErr, err)
 			}
 		}
-		read(base - 8 + int64(at))
+		o := base - 8 + int64(at)
+		if _, served := read(o); served && next == 0 && endErr == nil && (!ok || o >= end) {
+			t.Fatalf("read at %d served records past End (%d, %v)", o, end, ok)
+		}
 	})
 }
 

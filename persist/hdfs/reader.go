@@ -276,14 +276,26 @@ func (r *Reader) batchAt(ctx context.Context, f *fileView, pos, next int64, whol
 }
 
 // validAfter reports whether a valid batch follows the bad one at pos, which should have
-// had base offset next (h is its header, if it parsed), where its length and record count
-// say: then the bad batch is damage, not a torn tail.
+// had base offset next (h is its header, if it parsed): then the bad batch is damage, not
+// a torn tail. It hops from batch to batch by what each one's length and record count
+// say, over further bad batches too, until one is valid or a header gives no length
+// (the end of the file's bytes gives none). So End calls a run of damaged batches
+// followed by an intact one damage, as Read does: Read skips the batches below the offset
+// asked for by their headers alone, CRC unchecked, and would serve that intact batch past
+// an End that took the first damaged one for a torn tail. The walk is bounded by the
+// file (each hop moves at least a header), and runs only when a bad batch is met.
 func (r *Reader) validAfter(ctx context.Context, f *fileView, pos, next int64, h batch.Header) bool {
-	if h.Length == 0 || h.Count == 0 {
-		return false
+	for h.Length != 0 && h.Count != 0 {
+		pos, next = pos+int64(h.Size()), next+int64(h.Count)
+		var bad, err error
+		if h, _, bad, err = r.batchAt(ctx, f, pos, next, true); err != nil {
+			return false
+		}
+		if bad == nil {
+			return true
+		}
 	}
-	_, _, bad, err := r.batchAt(ctx, f, pos+int64(h.Size()), next+int64(h.Count), true)
-	return err == nil && bad == nil
+	return false
 }
 
 // errShortFile is readAt's error for bytes past the end of the file.
