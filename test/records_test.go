@@ -3,50 +3,29 @@ package test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"testing"
 	"time"
 
 	"sluice/batch"
 	"sluice/client"
-	"sluice/codec"
+	"sluice/internal/batchtest"
 	"sluice/internal/testbroker"
 	"sluice/wire"
 )
 
 // unreadable returns batches whose header and CRC are right and whose records no consumer
-// can read: a producer's bug, or a hostile one.
+// can read (a producer's bug, or a hostile one): batchtest.Unreadable's, without
+// idempotence, and one routed by a layout the topic does not have.
 func unreadable(t *testing.T) map[string][]byte {
 	t.Helper()
-	var b batch.Builder
-	b.Reset(nil, -1, -1)
-	for i := range 3 {
-		b.Add(uint16(i), time.Now().UnixMilli(), nil, fmt.Appendf(nil, "record %d", i))
-	}
-	recs := append([]byte(nil), b.Records()...)
-	bad := append([]byte(nil), recs...)
-	bad[0] = 0x7f // the first record's body runs past the section
-	var comp codec.Compressor
-	seal := func(c batch.Codec, count, size int, section []byte) []byte {
-		now := time.Now().UnixMilli()
-		out, err := batch.Seal(nil, batch.Header{ProducerID: -1, BaseSequence: -1, Codec: c, Count: uint32(count),
-			UncompressedSize: uint32(size), FirstTimestamp: now, MaxTimestamp: now}, section)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return out
-	}
+	out := batchtest.Unreadable(t, -1, -1, time.Now().UnixMilli())
 	var stamped batch.Builder // routed by a layout (version 2) the topic, at 1, does not have
 	stamped.Reset(nil, -1, -1)
 	stamped.SetLayout(2)
 	stamped.Add(0, time.Now().UnixMilli(), nil, []byte("x"))
-	return map[string][]byte{
-		"layout 2 at version 1":      stamped.Finish(),
-		"zstd junk":                  seal(batch.CodecZstd, 2, 64, []byte("not a zstd frame at all, whatever the header says")),
-		"zstd, a record more":        seal(batch.CodecZstd, 4, len(recs), comp.Compress(nil, batch.CodecZstd, recs)),
-		"uncompressed, a bad record": seal(batch.CodecNone, 3, 0, bad),
-	}
+	out["layout 2 at version 1"] = stamped.Finish()
+	return out
 }
 
 // TestUnreadableBatchesRefused: a broker refuses a produced batch whose records cannot be
