@@ -14,7 +14,8 @@
 //     loop that read the request, so that a produced byte is copied once, from the socket
 //     buffer to its place in the arena (docs/writepath.md). The partition's append lock
 //     serializes appenders; it guards the producers' sequences and the placement of
-//     batches in the store and the buffer, and is held for memory work only.
+//     batches in the store and the buffer, and is held for memory work only. A request's
+//     batches are checked (CRC, records) before it is taken: that reads the request alone.
 //   - The owner (the partition's shard): Fetch, OffsetForTime, the parking methods
 //     (ParkFetch, ParkDurable, DataArrived, Release, Expire, NextDeadline, Ready, Parked),
 //     Checkpointed, ApplyRetention, Shutdown, Close.

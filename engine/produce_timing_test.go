@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"sluice/batch"
+	"sluice/codec"
 	"sluice/persist/local"
 )
 
@@ -59,6 +61,88 @@ func BenchmarkProduce(b *testing.B) {
 				if err != nil || res.Appended != 1 {
 					b.Fatalf("request %d: appended %d: %v", i, res.Appended, err)
 				}
+			}
+		})
+	}
+}
+
+// BenchmarkProduceParallel is BenchmarkProduce's checked batches from two appenders at
+// once, one partition, as two event loops produce for two producers of one partition:
+// each goroutine its own producer id, the round's requests built, and the round
+// persisted, with the timer stopped. What it shows is how much of an append the two
+// can overlap: the batches' CRCs and record checks run before the append lock
+// (produceLocking), so they do not wait for each other's; only the sequences, the
+// placing and the copy do. With uncompressed batches the copy is most of an append, and
+// the two wait for each other's anyway; a zstd batch is decompressed to be checked,
+// which the two can overlap.
+func BenchmarkProduceParallel(b *testing.B) {
+	const appenders = 2
+	for _, c := range []struct {
+		records, size int
+		codec         batch.Codec
+	}{{1, 100, batch.CodecNone}, {63, 1000, batch.CodecNone}, {63, 1000, batch.CodecZstd}} {
+		mk := func(pid int64, seq int32) []byte { return mkBatch(pid, seq, c.records, c.size) }
+		if c.codec != batch.CodecNone {
+			var comp codec.Compressor
+			mk = func(pid int64, seq int32) []byte {
+				var bb batch.Builder
+				bb.Reset(nil, pid, seq)
+				for i := range c.records {
+					v := fmt.Appendf(nil, "p%d-s%d-", pid, int(seq)+i)
+					bb.Add(uint16(i), 1_700_000_000_000+int64(seq)+int64(i), nil, append(v, make([]byte, max(0, c.size-len(v)))...))
+				}
+				return comp.Finish(&bb, c.codec)
+			}
+		}
+		b.Run(fmt.Sprintf("records=%d/size=%d/codec=%v", c.records, c.size, c.codec), func(b *testing.B) {
+			a := newArena(b, 512<<20, 1<<20)
+			p := openPartitionAt(b, b.TempDir(), a, local.Options{Sync: local.SyncNever, SegmentBytes: 16 << 20, RetentionBytes: 64 << 20}, 1, NewRecordChecker())
+			defer p.Close()
+			const round = 512 // requests per appender and round
+			reqs := make([][][]byte, appenders)
+			pid := int64(0)
+			build := func() {
+				for g := range reqs {
+					pid++
+					reqs[g] = reqs[g][:0]
+					for i := range round {
+						reqs[g] = append(reqs[g], mk(pid, int32(i*c.records)))
+					}
+				}
+			}
+			now := time.Now()
+			b.SetBytes(int64(len(mk(1, 0))))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for done := 0; done < b.N; {
+				b.StopTimer()
+				if done > 0 {
+					persistNow(b, p)
+					if _, err := p.ApplyRetention(); err != nil {
+						b.Fatal(err)
+					}
+				}
+				build()
+				n := min(b.N-done, appenders*round)
+				errs := make(chan error, appenders)
+				b.StartTimer()
+				for g := range appenders {
+					go func(reqs [][]byte) {
+						for _, r := range reqs {
+							if res, err := p.Produce(1, 1, r, now); err != nil || res.Appended != 1 {
+								errs <- fmt.Errorf("appended %d: %v", res.Appended, err)
+								return
+							}
+						}
+						errs <- nil
+					}(reqs[g][:(n+appenders-1-g)/appenders])
+				}
+				for range appenders {
+					if err := <-errs; err != nil {
+						b.Fatal(err)
+					}
+				}
+				done += n
 			}
 		})
 	}

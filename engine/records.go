@@ -27,6 +27,9 @@ import (
 // how many appends decompress at once, not how many partitions take compressed batches.
 type RecordChecker struct {
 	decompressors sync.Pool
+	// probe, when set (tests only), is called at the start of every check: a test sees
+	// from it where a check runs (outside the partition's append lock).
+	probe func()
 }
 
 // NewRecordChecker returns a RecordChecker.
@@ -36,6 +39,9 @@ func NewRecordChecker() *RecordChecker {
 
 // check checks the records of b, a whole batch whose header h batch.Check returned.
 func (rc *RecordChecker) check(h *batch.Header, b []byte) error {
+	if rc.probe != nil {
+		rc.probe()
+	}
 	if h.Codec == batch.CodecNone {
 		return walkRecords(h, h.Records(b))
 	}

@@ -7,56 +7,14 @@ import (
 
 	"sluice/batch"
 	"sluice/codec"
+	"sluice/internal/batchtest"
 	"sluice/persist/local"
 )
 
-// sealed builds a batch of producer pid over a records section a producer got wrong: its
-// header says count records of size bytes, compressed with c, and its CRC is right, so
-// that only a look at the records tells it from a good batch.
-func sealed(t testing.TB, pid int64, seq int32, c batch.Codec, count, size uint32, section []byte) []byte {
-	t.Helper()
-	h := batch.Header{ProducerID: pid, BaseSequence: seq, Codec: c, Count: count, UncompressedSize: size,
-		FirstTimestamp: 1_700_000_000_000, MaxTimestamp: 1_700_000_000_000}
-	b, err := batch.Seal(nil, h, section)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := batch.Check(b); err != nil {
-		t.Fatalf("the hostile batch is refused by its header or CRC already: %v", err)
-	}
-	return b
-}
-
-// hostileBatches are batches whose header and CRC check out and whose records no
-// consumer can read (found by a review: each was stored and acknowledged, and every
-// consumer stopped at it for good).
+// hostileBatches are batchtest.Unreadable's batches of producer pid at sequence 0.
 func hostileBatches(t testing.TB, pid int64) map[string][]byte {
-	var comp codec.Compressor
-	records := func(n int) []byte {
-		var b batch.Builder
-		b.Reset(nil, pid, 0)
-		for i := range n {
-			b.Add(uint16(i), 1_700_000_000_000, nil, fmt.Appendf(nil, "record %d", i))
-		}
-		return append([]byte(nil), b.Records()...)
-	}
-	three, ten := records(3), records(10)
-	bad := append([]byte(nil), three...)
-	bad[0] = 0x7f // the first record's body length runs past the section
-	junk := []byte("this is not a compressed frame, whatever its header says")
-	zstd := func(recs []byte) []byte { return comp.Compress(nil, batch.CodecZstd, recs) }
-	return map[string][]byte{
-		"zstd junk":                   sealed(t, pid, 0, batch.CodecZstd, 2, 64, junk),
-		"lz4 junk":                    sealed(t, pid, 0, batch.CodecLZ4, 2, 64, junk),
-		"s2 junk":                     sealed(t, pid, 0, batch.CodecS2, 2, 64, junk),
-		"zstd, a record more":         sealed(t, pid, 0, batch.CodecZstd, 2, uint32(len(three)), zstd(three)),
-		"zstd, a record less":         sealed(t, pid, 0, batch.CodecZstd, 11, uint32(len(ten)), zstd(ten)),
-		"zstd, size 10 bytes over":    sealed(t, pid, 0, batch.CodecZstd, 3, uint32(len(three)+10), zstd(three)),
-		"zstd, a bad record":          sealed(t, pid, 0, batch.CodecZstd, 3, uint32(len(bad)), zstd(bad)),
-		"uncompressed, a bad record":  sealed(t, pid, 0, batch.CodecNone, 3, 0, bad),
-		"uncompressed, a record more": sealed(t, pid, 0, batch.CodecNone, 2, 0, three),
-		"millions of offsets in 60 B": sealed(t, pid, 0, batch.CodecZstd, 9_586_972, 64<<20-56, junk[:4]),
-	}
+	t.Helper()
+	return batchtest.Unreadable(t, pid, 0, 1_700_000_000_000)
 }
 
 // TestProduceRefusesUnreadableRecords: with a RecordChecker (the broker's default) a
@@ -161,5 +119,51 @@ func TestProduceRefusesNewerLayoutStamp(t *testing.T) {
 		if res, err := p.Produce(1, 1, stamped(layout), testNow); err != nil || res.Appended != 1 {
 			t.Fatalf("a batch stamped with layout %d at version 1: %+v, %v", layout, res, err)
 		}
+	}
+}
+
+// TestRecordCheckOutsideAppendLock: a produced batch's records are checked before the
+// partition's append lock is taken, so that a request whose check is long (a large
+// compressed batch, decompressed) does not stall the partition's other appenders; the
+// sequences are still checked under it. The checker's probe tries the lock from inside
+// each check: it must be free there. A request refused by its records, and one for a
+// sequence gap behind a checked batch, append nothing.
+func TestRecordCheckOutsideAppendLock(t *testing.T) {
+	a := newArena(t, 64<<20, 64<<10)
+	rc := NewRecordChecker()
+	p := openPartitionAt(t, t.TempDir(), a, local.Options{Sync: local.SyncNever}, 1, rc)
+	defer p.Close()
+	var checks, locked int
+	rc.probe = func() {
+		checks++
+		if !p.app.TryLock() {
+			locked++
+			return
+		}
+		p.app.Unlock()
+	}
+	var comp codec.Compressor
+	var b batch.Builder
+	b.Reset(nil, 4, 0)
+	for j := range 50 {
+		b.Add(uint16(j), 1_700_000_000_000, nil, fmt.Appendf(nil, "record %d, compressed with its neighbours", j))
+	}
+	good := comp.Finish(&b, batch.CodecZstd)
+	if res, err := p.Produce(1, 1, good, testNow); err != nil || res.Appended != 1 {
+		t.Fatalf("a good zstd batch: %+v, %v", res, err)
+	}
+	hostile := hostileBatches(t, 4)["zstd, a bad record"]
+	if _, err := p.Produce(1, 1, hostile, testNow); !errors.Is(err, ErrInvalidBatch) {
+		t.Fatalf("a batch of unreadable records: %v, want ErrInvalidBatch", err)
+	}
+	gap := mkBatch(4, 70, 2, 10) // producer 4 is at sequence 49: 70 leaves a gap
+	if _, err := p.Produce(1, 1, gap, testNow); !errors.Is(err, ErrOutOfOrderSequence) {
+		t.Fatalf("a sequence gap: %v, want ErrOutOfOrderSequence", err)
+	}
+	if checks != 3 || locked != 0 {
+		t.Fatalf("%d record checks, %d of them under the append lock; want 3, none", checks, locked)
+	}
+	if next := p.Window().Next; next != 50 {
+		t.Fatalf("the log ends at %d, want 50: a refused request appended", next)
 	}
 }
