@@ -205,8 +205,14 @@ func (r *Reader) scan(ctx context.Context, f *fileView, pos, from, want int64, m
 				// collects nothing, so it goes on to tell damage from a torn tail.
 				break
 			}
-			if f.end == math.MaxInt64 && !r.validAfter(ctx, f, pos, next, h) {
-				break // a torn tail
+			if f.end == math.MaxInt64 {
+				valid, err := r.validAfter(ctx, f, pos, next, h)
+				if err != nil {
+					return 0, 0, nil, err // not knowing what follows is not a torn tail
+				}
+				if !valid {
+					break // a torn tail
+				}
 			}
 			return 0, 0, nil, fmt.Errorf("%w: %s at position %d: %v", ErrCorrupt, path.Join(r.dir, f.name), pos, bad)
 		}
@@ -283,19 +289,22 @@ func (r *Reader) batchAt(ctx context.Context, f *fileView, pos, next int64, whol
 // followed by an intact one damage, as Read does: Read skips the batches below the offset
 // asked for by their headers alone, CRC unchecked, and would serve that intact batch past
 // an End that took the first damaged one for a torn tail. The walk is bounded by the
-// file (each hop moves at least a header), and runs only when a bad batch is met.
-func (r *Reader) validAfter(ctx context.Context, f *fileView, pos, next int64, h batch.Header) bool {
+// file (each hop moves at least a header), and runs only when a bad batch is met. An
+// I/O error on the way is returned: a read that failed shows nothing about the bytes it
+// did not read, and taking it for a torn tail would put the end of the data before
+// intact batches (a review found End doing so).
+func (r *Reader) validAfter(ctx context.Context, f *fileView, pos, next int64, h batch.Header) (bool, error) {
 	for h.Length != 0 && h.Count != 0 {
 		pos, next = pos+int64(h.Size()), next+int64(h.Count)
 		var bad, err error
 		if h, _, bad, err = r.batchAt(ctx, f, pos, next, true); err != nil {
-			return false
+			return false, err
 		}
 		if bad == nil {
-			return true
+			return true, nil
 		}
 	}
-	return false
+	return false, nil
 }
 
 // errShortFile is readAt's error for bytes past the end of the file.
