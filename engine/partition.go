@@ -23,12 +23,14 @@ type Partition struct {
 	store persist.Store
 	arena *memarena.Arena
 	buf   *memarena.WriteBuffer // set at Open, never replaced; guards itself
-	// records checks produced batches' records (PartitionConfig.Records; nil: not).
+	// records checks produced batches' records (PartitionConfig.Records; nil: not), and
+	// routes their logical ids (PartitionConfig.Routes; nil: not).
 	records *RecordChecker
+	routes  func(stamp uint16) (lo, hi int, ok bool)
 
 	// app is the append domain: Produce runs here, on whichever event loop read the
 	// request, so that a produced byte is copied once, from the socket buffer to its
-	// place in the arena. Its lock is held for memory work only (validation, placement,
+	// place in the arena. Its lock is held for memory work only (the sequences, placement,
 	// the copy), never for I/O.
 	app struct {
 		sync.Mutex
@@ -101,6 +103,16 @@ type PartitionConfig struct {
 	// Records checks the records of every produced batch before it is appended (shared
 	// by the broker's partitions); nil checks each batch's header and CRC only.
 	Records *RecordChecker
+	// Routes gives the logical ids this partition serves in the layout of a topic version
+	// whose low 16 bits are stamp (a batch's layout stamp, batch.Header.Layout): [lo, hi),
+	// empty when the partition was not in that layout; ok is false for a layout it does
+	// not know, which is then not checked. With Records, every record of a stamped batch
+	// must have a logical id in that range: a producer that routed a record elsewhere than
+	// its layout says (a client's bug) would put it where no consumer of its logical range
+	// reads it, and out of order with its key's other records across an expansion. nil:
+	// not checked. Called from any goroutine (before the append lock, see
+	// produceLocking), so it must not wait for a partition's append lock.
+	Routes func(stamp uint16) (lo, hi int, ok bool)
 }
 
 // Open loads a partition over an opened store: it rebuilds producer state from the
@@ -113,7 +125,7 @@ type PartitionConfig struct {
 // arena refuses the write buffer.
 func Open(cfg PartitionConfig, store persist.Store, arena *memarena.Arena) (*Partition, error) {
 	p := &Partition{topic: cfg.Topic, id: cfg.ID, session: cfg.Session,
-		store: store, arena: arena, replicated: cfg.Replicated, replicaStart: -1, records: cfg.Records}
+		store: store, arena: arena, replicated: cfg.Replicated, replicaStart: -1, records: cfg.Records, routes: cfg.Routes}
 	p.version.Store(cfg.Version)
 	if cfg.Replicated {
 		p.replicaStart = cfg.ReplicaStart

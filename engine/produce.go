@@ -66,23 +66,33 @@ func (p *Partition) Produce(v uint32, s uint64, batches []byte, now time.Time) (
 // would stall every other appender of the partition (another event loop's producers)
 // for as long as the largest request took to check: milliseconds for a 64 MiB batch to
 // decompress. What is left under the lock is the sequences, the placing and the copy.
-// A request for an older layout (drain) is not checked here: it is never appended, and
-// drain checks what it reads. The version read here only decides whether to check
-// first; produce checks under the lock whatever this skipped.
+// A request the window or the partition's damage will refuse (a resend after a restart,
+// an older layout's drain) is not checked first: that would spend the check on a
+// refusal. What is read here only decides whether to check first; produce checks under
+// the lock whatever this skipped and the lock then lets through.
 func (p *Partition) produceLocking(v uint32, s uint64, batches []byte, now time.Time, res *ProduceResult) error {
-	pre := precheck{done: v >= p.version.Load() || len(batches) == 0}
-	if pre.done {
-		pre.err = p.checkBatches(v, batches)
+	var pre precheck
+	if p.windowOpen(v, s) {
+		pre.done = true
+		pre.at, pre.err = p.checkBatches(v, batches)
 	}
 	p.app.Lock()
 	defer p.app.Unlock()
 	return p.produce(v, s, batches, now, res, pre)
 }
 
-// precheck is checkBatches's verdict on a request, taken before the append lock; done is
-// false when it was not taken.
+// windowOpen reports, without the lock, whether a request of version v and session s
+// would pass CheckWindow and the damage check now.
+func (p *Partition) windowOpen(v uint32, s uint64) bool {
+	return v == p.version.Load() && (s == 0 || s == p.session) && p.damage.Load() == nil
+}
+
+// precheck is checkBatches's verdict on a request, taken before the append lock: done is
+// false when it was not taken; err is the first batch's refusal, at byte at of the
+// request (len(batches) when none).
 type precheck struct {
 	done bool
+	at   int
 	err  error
 }
 
@@ -104,14 +114,16 @@ func (p *Partition) produce(v uint32, s uint64, batches []byte, now time.Time, r
 	if err := p.Damage(); err != nil && len(batches) > 0 {
 		return err
 	}
-	if !pre.done { // the version moved under the precheck's feet: rare, so here
-		pre.err = p.checkBatches(v, batches)
+	if !pre.done { // the window opened under the precheck's feet: rare, so here
+		pre.at, pre.err = p.checkBatches(v, batches)
+	}
+	// The first batch that fails either check names the refusal, as when each batch was
+	// checked whole in turn: a sequence gap before a corrupt batch is the gap.
+	if err := p.checkSequences(batches[:pre.at]); err != nil {
+		return err
 	}
 	if pre.err != nil {
 		return pre.err
-	}
-	if err := p.checkSequences(batches); err != nil {
-		return err
 	}
 	for rest := batches; len(rest) > 0; {
 		h, _ := batch.ParseHeader(rest) // validated above
@@ -139,8 +151,9 @@ func (p *Partition) produce(v uint32, s uint64, batches []byte, now time.Time, r
 
 // checkBatches checks every batch of a request on its own (header and CRC, its layout
 // stamp against v, the request's topic version, its records with p.records, and that its
-// sequences do not wrap), without the append lock: it reads the request only.
-func (p *Partition) checkBatches(v uint32, batches []byte) error {
+// sequences do not wrap), without the append lock: it reads the request only. It returns the first
+// refusal and the byte of the request its batch starts at (len(batches) when none).
+func (p *Partition) checkBatches(v uint32, batches []byte) (int, error) {
 	for pos := 0; pos < len(batches); {
 		h, err := batch.Check(batches[pos:])
 		if err == nil && batch.NewerLayout(h.Layout, uint16(v)) {
@@ -149,22 +162,28 @@ func (p *Partition) checkBatches(v uint32, batches []byte) error {
 			err = fmt.Errorf("the batch is stamped with layout %d, newer than the request's topic version %d", h.Layout, v)
 		}
 		if err == nil && p.records != nil { // last: the one check whose cost grows with the records
-			err = p.records.check(&h, batches[pos:pos+h.Size()])
+			lo, hi := 0, 1<<16 // every logical id a record can have
+			if h.Layout != 0 && p.routes != nil {
+				if l, u, ok := p.routes(h.Layout); ok {
+					lo, hi = l, u
+				}
+			}
+			err = p.records.check(&h, batches[pos:pos+h.Size()], lo, hi)
 		}
 		if err != nil {
-			return fmt.Errorf("%w at byte %d of the request: %w", ErrInvalidBatch, pos, err)
+			return pos, fmt.Errorf("%w at byte %d of the request: %w", ErrInvalidBatch, pos, err)
 		}
 		if idempotent(&h) && seqWraps(&h) {
-			return fmt.Errorf("%w at byte %d of the request: producer %d's batch of %d records at sequence %d reaches %d, the end of its sequences (take a new producer id rather than wrap)",
+			return pos, fmt.Errorf("%w at byte %d of the request: producer %d's batch of %d records at sequence %d reaches %d, the end of its sequences (take a new producer id rather than wrap)",
 				ErrInvalidBatch, pos, h.ProducerID, h.Count, h.BaseSequence, math.MaxInt32)
 		}
 		pos += h.Size()
 	}
-	return nil
+	return len(batches), nil
 }
 
-// checkSequences checks that the producers' sequences continue, in the batches of a
-// request that checkBatches passed, without changing anything. Requires p.app.
+// checkSequences checks that the producers' sequences continue, in batches that
+// checkBatches passed, without changing anything. Requires p.app.
 func (p *Partition) checkSequences(batches []byte) error {
 	// Sequences continue across the batches of one request too: track the last seen per
 	// producer. A request carries one producer's batches (the client's), so a few

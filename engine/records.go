@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"sync"
 
 	"sluice/batch"
@@ -37,13 +38,14 @@ func NewRecordChecker() *RecordChecker {
 	return &RecordChecker{decompressors: sync.Pool{New: func() any { return new(codec.Decompressor) }}}
 }
 
-// check checks the records of b, a whole batch whose header h batch.Check returned.
-func (rc *RecordChecker) check(h *batch.Header, b []byte) error {
+// check checks the records of b, a whole batch whose header h batch.Check returned, and
+// that every record's logical id is in [lo, hi) (0 and 1<<16: any).
+func (rc *RecordChecker) check(h *batch.Header, b []byte, lo, hi int) error {
 	if rc.probe != nil {
 		rc.probe()
 	}
 	if h.Codec == batch.CodecNone {
-		return walkRecords(h, h.Records(b))
+		return walkRecords(h, h.Records(b), lo, hi)
 	}
 	d := rc.decompressors.Get().(*codec.Decompressor)
 	defer rc.decompressors.Put(d)
@@ -51,14 +53,22 @@ func (rc *RecordChecker) check(h *batch.Header, b []byte) error {
 	if err != nil {
 		return err
 	}
-	return walkRecords(h, recs)
+	return walkRecords(h, recs, lo, hi)
 }
 
-// walkRecords decodes every record of a records section and returns the first error.
-func walkRecords(h *batch.Header, recs []byte) error {
+// walkRecords decodes every record of a records section and returns the first error: a
+// record that does not decode, or whose logical id is outside [lo, hi).
+func walkRecords(h *batch.Header, recs []byte, lo, hi int) error {
 	var it batch.Iter
 	it.ResetRecords(*h, recs)
 	for it.Next() {
+		if r := it.Record(); int(r.Logical) < lo || int(r.Logical) >= hi {
+			if lo >= hi {
+				return fmt.Errorf("the batch is stamped with layout %d, which has no such partition: its records were routed elsewhere", h.Layout)
+			}
+			return fmt.Errorf("record %d has logical id %d, which layout %d routes elsewhere: this partition serves %d to %d there",
+				r.Offset-h.BaseOffset, r.Logical, h.Layout, lo, hi-1)
+		}
 	}
 	return it.Err()
 }

@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 
 	"sluice/batch"
@@ -127,7 +128,8 @@ func TestProduceRefusesNewerLayoutStamp(t *testing.T) {
 // compressed batch, decompressed) does not stall the partition's other appenders; the
 // sequences are still checked under it. The checker's probe tries the lock from inside
 // each check: it must be free there. A request refused by its records, and one for a
-// sequence gap behind a checked batch, append nothing.
+// sequence gap behind a checked batch, append nothing; one the window refuses (another
+// session) is not checked at all.
 func TestRecordCheckOutsideAppendLock(t *testing.T) {
 	a := newArena(t, 64<<20, 64<<10)
 	rc := NewRecordChecker()
@@ -160,10 +162,110 @@ func TestRecordCheckOutsideAppendLock(t *testing.T) {
 	if _, err := p.Produce(1, 1, gap, testNow); !errors.Is(err, ErrOutOfOrderSequence) {
 		t.Fatalf("a sequence gap: %v, want ErrOutOfOrderSequence", err)
 	}
+	if _, err := p.Produce(1, 99, mkBatch(4, 50, 2, 10), testNow); !errors.Is(err, ErrSessionMismatch) {
+		t.Fatalf("a request of another session: %v, want ErrSessionMismatch", err)
+	}
 	if checks != 3 || locked != 0 {
-		t.Fatalf("%d record checks, %d of them under the append lock; want 3, none", checks, locked)
+		t.Fatalf("%d record checks, %d of them under the append lock; want 3 (none for the request the window refuses), none", checks, locked)
 	}
 	if next := p.Window().Next; next != 50 {
 		t.Fatalf("the log ends at %d, want 50: a refused request appended", next)
+	}
+}
+
+// TestProduceRefusesMisroutedRecords: with Routes, a stamped batch whose records have
+// logical ids outside the range the partition serves in the stamped layout is refused
+// whole (ErrInvalidBatch), and so is one stamped with a layout the partition was not in;
+// records inside the range are taken; a batch without a stamp, and one stamped with a
+// layout Routes does not know, are not held to a range; without a RecordChecker (a
+// broker trusting its producers) nothing is.
+func TestProduceRefusesMisroutedRecords(t *testing.T) {
+	a := newArena(t, 64<<20, 64<<10)
+	// Partition 1 of 4 in layout 1 (logical ids 16384 to 32767); layout 2 did not have it
+	// (a made-up history, to reach the empty range); layout 3 is unknown.
+	routes := func(stamp uint16) (int, int, bool) {
+		switch stamp {
+		case 1:
+			return 16384, 32768, true
+		case 2:
+			return 0, 0, true
+		}
+		return 0, 0, false
+	}
+	open := func(rc *RecordChecker) *Partition {
+		l, err := local.Open(t.TempDir(), local.Options{Sync: local.SyncNever})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := Open(PartitionConfig{Topic: "t", ID: 1, Version: 3, Session: 1, Records: rc, Routes: routes}, l, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { p.Close() })
+		return p
+	}
+	stamped := func(layout uint16, logical ...uint16) []byte {
+		var b batch.Builder
+		b.Reset(nil, -1, -1)
+		b.SetLayout(layout)
+		for i, l := range logical {
+			b.Add(l, 1_700_000_000_000, nil, fmt.Appendf(nil, "record %d", i))
+		}
+		return b.Finish()
+	}
+	for _, c := range []struct {
+		name  string
+		batch []byte
+		ok    bool
+	}{
+		{"in range", stamped(1, 16384, 20000, 32767), true},
+		{"one record below", stamped(1, 16384, 16383), false},
+		{"one record above", stamped(1, 32767, 32768), false},
+		{"a layout without the partition", stamped(2, 0), false},
+		{"an unknown layout", stamped(3, 0, 65535), true},
+		{"no stamp", stamped(0, 0, 65535), true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := open(NewRecordChecker())
+			res, err := p.Produce(3, 1, c.batch, testNow)
+			if c.ok && (err != nil || res.Appended != 1) {
+				t.Fatalf("%+v, %v; want it appended", res, err)
+			}
+			if !c.ok && (!errors.Is(err, ErrInvalidBatch) || p.Window().Next != 0) {
+				t.Fatalf("%v, log at %d; want ErrInvalidBatch and nothing appended", err, p.Window().Next)
+			}
+			trusting := open(nil)
+			if res, err := trusting.Produce(3, 1, c.batch, testNow); err != nil || res.Appended != 1 {
+				t.Fatalf("a partition trusting its producers: %+v, %v; want it appended", res, err)
+			}
+		})
+	}
+}
+
+// TestProduceErrorOfFirstFailingBatch (from a review): the refusal of a request is its
+// first failing batch's, as when every batch was checked whole in turn, although the
+// checks of the records run before the append lock and the sequences' under it: a
+// sequence gap before a corrupt batch is the gap, a corrupt batch before a gap is
+// corrupt.
+func TestProduceErrorOfFirstFailingBatch(t *testing.T) {
+	a := newArena(t, 64<<20, 64<<10)
+	p := openPartitionAt(t, t.TempDir(), a, local.Options{Sync: local.SyncNever}, 1, NewRecordChecker())
+	defer p.Close()
+	if _, err := p.Produce(1, 1, mkBatch(4, 0, 5, 10), testNow); err != nil {
+		t.Fatal(err)
+	}
+	corrupt := func(b []byte) []byte {
+		b[len(b)-1] ^= 1 // its CRC fails
+		return b
+	}
+	gap := mkBatch(4, 70, 2, 10) // producer 4 is at sequence 4: 70 leaves a gap
+	if _, err := p.Produce(1, 1, slices.Concat(gap, corrupt(mkBatch(4, 72, 2, 10))), testNow); !errors.Is(err, ErrOutOfOrderSequence) {
+		t.Fatalf("a gap, then a corrupt batch: %v, want ErrOutOfOrderSequence", err)
+	}
+	if _, err := p.Produce(1, 1, slices.Concat(corrupt(mkBatch(4, 5, 2, 10)), gap), testNow); !errors.Is(err, ErrInvalidBatch) {
+		t.Fatalf("a corrupt batch, then a gap: %v, want ErrInvalidBatch", err)
+	}
+	if next := p.Window().Next; next != 5 {
+		t.Fatalf("the log ends at %d, want 5", next)
 	}
 }

@@ -3,7 +3,9 @@ package test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -100,4 +102,56 @@ func readValues(ctx context.Context, addr string, n int, opts ...client.Opt) ([]
 		}
 	}
 	return got, nil
+}
+
+// TestMisroutedRecordsRefused: a batch stamped with the layout its producer routed it by
+// is refused (corrupt_batch, naming the record and its logical id) when a record's
+// logical id belongs to another partition in that layout, as a client's routing bug
+// would send it, and the partition takes nothing of it; the same batch routed right is
+// taken. A batch without a stamp (a client that does not say its layout) is not held to
+// one. The Go client's keyed and keyless records over four partitions all pass.
+func TestMisroutedRecordsRefused(t *testing.T) {
+	b := testbroker.Start(t, t.TempDir())
+	w := dial(t, b.Addr)
+	createTopic(t, w, "route", 4)
+	batchOf := func(layout uint16, logical uint16) []byte {
+		var bb batch.Builder
+		bb.Reset(nil, -1, -1)
+		bb.SetLayout(layout)
+		bb.Add(logical, time.Now().UnixMilli(), nil, []byte("routed by layout 1"))
+		bb.Add(logical+1, time.Now().UnixMilli(), nil, []byte("its neighbour"))
+		return bb.Finish()
+	}
+	produce := func(part uint32, batches []byte) *wire.Response {
+		return w.call(&wire.ProduceRequest{Topic: []byte("route"), Partition: part, Version: 1, Batches: batches})
+	}
+	lo2, _ := wire.LogicalRange(2, 4) // partition 2's first logical id in layout 1
+	if resp := produce(1, batchOf(1, uint16(lo2))); resp.Header.Code != wire.CodeCorruptBatch || !strings.Contains(resp.Text, fmt.Sprintf("logical id %d", lo2)) {
+		t.Fatalf("a batch of partition 2's records produced to partition 1: %v (%s), want corrupt_batch naming logical id %d", resp.Header.Code, resp.Text, lo2)
+	}
+	mustOK(t, produce(2, batchOf(1, uint16(lo2))))
+	mustOK(t, produce(1, batchOf(0, uint16(lo2)))) // no stamp: not held to a layout
+	if got := fetchValues(t, w, "route", 1, 0); len(got) != 2 {
+		t.Fatalf("partition 1 holds %v, want only the unstamped batch's 2 records", got)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p, err := client.NewProducer(ctx, "route", client.Brokers(b.Addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(context.Background())
+	for i := range 400 {
+		r := &client.Record{Value: fmt.Appendf(nil, "v%d", i)}
+		if i%2 == 0 {
+			r.Key = fmt.Appendf(nil, "key %d", i)
+		}
+		if err := p.Produce(ctx, r); err != nil {
+			t.Fatalf("record %d: %v", i, err)
+		}
+	}
+	if err := p.Flush(ctx); err != nil {
+		t.Fatalf("the client's own routing refused: %v", err)
+	}
 }
