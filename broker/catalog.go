@@ -172,7 +172,7 @@ func (b *Broker) openTopic(m topicMeta) *topic {
 	for i := range m.Partitions {
 		pt := b.newPart(t, i)
 		if err == nil {
-			pt.p, pt.offline = b.openPartition(t, m, i, opts, tails[i])
+			pt.p, pt.offline = b.openPartition(m, i, opts, tails[i])
 		} else {
 			pt.offline = fmt.Errorf("bad options in %s: %w", metaFile, err)
 		}
@@ -209,9 +209,7 @@ func (b *Broker) clampStored(m topicMeta) wire.TopicOptions {
 
 // openPartition opens one partition's store and its engine partition; in distributed
 // mode, in line with what HDFS holds of it (openLocal).
-// t is the topic the partition belongs to (its layouts route produced records), m its
-// metadata as read for the open.
-func (b *Broker) openPartition(t *topic, m topicMeta, i int, opts local.Options, tr tailRead) (*engine.Partition, error) {
+func (b *Broker) openPartition(m topicMeta, i int, opts local.Options, tr tailRead) (*engine.Partition, error) {
 	dir := filepath.Join(b.topicDir(m.Name), fmt.Sprint(i))
 	l, replica, err := b.openLocal(m.Name, i, dir, opts, tr)
 	if err != nil {
@@ -219,7 +217,7 @@ func (b *Broker) openPartition(t *topic, m topicMeta, i int, opts local.Options,
 	}
 	p, err := engine.Open(engine.PartitionConfig{Topic: m.Name, ID: i, Version: m.Version,
 		Session: b.newSession(), Replicated: b.cfg.HDFS.Enabled(), ReplicaStart: replica.start,
-		Prior: replica.prior, Records: b.records, Routes: b.routes(t, i)}, l, b.arena)
+		Prior: replica.prior, Records: b.records, Partitions: m.Partitions}, l, b.arena)
 	if err != nil {
 		l.Close()
 		return nil, err

@@ -91,6 +91,18 @@ func (b *Broker) growTopicLocked(t *topic, ti admin.TopicInfo) {
 		"partitions", ti.Partitions, "from", from, "version", ti.Version)
 }
 
+// partitionsAt returns how many partitions a topic with these layouts (oldest first) has
+// at version v: the last layout's at or below v (0: none).
+func partitionsAt(layouts []admin.Layout, v uint32) int {
+	n := 0
+	for _, l := range layouts {
+		if l.Version <= v {
+			n = l.Partitions
+		}
+	}
+	return n
+}
+
 // layoutOf returns a topic's current version and its layouts, read under b.mu (an
 // expansion changes them).
 func (b *Broker) layoutOf(t *topic) (uint32, []admin.Layout) {
@@ -168,7 +180,7 @@ func (b *Broker) switchPart(pid admin.PartitionID, pt *part) {
 			return
 		}
 	}
-	pt.p.Switch(version)
+	pt.p.Switch(version, partitionsAt(layouts, version))
 	pt.switchAsked.Store(false) // recorded: a later expansion's freeze may be undone again
 	b.cfg.Logger.Info("switched to a new topic version", "topic", pid.Topic, "partition", pid.ID, "version", version,
 		"switch_offset", at, "recorded", len(due))

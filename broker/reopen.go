@@ -53,7 +53,7 @@ func (b *Broker) reopen(old *part) {
 	if err != nil {
 		return // not an HDFS matter: stays offline
 	}
-	p, err := b.openPartition(old.topic, m, old.id, opts, b.readTail(m.Name, old.id))
+	p, err := b.openPartition(m, old.id, opts, b.readTail(m.Name, old.id))
 	if err != nil {
 		if ok, n := old.answerLog.allow(time.Now()); ok {
 			b.cfg.Logger.Warn("partition still offline", "topic", m.Name, "partition", old.id, "err", err, "suppressed", n)

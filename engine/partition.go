@@ -9,6 +9,7 @@ import (
 	"sluice/batch"
 	"sluice/memarena"
 	"sluice/persist"
+	"sluice/wire"
 )
 
 // Partition is one physical partition: its write buffer in the arena, its stored log
@@ -23,10 +24,15 @@ type Partition struct {
 	store persist.Store
 	arena *memarena.Arena
 	buf   *memarena.WriteBuffer // set at Open, never replaced; guards itself
-	// records checks produced batches' records (PartitionConfig.Records; nil: not), and
-	// routes their logical ids (PartitionConfig.Routes; nil: not).
+	// records checks produced batches' records (PartitionConfig.Records; nil: not).
 	records *RecordChecker
-	routes  func(stamp uint16) (lo, hi int, ok bool)
+	// logical is the range of logical ids the partition serves in the layout of its
+	// version, with that version (nil: unknown, records not held to it). Set at Open and
+	// by Switch, with the version; read without the append lock by checkBatches.
+	logical atomic.Pointer[logicalRange]
+	// frozen is set by Freeze and cleared by Switch or Thaw, under the append lock: while
+	// it is set nothing is appended (ErrSwitching). windowOpen reads it without the lock.
+	frozen atomic.Bool
 
 	// app is the append domain: Produce runs here, on whichever event loop read the
 	// request, so that a produced byte is copied once, from the socket buffer to its
@@ -36,7 +42,6 @@ type Partition struct {
 		sync.Mutex
 		producers map[int64]*producerState
 		segs      []segStart // where each segment still in the buffer starts in its stream
-		frozen    bool       // Freeze: nothing is appended until Switch or Thaw
 	}
 	// fetchParked counts the long polls parked here. The owner raises it before it
 	// checks the end and parks; an appender reads it after it moved the end: with
@@ -103,16 +108,33 @@ type PartitionConfig struct {
 	// Records checks the records of every produced batch before it is appended (shared
 	// by the broker's partitions); nil checks each batch's header and CRC only.
 	Records *RecordChecker
-	// Routes gives the logical ids this partition serves in the layout of a topic version
-	// whose low 16 bits are stamp (a batch's layout stamp, batch.Header.Layout): [lo, hi),
-	// empty when the partition was not in that layout; ok is false for a layout it does
-	// not know, which is then not checked. With Records, every record of a stamped batch
-	// must have a logical id in that range: a producer that routed a record elsewhere than
-	// its layout says (a client's bug) would put it where no consumer of its logical range
-	// reads it, and out of order with its key's other records across an expansion. nil:
-	// not checked. Called from any goroutine (before the append lock, see
-	// produceLocking), so it must not wait for a partition's append lock.
-	Routes func(stamp uint16) (lo, hi int, ok bool)
+	// Partitions is how many partitions the topic has in the layout of Version (0:
+	// unknown). With Records, the records of every batch stamped with a layout (its
+	// producer says which layout routed them, batch.Header.Layout) must have logical ids
+	// in the range this partition serves at Version, wire.LogicalRange(ID, Partitions):
+	// what is appended from now on is read by the consumers of that range. A producer
+	// that routed a record elsewhere (a client's bug, or batches routed before an
+	// expansion and sent again after it unrouted) would put it where no consumer of its
+	// logical range reads it, out of order with its key's other records. Switch gives
+	// the count of each later version.
+	Partitions int
+}
+
+// logicalRange is the range of logical ids [lo, hi) a partition serves at a version.
+type logicalRange struct {
+	version uint32
+	lo, hi  int
+}
+
+// setLogical sets the range the partition serves at version v of a topic of n
+// partitions (n = 0: unknown).
+func (p *Partition) setLogical(v uint32, n int) {
+	if n <= p.id || n > wire.MaxPartitions {
+		p.logical.Store(nil)
+		return
+	}
+	lo, hi := wire.LogicalRange(p.id, n)
+	p.logical.Store(&logicalRange{version: v, lo: lo, hi: hi})
 }
 
 // Open loads a partition over an opened store: it rebuilds producer state from the
@@ -125,8 +147,9 @@ type PartitionConfig struct {
 // arena refuses the write buffer.
 func Open(cfg PartitionConfig, store persist.Store, arena *memarena.Arena) (*Partition, error) {
 	p := &Partition{topic: cfg.Topic, id: cfg.ID, session: cfg.Session,
-		store: store, arena: arena, replicated: cfg.Replicated, replicaStart: -1, records: cfg.Records, routes: cfg.Routes}
+		store: store, arena: arena, replicated: cfg.Replicated, replicaStart: -1, records: cfg.Records}
 	p.version.Store(cfg.Version)
+	p.setLogical(cfg.Version, cfg.Partitions)
 	if cfg.Replicated {
 		p.replicaStart = cfg.ReplicaStart
 	}

@@ -249,7 +249,7 @@ func TestSequenceDoesNotWrap(t *testing.T) {
 	// than the window, is acknowledged; one that reaches the end is corrupt, not a
 	// version mismatch (which would have the client route it again).
 	p.Freeze()
-	p.Switch(2)
+	p.Switch(2, 0)
 	if res, err := p.Produce(1, 0, req[0], testNow); err != nil || res.Duplicates != 1 {
 		t.Fatalf("a drain of the oldest batch: %+v %v", res, err)
 	}

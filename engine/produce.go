@@ -82,9 +82,10 @@ func (p *Partition) produceLocking(v uint32, s uint64, batches []byte, now time.
 }
 
 // windowOpen reports, without the lock, whether a request of version v and session s
-// would pass CheckWindow and the damage check now.
+// would pass CheckWindow and the damage check now, and whether the partition is not
+// frozen for a switch (which refuses every new batch, ErrSwitching).
 func (p *Partition) windowOpen(v uint32, s uint64) bool {
-	return v == p.version.Load() && (s == 0 || s == p.session) && p.damage.Load() == nil
+	return v == p.version.Load() && (s == 0 || s == p.session) && p.damage.Load() == nil && !p.frozen.Load()
 }
 
 // precheck is checkBatches's verdict on a request, taken before the append lock: done is
@@ -150,10 +151,13 @@ func (p *Partition) produce(v uint32, s uint64, batches []byte, now time.Time, r
 }
 
 // checkBatches checks every batch of a request on its own (header and CRC, its layout
-// stamp against v, the request's topic version, its records with p.records, and that its
-// sequences do not wrap), without the append lock: it reads the request only. It returns the first
-// refusal and the byte of the request its batch starts at (len(batches) when none).
+// stamp against v, the request's topic version, its records with p.records and, for a
+// stamped batch, their logical ids against the range the partition serves at v, and
+// that its sequences do not wrap), without the append lock: it reads the request only.
+// It returns the first refusal and the byte of the request its batch starts at
+// (len(batches) when none).
 func (p *Partition) checkBatches(v uint32, batches []byte) (int, error) {
+	lr := p.logical.Load()
 	for pos := 0; pos < len(batches); {
 		h, err := batch.Check(batches[pos:])
 		if err == nil && batch.NewerLayout(h.Layout, uint16(v)) {
@@ -163,10 +167,10 @@ func (p *Partition) checkBatches(v uint32, batches []byte) (int, error) {
 		}
 		if err == nil && p.records != nil { // last: the one check whose cost grows with the records
 			lo, hi := 0, 1<<16 // every logical id a record can have
-			if h.Layout != 0 && p.routes != nil {
-				if l, u, ok := p.routes(h.Layout); ok {
-					lo, hi = l, u
-				}
+			if h.Layout != 0 && lr != nil && lr.version == v {
+				// Another version's range (a Switch since the window was read) holds
+				// nothing: the window refuses the request under the lock.
+				lo, hi = lr.lo, lr.hi
 			}
 			err = p.records.check(&h, batches[pos:pos+h.Size()], lo, hi)
 		}
@@ -237,7 +241,7 @@ func (p *Partition) appendOne(h *batch.Header, b []byte, now time.Time) (base, l
 			return -1, -1, true, nil
 		}
 	}
-	if p.app.frozen {
+	if p.frozen.Load() {
 		return -1, -1, false, ErrSwitching
 	}
 	// Room in the write buffer first (for the batch and the padding a roll may put

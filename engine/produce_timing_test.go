@@ -33,36 +33,43 @@ func BenchmarkProduce(b *testing.B) {
 			}
 			p := openPartitionAt(b, b.TempDir(), a, local.Options{Sync: local.SyncNever, SegmentBytes: 16 << 20, RetentionBytes: 64 << 20}, 1, rc)
 			defer p.Close()
-			const round = 1024
-			reqs := make([][]byte, round)
-			build := func(pid int64) {
-				for i := range reqs {
-					reqs[i] = mkBatch(pid, int32(i*c.records), c.records, c.size)
-				}
-			}
-			now := time.Now()
-			pid := int64(1)
-			build(pid)
-			b.SetBytes(int64(len(reqs[0])))
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				if i > 0 && i%round == 0 {
-					b.StopTimer()
-					persistNow(b, p)
-					if _, err := p.ApplyRetention(); err != nil {
-						b.Fatal(err)
-					}
-					pid++
-					build(pid)
-					b.StartTimer()
-				}
-				res, err := p.Produce(1, 1, reqs[i%round], now)
-				if err != nil || res.Appended != 1 {
-					b.Fatalf("request %d: appended %d: %v", i, res.Appended, err)
-				}
-			}
+			produceRounds(b, p, func(pid int64, i int) []byte { return mkBatch(pid, int32(i*c.records), c.records, c.size) })
 		})
+	}
+}
+
+// produceRounds runs b.N produce requests of one batch each on p, in rounds of 1024
+// requests from a new producer id (mk builds request i of producer pid); the requests
+// are built, and each round persisted and its retention applied, with the timer stopped.
+func produceRounds(b *testing.B, p *Partition, mk func(pid int64, i int) []byte) {
+	const round = 1024
+	reqs := make([][]byte, round)
+	build := func(pid int64) {
+		for i := range reqs {
+			reqs[i] = mk(pid, i)
+		}
+	}
+	now := time.Now()
+	pid := int64(1)
+	build(pid)
+	b.SetBytes(int64(len(reqs[0])))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if i > 0 && i%round == 0 {
+			b.StopTimer()
+			persistNow(b, p)
+			if _, err := p.ApplyRetention(); err != nil {
+				b.Fatal(err)
+			}
+			pid++
+			build(pid)
+			b.StartTimer()
+		}
+		res, err := p.Produce(1, 1, reqs[i%round], now)
+		if err != nil || res.Appended != 1 {
+			b.Fatalf("request %d: appended %d: %v", i, res.Appended, err)
+		}
 	}
 }
 
@@ -144,6 +151,42 @@ func BenchmarkProduceParallel(b *testing.B) {
 				}
 				done += n
 			}
+		})
+	}
+}
+
+// BenchmarkProduceHeld is BenchmarkProduce's checked batch of 63 records of 1 KiB,
+// stamped with its layout, on a partition that holds stamped records to its logical
+// range (held=true: PartitionConfig.Partitions set) and on one that does not: the cost
+// of the range check, one comparison per record in the records walk and one atomic
+// load per request (benchstat -col /held).
+func BenchmarkProduceHeld(b *testing.B) {
+	for _, held := range []bool{false, true} {
+		b.Run(fmt.Sprintf("held=%v", held), func(b *testing.B) {
+			a := newArena(b, 256<<20, 1<<20)
+			l, err := local.Open(b.TempDir(), local.Options{Sync: local.SyncNever, SegmentBytes: 16 << 20, RetentionBytes: 64 << 20})
+			if err != nil {
+				b.Fatal(err)
+			}
+			cfg := PartitionConfig{Topic: "t", ID: 0, Version: 1, Session: 1, Records: NewRecordChecker()}
+			if held {
+				cfg.Partitions = 1
+			}
+			p, err := Open(cfg, l, a)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer p.Close()
+			produceRounds(b, p, func(pid int64, i int) []byte {
+				var bb batch.Builder
+				bb.Reset(nil, pid, int32(i*63))
+				bb.SetLayout(1)
+				for j := range 63 {
+					v := fmt.Appendf(nil, "p%d-s%d-", pid, i*63+j)
+					bb.Add(uint16(j*1000), 1_700_000_000_000+int64(j), nil, append(v, make([]byte, 1000-len(v))...))
+				}
+				return bb.Finish()
+			})
 		})
 	}
 }

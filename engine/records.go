@@ -63,11 +63,8 @@ func walkRecords(h *batch.Header, recs []byte, lo, hi int) error {
 	it.ResetRecords(*h, recs)
 	for it.Next() {
 		if r := it.Record(); int(r.Logical) < lo || int(r.Logical) >= hi {
-			if lo >= hi {
-				return fmt.Errorf("the batch is stamped with layout %d, which has no such partition: its records were routed elsewhere", h.Layout)
-			}
-			return fmt.Errorf("record %d has logical id %d, which layout %d routes elsewhere: this partition serves %d to %d there",
-				r.Offset-h.BaseOffset, r.Logical, h.Layout, lo, hi-1)
+			return fmt.Errorf("record %d (of a batch stamped with layout %d) has logical id %d, which this partition does not serve: it serves %d to %d at its topic version",
+				r.Offset-h.BaseOffset, h.Layout, r.Logical, lo, hi-1)
 		}
 	}
 	return it.Err()

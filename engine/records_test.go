@@ -173,31 +173,23 @@ func TestRecordCheckOutsideAppendLock(t *testing.T) {
 	}
 }
 
-// TestProduceRefusesMisroutedRecords: with Routes, a stamped batch whose records have
-// logical ids outside the range the partition serves in the stamped layout is refused
-// whole (ErrInvalidBatch), and so is one stamped with a layout the partition was not in;
-// records inside the range are taken; a batch without a stamp, and one stamped with a
-// layout Routes does not know, are not held to a range; without a RecordChecker (a
-// broker trusting its producers) nothing is.
+// TestProduceRefusesMisroutedRecords: a stamped batch whose records have logical ids
+// outside the range the partition serves at its version (PartitionConfig.Partitions) is
+// refused whole (ErrInvalidBatch), whatever layout it is stamped with: records routed
+// by an older layout and sent again after an expansion unrouted (a review's case) land
+// where no consumer of their range reads them. Records inside the range are taken,
+// with an older stamp too; a batch without a stamp is not held to a range, nor is any
+// batch on a partition that does not know its topic's partition count, nor on one
+// trusting its producers. A Switch holds the records to the new version's range.
 func TestProduceRefusesMisroutedRecords(t *testing.T) {
 	a := newArena(t, 64<<20, 64<<10)
-	// Partition 1 of 4 in layout 1 (logical ids 16384 to 32767); layout 2 did not have it
-	// (a made-up history, to reach the empty range); layout 3 is unknown.
-	routes := func(stamp uint16) (int, int, bool) {
-		switch stamp {
-		case 1:
-			return 16384, 32768, true
-		case 2:
-			return 0, 0, true
-		}
-		return 0, 0, false
-	}
-	open := func(rc *RecordChecker) *Partition {
+	open := func(rc *RecordChecker, partitions int) *Partition {
 		l, err := local.Open(t.TempDir(), local.Options{Sync: local.SyncNever})
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, err := Open(PartitionConfig{Topic: "t", ID: 1, Version: 3, Session: 1, Records: rc, Routes: routes}, l, a)
+		// Partition 1 of 4 at version 3: logical ids 16384 to 32767.
+		p, err := Open(PartitionConfig{Topic: "t", ID: 1, Version: 3, Session: 1, Records: rc, Partitions: partitions}, l, a)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -218,15 +210,15 @@ func TestProduceRefusesMisroutedRecords(t *testing.T) {
 		batch []byte
 		ok    bool
 	}{
-		{"in range", stamped(1, 16384, 20000, 32767), true},
-		{"one record below", stamped(1, 16384, 16383), false},
-		{"one record above", stamped(1, 32767, 32768), false},
-		{"a layout without the partition", stamped(2, 0), false},
-		{"an unknown layout", stamped(3, 0, 65535), true},
+		{"in range", stamped(3, 16384, 20000, 32767), true},
+		{"one record below", stamped(3, 16384, 16383), false},
+		{"one record above", stamped(3, 32767, 32768), false},
+		{"an older layout's records, out of range", stamped(2, 40000), false},
+		{"an older layout's records, in range", stamped(2, 16384, 30000), true},
 		{"no stamp", stamped(0, 0, 65535), true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			p := open(NewRecordChecker())
+			p := open(NewRecordChecker(), 4)
 			res, err := p.Produce(3, 1, c.batch, testNow)
 			if c.ok && (err != nil || res.Appended != 1) {
 				t.Fatalf("%+v, %v; want it appended", res, err)
@@ -234,11 +226,23 @@ func TestProduceRefusesMisroutedRecords(t *testing.T) {
 			if !c.ok && (!errors.Is(err, ErrInvalidBatch) || p.Window().Next != 0) {
 				t.Fatalf("%v, log at %d; want ErrInvalidBatch and nothing appended", err, p.Window().Next)
 			}
-			trusting := open(nil)
-			if res, err := trusting.Produce(3, 1, c.batch, testNow); err != nil || res.Appended != 1 {
-				t.Fatalf("a partition trusting its producers: %+v, %v; want it appended", res, err)
+			for name, other := range map[string]*Partition{"trusting its producers": open(nil, 4), "without a partition count": open(NewRecordChecker(), 0)} {
+				if res, err := other.Produce(3, 1, c.batch, testNow); err != nil || res.Appended != 1 {
+					t.Fatalf("a partition %s: %+v, %v; want it appended", name, res, err)
+				}
 			}
 		})
+	}
+
+	// Expanded to 8 partitions at version 4: partition 1 serves 8192 to 16383.
+	p := open(NewRecordChecker(), 4)
+	p.Freeze()
+	p.Switch(4, 8)
+	if _, err := p.Produce(4, 1, stamped(4, 20000), testNow); !errors.Is(err, ErrInvalidBatch) {
+		t.Fatalf("after the switch, a record of the old range: %v, want ErrInvalidBatch", err)
+	}
+	if res, err := p.Produce(4, 1, stamped(4, 8192, 16383), testNow); err != nil || res.Appended != 1 {
+		t.Fatalf("after the switch, records of the new range: %+v, %v", res, err)
 	}
 }
 

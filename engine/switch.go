@@ -35,28 +35,31 @@ func (p *Partition) Version() uint32 { return p.version.Load() }
 func (p *Partition) Freeze() int64 {
 	p.app.Lock()
 	defer p.app.Unlock()
-	p.app.frozen = true
+	p.frozen.Store(true)
 	_, next := p.store.Bounds()
 	return next
 }
 
 // Switch raises the partition's version to v (at least its current one) and lets
-// appends go on: requests of version v from now on. Safe from any goroutine.
-func (p *Partition) Switch(v uint32) {
+// appends go on: requests of version v from now on, their stamped batches' records held
+// to the logical range the partition serves among the partitions the topic has at v
+// (0: unknown, not held; PartitionConfig.Partitions). Safe from any goroutine.
+func (p *Partition) Switch(v uint32, partitions int) {
 	p.app.Lock()
 	defer p.app.Unlock()
 	if v < p.version.Load() {
 		panic(fmt.Sprintf("BUG: engine: %s/%d switched from version %d down to %d", p.topic, p.id, p.version.Load(), v))
 	}
 	p.version.Store(v)
-	p.app.frozen = false
+	p.setLogical(v, partitions)
+	p.frozen.Store(false)
 }
 
 // Thaw lets appends go on at the current version after a Freeze. Safe from any goroutine.
 func (p *Partition) Thaw() {
 	p.app.Lock()
 	defer p.app.Unlock()
-	p.app.frozen = false
+	p.frozen.Store(false)
 }
 
 // drain answers batches sent with an older topic version than the partition's: when the

@@ -27,7 +27,7 @@ func TestSwitch(t *testing.T) {
 	if res, err := p.Produce(1, 1, mkBatch(9, 0, 3, 10), testNow); err != nil || res.Duplicates != 1 || res.Base != 0 {
 		t.Fatalf("resend while frozen: %+v %v", res, err)
 	}
-	p.Switch(2)
+	p.Switch(2, 0)
 	if v := p.Version(); v != 2 {
 		t.Fatalf("version %d after Switch(2)", v)
 	}
@@ -64,7 +64,7 @@ func TestDrain(t *testing.T) {
 		}
 	}
 	p.Freeze()
-	p.Switch(2)
+	p.Switch(2, 0)
 	f := func(name string, batches []byte, wantErr error, base, last int64) {
 		t.Helper()
 		res, err := p.Produce(1, 12345, batches, testNow)
