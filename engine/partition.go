@@ -30,9 +30,6 @@ type Partition struct {
 	// version, with that version (nil: unknown, records not held to it). Set at Open and
 	// by Switch, with the version; read without the append lock by checkBatches.
 	logical atomic.Pointer[logicalRange]
-	// frozen is set by Freeze and cleared by Switch or Thaw, under the append lock: while
-	// it is set nothing is appended (ErrSwitching). windowOpen reads it without the lock.
-	frozen atomic.Bool
 
 	// app is the append domain: Produce runs here, on whichever event loop read the
 	// request, so that a produced byte is copied once, from the socket buffer to its
@@ -42,6 +39,7 @@ type Partition struct {
 		sync.Mutex
 		producers map[int64]*producerState
 		segs      []segStart // where each segment still in the buffer starts in its stream
+		frozen    bool       // Freeze: nothing is appended until Switch or Thaw
 	}
 	// fetchParked counts the long polls parked here. The owner raises it before it
 	// checks the end and parks; an appender reads it after it moved the end: with

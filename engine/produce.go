@@ -82,10 +82,11 @@ func (p *Partition) produceLocking(v uint32, s uint64, batches []byte, now time.
 }
 
 // windowOpen reports, without the lock, whether a request of version v and session s
-// would pass CheckWindow and the damage check now, and whether the partition is not
-// frozen for a switch (which refuses every new batch, ErrSwitching).
+// would pass CheckWindow and the damage check now. A partition frozen for a switch
+// passes: it still acknowledges duplicates, and their checks stay out of the lock (a
+// review found them run under it when the frozen flag was read here too).
 func (p *Partition) windowOpen(v uint32, s uint64) bool {
-	return v == p.version.Load() && (s == 0 || s == p.session) && p.damage.Load() == nil && !p.frozen.Load()
+	return v == p.version.Load() && (s == 0 || s == p.session) && p.damage.Load() == nil
 }
 
 // precheck is checkBatches's verdict on a request, taken before the append lock: done is
@@ -168,8 +169,10 @@ func (p *Partition) checkBatches(v uint32, batches []byte) (int, error) {
 		if err == nil && p.records != nil { // last: the one check whose cost grows with the records
 			lo, hi := 0, 1<<16 // every logical id a record can have
 			if h.Layout != 0 && lr != nil && lr.version == v {
-				// Another version's range (a Switch since the window was read) holds
-				// nothing: the window refuses the request under the lock.
+				// A range of another version holds nothing. It can only be a newer one (a
+				// Switch stores the range before the version, so a request that read v
+				// reads v's range or a later one); the window then refuses the request
+				// under the lock.
 				lo, hi = lr.lo, lr.hi
 			}
 			err = p.records.check(&h, batches[pos:pos+h.Size()], lo, hi)
@@ -241,7 +244,7 @@ func (p *Partition) appendOne(h *batch.Header, b []byte, now time.Time) (base, l
 			return -1, -1, true, nil
 		}
 	}
-	if p.frozen.Load() {
+	if p.app.frozen {
 		return -1, -1, false, ErrSwitching
 	}
 	// Room in the write buffer first (for the batch and the padding a roll may put

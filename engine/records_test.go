@@ -103,21 +103,14 @@ func TestProduceRefusesNewerLayoutStamp(t *testing.T) {
 	a := newArena(t, 64<<20, 64<<10)
 	p := openPartition(t, t.TempDir(), a, local.Options{Sync: local.SyncNever}, 1)
 	defer p.Close()
-	stamped := func(layout uint16) []byte {
-		var b batch.Builder
-		b.Reset(nil, -1, -1)
-		b.SetLayout(layout)
-		b.Add(0, 1_700_000_000_000, nil, []byte("x"))
-		return b.Finish()
-	}
-	if _, err := p.Produce(1, 1, append(mkBatch(0, -1, 1, 10), stamped(2)...), testNow); !errors.Is(err, ErrInvalidBatch) {
+	if _, err := p.Produce(1, 1, append(mkBatch(0, -1, 1, 10), stampedBatch(2, 0)...), testNow); !errors.Is(err, ErrInvalidBatch) {
 		t.Fatalf("a batch stamped with layout 2 at version 1: %v, want ErrInvalidBatch", err)
 	}
 	if next := p.Window().Next; next != 0 {
 		t.Fatalf("the refused request appended offsets 0 to %d", next-1)
 	}
 	for _, layout := range []uint16{0, 1, 65535} {
-		if res, err := p.Produce(1, 1, stamped(layout), testNow); err != nil || res.Appended != 1 {
+		if res, err := p.Produce(1, 1, stampedBatch(layout, 0), testNow); err != nil || res.Appended != 1 {
 			t.Fatalf("a batch stamped with layout %d at version 1: %+v, %v", layout, res, err)
 		}
 	}
@@ -131,19 +124,8 @@ func TestProduceRefusesNewerLayoutStamp(t *testing.T) {
 // sequence gap behind a checked batch, append nothing; one the window refuses (another
 // session) is not checked at all.
 func TestRecordCheckOutsideAppendLock(t *testing.T) {
-	a := newArena(t, 64<<20, 64<<10)
-	rc := NewRecordChecker()
-	p := openPartitionAt(t, t.TempDir(), a, local.Options{Sync: local.SyncNever}, 1, rc)
+	p, pr := probedPartition(t)
 	defer p.Close()
-	var checks, locked int
-	rc.probe = func() {
-		checks++
-		if !p.app.TryLock() {
-			locked++
-			return
-		}
-		p.app.Unlock()
-	}
 	var comp codec.Compressor
 	var b batch.Builder
 	b.Reset(nil, 4, 0)
@@ -165,8 +147,8 @@ func TestRecordCheckOutsideAppendLock(t *testing.T) {
 	if _, err := p.Produce(1, 99, mkBatch(4, 50, 2, 10), testNow); !errors.Is(err, ErrSessionMismatch) {
 		t.Fatalf("a request of another session: %v, want ErrSessionMismatch", err)
 	}
-	if checks != 3 || locked != 0 {
-		t.Fatalf("%d record checks, %d of them under the append lock; want 3 (none for the request the window refuses), none", checks, locked)
+	if pr.checks != 3 || pr.locked != 0 {
+		t.Fatalf("%d record checks, %d of them under the append lock; want 3 (none for the request the window refuses), none", pr.checks, pr.locked)
 	}
 	if next := p.Window().Next; next != 50 {
 		t.Fatalf("the log ends at %d, want 50: a refused request appended", next)
@@ -196,26 +178,17 @@ func TestProduceRefusesMisroutedRecords(t *testing.T) {
 		t.Cleanup(func() { p.Close() })
 		return p
 	}
-	stamped := func(layout uint16, logical ...uint16) []byte {
-		var b batch.Builder
-		b.Reset(nil, -1, -1)
-		b.SetLayout(layout)
-		for i, l := range logical {
-			b.Add(l, 1_700_000_000_000, nil, fmt.Appendf(nil, "record %d", i))
-		}
-		return b.Finish()
-	}
 	for _, c := range []struct {
 		name  string
 		batch []byte
 		ok    bool
 	}{
-		{"in range", stamped(3, 16384, 20000, 32767), true},
-		{"one record below", stamped(3, 16384, 16383), false},
-		{"one record above", stamped(3, 32767, 32768), false},
-		{"an older layout's records, out of range", stamped(2, 40000), false},
-		{"an older layout's records, in range", stamped(2, 16384, 30000), true},
-		{"no stamp", stamped(0, 0, 65535), true},
+		{"in range", stampedBatch(3, 16384, 20000, 32767), true},
+		{"one record below", stampedBatch(3, 16384, 16383), false},
+		{"one record above", stampedBatch(3, 32767, 32768), false},
+		{"an older layout's records, out of range", stampedBatch(2, 40000), false},
+		{"an older layout's records, in range", stampedBatch(2, 16384, 30000), true},
+		{"no stamp", stampedBatch(0, 0, 65535), true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p := open(NewRecordChecker(), 4)
@@ -238,10 +211,10 @@ func TestProduceRefusesMisroutedRecords(t *testing.T) {
 	p := open(NewRecordChecker(), 4)
 	p.Freeze()
 	p.Switch(4, 8)
-	if _, err := p.Produce(4, 1, stamped(4, 20000), testNow); !errors.Is(err, ErrInvalidBatch) {
+	if _, err := p.Produce(4, 1, stampedBatch(4, 20000), testNow); !errors.Is(err, ErrInvalidBatch) {
 		t.Fatalf("after the switch, a record of the old range: %v, want ErrInvalidBatch", err)
 	}
-	if res, err := p.Produce(4, 1, stamped(4, 8192, 16383), testNow); err != nil || res.Appended != 1 {
+	if res, err := p.Produce(4, 1, stampedBatch(4, 8192, 16383), testNow); err != nil || res.Appended != 1 {
 		t.Fatalf("after the switch, records of the new range: %+v, %v", res, err)
 	}
 }
@@ -272,4 +245,38 @@ func TestProduceErrorOfFirstFailingBatch(t *testing.T) {
 	if next := p.Window().Next; next != 5 {
 		t.Fatalf("the log ends at %d, want 5", next)
 	}
+}
+
+// lockProbe counts a partition's record checks, and those made while its append lock
+// was held.
+type lockProbe struct{ checks, locked int }
+
+// probedPartition opens a partition whose record checker tries the append lock from
+// inside each check (RecordChecker.probe) and counts in the probe returned.
+func probedPartition(t *testing.T) (*Partition, *lockProbe) {
+	a := newArena(t, 64<<20, 64<<10)
+	rc := NewRecordChecker()
+	p := openPartitionAt(t, t.TempDir(), a, local.Options{Sync: local.SyncNever}, 1, rc)
+	pr := new(lockProbe)
+	rc.probe = func() {
+		pr.checks++
+		if !p.app.TryLock() {
+			pr.locked++
+			return
+		}
+		p.app.Unlock()
+	}
+	return p, pr
+}
+
+// stampedBatch is a batch without idempotence stamped with layout (0: none), one record
+// per logical id given.
+func stampedBatch(layout uint16, logical ...uint16) []byte {
+	var b batch.Builder
+	b.Reset(nil, -1, -1)
+	b.SetLayout(layout)
+	for i, l := range logical {
+		b.Add(l, 1_700_000_000_000, nil, fmt.Appendf(nil, "record %d", i))
+	}
+	return b.Finish()
 }

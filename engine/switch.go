@@ -35,7 +35,7 @@ func (p *Partition) Version() uint32 { return p.version.Load() }
 func (p *Partition) Freeze() int64 {
 	p.app.Lock()
 	defer p.app.Unlock()
-	p.frozen.Store(true)
+	p.app.frozen = true
 	_, next := p.store.Bounds()
 	return next
 }
@@ -50,16 +50,19 @@ func (p *Partition) Switch(v uint32, partitions int) {
 	if v < p.version.Load() {
 		panic(fmt.Sprintf("BUG: engine: %s/%d switched from version %d down to %d", p.topic, p.id, p.version.Load(), v))
 	}
-	p.version.Store(v)
+	// The range first: a request that reads the new version (windowOpen, before the lock)
+	// then reads its range, and is held to it (a review found batches appended unheld
+	// with the version stored first).
 	p.setLogical(v, partitions)
-	p.frozen.Store(false)
+	p.version.Store(v)
+	p.app.frozen = false
 }
 
 // Thaw lets appends go on at the current version after a Freeze. Safe from any goroutine.
 func (p *Partition) Thaw() {
 	p.app.Lock()
 	defer p.app.Unlock()
-	p.frozen.Store(false)
+	p.app.frozen = false
 }
 
 // drain answers batches sent with an older topic version than the partition's: when the
