@@ -26,31 +26,32 @@ var layers = []struct {
 	pkg string
 	row int
 }{
-	{"internal/loopport", 5}, // loopback ports for servers that restart, below the helpers that start them (peer, testbroker)
-	{"internal/spawn", 5},    // children that die with this process, below the helpers that start them
-	{"internal/...", 10},     // small helpers, standard library only
-	{"persist/vfs/...", 25},  // filesystem interface (direct I/O, fallocate: x/sys/unix) and fault injection
-	{"batch", 20},            // the record batch format
-	{"wire", 25},             // frames, requests, error codes
-	{"auth/scram", 21},       // the SCRAM-SHA-256 exchange
-	{"auth/acl", 21},         // ACL rules: evaluation and file format
-	{"auth/...", 22},         // the users and ACL files the broker reads (package auth)
-	{"codec", 25},            // compression (klauspost/compress)
-	{"memarena/...", 25},     // the memory arena
-	{"persist", 27},          // the storage seam: Store, Region, errors
-	{"persist/local", 30},    // segment log
-	{"persist/hdfs", 30},     // HDFS backend and shipper
-	{"sched/...", 30},        // shards and mailboxes
-	{"engine/...", 40},       // partitions, topics, the write window
-	{"netio/...", 50},        // gnet handler, codec, writer
-	{"client/...", 50},       // the Go client
-	{"broker/...", 60},       // broker assembly
-	{"admin/...", 55},        // ZooKeeper placement (the broker follows it)
-	{"bench/...", 70},        // bench harness
-	{"tools/...", 70},        // operator tools
-	{"chaos/...", 70},        // fault-injection harness and its queue checker
-	{"cmd/...", 80},          // the binary
-	{"test", 90},             // this package
+	{"internal/loopport", 5},   // loopback ports for servers that restart, below the helpers that start them (peer, testbroker)
+	{"internal/spawn", 5},      // children that die with this process, below the helpers that start them
+	{"internal/batchtest", 26}, // batches no producer would make, for tests: uses the batch format and the codec
+	{"internal/...", 10},       // small helpers, standard library only
+	{"persist/vfs/...", 25},    // filesystem interface (direct I/O, fallocate: x/sys/unix) and fault injection
+	{"batch", 20},              // the record batch format
+	{"wire", 25},               // frames, requests, error codes
+	{"auth/scram", 21},         // the SCRAM-SHA-256 exchange
+	{"auth/acl", 21},           // ACL rules: evaluation and file format
+	{"auth/...", 22},           // the users and ACL files the broker reads (package auth)
+	{"codec", 25},              // compression (klauspost/compress)
+	{"memarena/...", 25},       // the memory arena
+	{"persist", 27},            // the storage seam: Store, Region, errors
+	{"persist/local", 30},      // segment log
+	{"persist/hdfs", 30},       // HDFS backend and shipper
+	{"sched/...", 30},          // shards and mailboxes
+	{"engine/...", 40},         // partitions, topics, the write window
+	{"netio/...", 50},          // gnet handler, codec, writer
+	{"client/...", 50},         // the Go client
+	{"broker/...", 60},         // broker assembly
+	{"admin/...", 55},          // ZooKeeper placement (the broker follows it)
+	{"bench/...", 70},          // bench harness
+	{"tools/...", 70},          // operator tools
+	{"chaos/...", 70},          // fault-injection harness and its queue checker
+	{"cmd/...", 80},            // the binary
+	{"test", 90},               // this package
 }
 
 // only lists third-party imports that exactly one place may use (STYLE.md rule 5), and
