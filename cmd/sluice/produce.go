@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
 	"sluice/client"
@@ -51,9 +52,50 @@ func produce(args []string, stdin io.Reader, _, stderr io.Writer) error {
 	}
 	ctx, cancel := commandContext(0)
 	defer cancel()
-	n, sendErr := readLines(stdin, f.key, maxLine, func(r *client.Record) error { return p.Produce(ctx, r) })
+	n, sendErr := linesUntil(ctx, stdin, f.key, maxLine, func(r *client.Record) error { return p.Produce(ctx, r) })
 	return finishProduce(p, n, level, f.timeout, sendErr, stderr)
 }
+
+// linesUntil is readLines until ctx ends (SIGINT, SIGTERM): the lines are read on a
+// goroutine of their own, since a read of stdin cannot be interrupted, and a terminal or
+// a pipe that stays open would otherwise keep produce from stopping until SIGKILL (a
+// review found it so). When ctx ends first it returns how many lines were sent and an
+// error saying produce was interrupted; the reading goroutine sends nothing more and is
+// left in its read (the process is about to exit). A send in progress returns once ctx
+// ends (client.Producer.Produce waits for room under ctx), so the count is exact: a line
+// counts once the producer took it.
+func linesUntil(ctx context.Context, r io.Reader, withKey bool, limit int, send func(*client.Record) error) (int, error) {
+	var mu sync.Mutex // held by a send and its count; uncontended but at the interrupt
+	sent, stopped := 0, false
+	done := make(chan error, 1)
+	go func() {
+		_, err := readLines(r, withKey, limit, func(rec *client.Record) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if stopped {
+				return errInterrupted
+			}
+			if err := send(rec); err != nil {
+				return err
+			}
+			sent++
+			return nil
+		})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		return sent, err // the goroutine wrote sent before it sent on done
+	case <-ctx.Done():
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	stopped = true
+	return sent, fmt.Errorf("%w after %d lines: %w", errInterrupted, sent, context.Cause(ctx))
+}
+
+// errInterrupted is the error of a produce stopped by a signal.
+var errInterrupted = errors.New("interrupted")
 
 func parseProduceFlags(args []string) (*produceFlags, client.Ack, error) {
 	fs := flag.NewFlagSet("produce", flag.ContinueOnError)

@@ -240,3 +240,57 @@ func TestProduceAcceptedDoesNotWaitForTheCheckpoint(t *testing.T) {
 		t.Fatalf("consumed %q", out)
 	}
 }
+
+// TestProduceInterrupted: SIGINT stops produce while its stdin stays open, with nothing
+// to read (a terminal, or a pipe whose writer is idle); it says how many lines it sent,
+// exits 1, and what it sent is persisted. (produce read stdin on its main goroutine and
+// looked at the signal's context only while waiting for room: it stopped only on
+// SIGKILL, which this test stands in for with its one-minute bound.)
+func TestProduceInterrupted(t *testing.T) {
+	b := testbroker.Start(t, t.TempDir())
+	mustRun(t, 0, "", "topic", "create", "open", "--broker", b.Addr)
+	cmd := exec.Command(testbroker.Binary(t), "produce", "--broker", b.Addr, "--topic", "open")
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	var errOut bytes.Buffer
+	cmd.Stderr = &errOut
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	defer cmd.Process.Kill()
+	fmt.Fprint(in, "one\ntwo\n")
+	a, err := client.NewAdmin(client.Brokers(b.Addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) {
+		d, err := a.DescribeTopic(context.Background(), "open")
+		if err != nil || time.Now().After(deadline) {
+			t.Fatalf("the lines never arrived: %v", err)
+		}
+		if d.Partitions[0].Checkpoint >= 1 { // offsets 0 and 1
+			break
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err = <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("produce did not stop within a minute of SIGINT")
+	}
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(errOut.String(), "interrupted after 2 lines") {
+		t.Fatalf("produce after SIGINT: %v, %s", err, errOut.String())
+	}
+	if out := mustRun(t, 0, "", "consume", "--broker", b.Addr, "--topic", "open", "--max", "2"); out != "one\ntwo\n" {
+		t.Fatalf("consumed %q", out)
+	}
+}
