@@ -17,6 +17,7 @@ type pconn struct {
 	l    *link
 	nc   net.Conn
 	poll bool // carries empty produces only
+	pair *connPair
 
 	mu struct {
 		sync.Mutex
@@ -138,23 +139,37 @@ func (l *link) deliver(poll bool, pd *pending, resp *wire.Response) {
 	l.wake()
 }
 
-// broken closes both connections of the link after a failure on c and tells the windows
-// that their requests in flight will not be answered. The sender then reconnects.
-// The first of the two connections to fail does it; the other one's failure is then
-// ignored. err is not kept: the windows only need to know that the answers are lost.
+// connPair is the two connections a link dials together, which die together.
+type connPair struct {
+	data, poll *pconn
+	// lost runs link.lost once for the pair, before the sender writes on the next one.
+	lost sync.Once
+}
+
+// end closes both connections of the pair and tells the windows, once, that their
+// requests in flight on it will not be answered. Whoever finds the pair dead first runs
+// it, a reader (broken) or the sender (conns); the other waits in the Once until the
+// windows know, so the sender never writes a window's next request on a new connection
+// while the window still counts the lost ones in flight. It did (a review): a reader
+// that had killed its connection was still on its way to tell the windows when the
+// sender, finding the connection dead, redialed and went on pipelining; the broker
+// answered the gap with sequence_gap, and the window, which had not yet heard of the
+// loss, panicked on an answer it could not place.
+func (pr *connPair) end(l *link) {
+	pr.data.kill()
+	pr.poll.kill()
+	pr.lost.Do(l.lost)
+}
+
+// broken closes both connections of c's pair after a failure on c and tells the windows
+// that their requests in flight will not be answered (connPair.end). The sender then
+// reconnects. The other connection's failure then finds the pair ended. err is not
+// kept: the windows only need to know that the answers are lost. An older pair's
+// connection (the sender has dialed since) closes its partner too: an idle poll
+// connection has no deadline and would otherwise stay open, its reader with it, and
+// Close wait for that reader for ever (a review found it).
 func (l *link) broken(c *pconn, _ error) {
-	if !c.kill() {
-		return
-	}
-	l.mu.Lock()
-	data, poll := l.mu.data, l.mu.poll
-	l.mu.Unlock()
-	if c != data && c != poll {
-		return // an older connection
-	}
-	data.kill()
-	poll.kill()
-	l.lost()
+	c.pair.end(l)
 }
 
 // lost tells the windows of the link that the answers to their requests in flight will

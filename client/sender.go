@@ -240,6 +240,9 @@ func (l *link) conns() (data, poll *pconn, ok bool) {
 	if data != nil && !data.dead() && !poll.dead() {
 		return data, poll, true
 	}
+	if data != nil {
+		data.pair.end(l) // the windows forget the dead pair's requests before any new one goes out
+	}
 	cfg := &l.p.cfg
 	for delay, fails := cfg.backoffMin, 1; ; fails++ {
 		data, poll, err := l.dial()
@@ -276,6 +279,8 @@ func (l *link) dial() (data, poll *pconn, err error) {
 		return nil, nil, err
 	}
 	data, poll = &pconn{l: l, nc: nd}, &pconn{l: l, nc: np, poll: true}
+	data.pair = &connPair{data: data, poll: poll}
+	poll.pair = data.pair
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.mu.closed {
