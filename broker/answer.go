@@ -108,6 +108,8 @@ func codeOf(err error) wire.Code {
 		return wire.CodeSessionMismatch
 	case errors.Is(err, memarena.ErrFull), errors.Is(err, engine.ErrSwitching):
 		return wire.CodeBusy
+	case errors.Is(err, memarena.ErrTooLarge):
+		return wire.CodeTooLarge // not retriable: it never fits (it was not_serving, which is)
 	case errors.Is(err, engine.ErrOutOfOrderSequence):
 		return wire.CodeSequenceGap
 	case errors.Is(err, engine.ErrInvalidBatch):

@@ -222,12 +222,14 @@ func (t *produceTask) fail(err error) {
 
 // answerBusy answers the throttle: memory is full of data that is not durable yet, or
 // the shard's queue is full. It runs on the loop or the shard and reads the window
-// without a lock.
+// without a lock. The offsets are -1 (nothing was appended), but for a request larger
+// than the partition's write buffer refused midway: then they are those of the prefix
+// it appended (engine.Partition.hold), so that a producer without an id can resend the
+// rest alone.
 func (t *produceTask) answerBusy() {
 	if t.pt.p != nil {
 		t.res.Window = t.pt.p.Window()
 	}
-	t.res.Base, t.res.Last = -1, -1
 	t.answer(wire.CodeBusy, "")
 }
 

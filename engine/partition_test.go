@@ -408,3 +408,41 @@ func TestThrottleWithConcurrentPersister(t *testing.T) {
 	}
 	t.Logf("%d records appended, %d appends refused by the full arena", appended, full)
 }
+
+// TestThrottleRefusesRequestWhole: a request of several batches that a full arena
+// cannot take is refused before its first batch, so that "busy: nothing was appended"
+// holds and a producer without an id may send it again. (The arena refused the batch
+// that did not fit after the ones before it were appended: a review's log held a
+// request's first batches six times after five busy answers.)
+func TestThrottleRefusesRequestWhole(t *testing.T) {
+	a := newArena(t, 1<<20, 64<<10)
+	p := openPartition(t, t.TempDir(), a, local.Options{Sync: local.SyncGroup, SyncInterval: 1 << 62, SyncBytes: 1 << 40}, 1)
+	defer p.Close()
+	big := mkBatch(0, -1, 100, 1000)
+	n := 0
+	for ; ; n++ {
+		if _, err := p.Produce(1, 0, big, testNow); err != nil {
+			if !errors.Is(err, memarena.ErrFull) {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	next := p.Window().Next
+	// What the arena has left: less than big and its padding, more than a small batch
+	// and its (else this test would not tell a prefix from nothing).
+	cs := a.Stats().ChunkSize
+	left := a.Stats().FreeBytes + (cs-p.buf.Stats().TailPos%cs)%cs // free chunks, and the tail chunk's room
+	small := mkBatch(0, -1, 1, 10)
+	if left < int64(len(small))+4095 {
+		t.Fatalf("the arena has %d bytes left after %d batches: too few for this test's small batch", left, n)
+	}
+	res, err := p.Produce(1, 0, append(append([]byte(nil), small...), big...), testNow)
+	if !errors.Is(err, memarena.ErrFull) || p.Window().Next != next || res.Base != -1 || res.Appended != 0 {
+		t.Fatalf("a request the arena cannot take whole: %v, appended %d (base %d), next %d → %d", err, res.Appended, res.Base, next, p.Window().Next)
+	}
+	persistNow(t, p)
+	if res, err := p.Produce(1, 0, append(append([]byte(nil), small...), big...), testNow); err != nil || res.Appended != 2 {
+		t.Fatalf("after the checkpoint advanced: %v, appended %d", err, res.Appended)
+	}
+}

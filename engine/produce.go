@@ -1,12 +1,14 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"time"
 
 	"sluice/batch"
+	"sluice/memarena"
 	"sluice/persist"
 )
 
@@ -38,8 +40,10 @@ func (r *ProduceResult) Target() int64 {
 // to its place in the arena's write buffer (the one copy of a produced byte; its base
 // offset is stamped into batches first). An empty request only reports the window. Every
 // batch is validated (header, CRC, producer sequence) before any is appended, so a
-// request is appended whole or not at all, except that a refusal midway (the arena or
-// the disk full) leaves a prefix appended (reported in the result with the error).
+// request is appended whole or not at all (a full arena refuses it before its first
+// batch: hold), except that a refusal midway leaves a prefix appended (reported in the
+// result with the error): the disk full at a roll, or a request larger than the write
+// buffer can hold at once refused by a full arena.
 //
 // Produce is the append domain's: safe from any goroutine (event loops call it with the
 // request still in their socket buffer), serialized by the partition's append lock,
@@ -127,6 +131,11 @@ func (p *Partition) produce(v uint32, s uint64, batches []byte, now time.Time, r
 	if pre.err != nil {
 		return pre.err
 	}
+	if release, err := p.hold(batches); err != nil {
+		return err
+	} else if release {
+		defer p.buf.Release()
+	}
 	for rest := batches; len(rest) > 0; {
 		h, _ := batch.ParseHeader(rest) // validated above
 		b := rest[:h.Size()]
@@ -149,6 +158,42 @@ func (p *Partition) produce(v uint32, s uint64, batches []byte, now time.Time, r
 		}
 	}
 	return nil
+}
+
+// hold makes room in the write buffer for every batch of the request that is not a
+// duplicate, when there are several, before the first is placed: so that a full arena
+// refuses the request whole (busy, nothing appended, as the protocol says, so that a
+// producer without an id may send it again) rather than after a prefix of it, which such
+// a producer's resend would append twice (a review found the log holding a request's
+// first batches six times after five busy answers). Each batch may need a roll's padding
+// before it. It reports whether the caller must Release the room. A request larger than
+// the buffer can ever hold at once (arena.partition_max) is appended batch by batch, as
+// the persister frees room, and may still be refused midway with a prefix appended
+// (reported in the answer); so may one that fills the disk (persist.ErrNoSpace at a
+// roll). One batch needs no hold: appendOne reserves its room. Requires p.app.
+func (p *Partition) hold(batches []byte) (release bool, err error) {
+	n, size := 0, int64(0)
+	for pos := 0; pos < len(batches); {
+		h, _ := batch.ParseHeader(batches[pos:]) // checked by checkBatches
+		pos += h.Size()
+		if idempotent(&h) {
+			if v, _ := p.app.producers[h.ProducerID].check(&h); v == seqDuplicate || v == seqOld {
+				continue
+			}
+		}
+		n, size = n+1, size+int64(h.Size())
+	}
+	if n < 2 {
+		return false, nil
+	}
+	switch err := p.buf.Hold(size, int64(n)*(blockSize-1)); {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, memarena.ErrTooLarge):
+		return false, nil // batch by batch; each is checked on its own
+	default:
+		return false, err
+	}
 }
 
 // checkBatches checks every batch of a request on its own (header and CRC, its layout

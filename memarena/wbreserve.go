@@ -9,7 +9,10 @@ package memarena
 // is placed rather than after (an undone placement is briefly visible to readers). It
 // fails with ErrFull, ErrPartitionFull or ErrTooLarge as Append does, leaving nothing
 // reserved.
-func (w *WriteBuffer) Reserve(size, pad int64) error {
+func (w *WriteBuffer) Reserve(size, pad int64) error { return w.reserve(size, pad, false) }
+
+// reserve is Reserve, and Hold when hold is set.
+func (w *WriteBuffer) reserve(size, pad int64, hold bool) error {
 	if err := w.checkSize(size); err != nil {
 		return err
 	}
@@ -22,14 +25,35 @@ func (w *WriteBuffer) Reserve(size, pad int64) error {
 		return err
 	}
 	w.mu.reserved = true
+	w.mu.held = w.mu.held || hold
 	return nil
 }
 
 // Unreserve gives up a reservation no Append used (the store refused the placement):
-// the tail chunk is reclaimable again when all it holds is durable.
+// the tail chunk is reclaimable again when all it holds is durable. Under a Hold it
+// leaves the room held, for Release to give up.
 func (w *WriteBuffer) Unreserve() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if !w.mu.held {
+		w.endReserveLocked()
+	}
+}
+
+// Hold makes room at the tail for a whole request's batches, size bytes in all after
+// pad bytes of padding at most, and keeps it across their Reserves and Appends until
+// Release: so that a request of several batches is refused whole by a full arena
+// (ErrFull, ErrPartitionFull) or is appended whole, never a prefix of it that the
+// producer, told "busy: nothing was appended", would send again. Hold is Reserve for
+// more than one batch, with its errors (ErrTooLarge when no buffer could take the
+// request at once); each batch's Reserve and Append then finds its room held.
+func (w *WriteBuffer) Hold(size, pad int64) error { return w.reserve(size, pad, true) }
+
+// Release ends a Hold: the room no Append reached goes back to the arena.
+func (w *WriteBuffer) Release() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.mu.held = false
 	w.endReserveLocked()
 }
 

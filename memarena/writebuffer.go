@@ -23,6 +23,7 @@ type WriteBuffer struct {
 		closed     bool
 		growing    bool // Append is allocating: keep the tail chunk
 		reserved   bool // Reserve made room for the next Append: keep the tail chunk
+		held       bool // Hold made room for a request's batches: Appends keep it until Release
 		chain      chain
 		idx        batchIndex
 		headPos    int64 // stream position where the first chunk starts: a multiple of ChunkSize
@@ -98,7 +99,9 @@ func (w *WriteBuffer) Append(batch []byte, baseOffset, lastOffset int64) error {
 		return err
 	}
 	w.appendLocked(batch, baseOffset, lastOffset)
-	w.endReserveLocked()
+	if !w.mu.held {
+		w.endReserveLocked()
+	}
 	if invariantsOn {
 		w.checkLocked()
 	}
@@ -142,6 +145,13 @@ func (w *WriteBuffer) reserveLocked(n int64) error {
 	// multiple of ChunkSize below the tail.
 	if w.mu.bytes+need*cs > w.max && w.mu.bytes > 0 {
 		return ErrPartitionFull
+	}
+	// What an empty buffer cannot take from an empty arena it never will:
+	// refused as too large, not as full, which a producer would retry for
+	// ever (a review found a batch of the arena's size, plus the padding a
+	// roll may put before it, answered busy until the deadline).
+	if w.mu.bytes == 0 && need > w.a.nChunks {
+		return fmt.Errorf("cannot make room for %d bytes in an arena of %d: %w", n, w.a.cfg.Size, ErrTooLarge)
 	}
 	w.mu.growing = true
 	defer w.endGrowLocked()

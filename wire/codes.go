@@ -124,6 +124,7 @@ const (
 	CodeAuthFailed         Code = 26
 	CodeNotAuthorized      Code = 27
 	CodeTopicChanged       Code = 28
+	CodeTooLarge           Code = 29
 )
 
 // codes describes every error code, indexed by code:
@@ -159,7 +160,7 @@ var codes = [...]struct {
 	CodeSequenceGap:        {"sequence_gap", false, false, "producer sequence out of order"},
 	CodeOffsetOutOfRange:   {"offset_out_of_range", false, false, "offset out of range"},
 	CodeTimeout:            {"timeout", true, false, "request timed out"},
-	CodeNoSpace:            {"no_space", true, false, "the broker's disk is full: nothing was appended"},
+	CodeNoSpace:            {"no_space", true, false, "the broker's disk is full"},
 	CodeCorruptData:        {"corrupt_data", false, false, "stored data is damaged: an operator must repair the partition"},
 	CodeNotOwner:           {"not_owner", true, false, "another broker serves this partition: refresh the metadata"},
 	CodeTLSRequired:        {"tls_required", false, true, "this port speaks TLS: connect with TLS"},
@@ -167,6 +168,7 @@ var codes = [...]struct {
 	CodeAuthFailed:         {"auth_failed", false, false, "authentication failed: unknown user or wrong password"},
 	CodeNotAuthorized:      {"not_authorized", false, false, "not authorized: no grant for this operation on this topic"},
 	CodeTopicChanged:       {"topic_changed", false, false, "the topic changed meanwhile (another expansion): describe it and decide again"},
+	CodeTooLarge:           {"too_large", false, false, "a batch larger than the broker's memory for a partition can ever hold (arena.size, arena.partition_max): nothing was appended"},
 }
 
 // Known reports whether c is an error code this package knows. A client treats an unknown

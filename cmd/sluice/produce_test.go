@@ -294,3 +294,25 @@ func TestProduceInterrupted(t *testing.T) {
 		t.Fatalf("consumed %q", out)
 	}
 }
+
+// TestProduceTooLarge: a record the broker's memory can never take is refused as
+// too_large, at once, instead of busy (retried until the deadline: a review found a
+// 4 KiB arena answering so, since the batch and the padding a roll may put before it
+// do not fit) or not_serving (a batch over arena.partition_max).
+func TestProduceTooLarge(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		line string
+	}{
+		{[]string{"-arena.size", "4KiB", "-arena.chunk_size", "4KiB"}, "hello"},
+		{[]string{"-arena.size", "8MiB", "-arena.partition_max", "64KiB"}, strings.Repeat("x", 100_000)},
+	} {
+		b := testbroker.Start(t, t.TempDir(), c.args...)
+		mustRun(t, 0, "", "topic", "create", "big", "--broker", b.Addr)
+		code, _, errOut := sluiceCmd(t, c.line+"\n", "produce", "--broker", b.Addr, "--topic", "big", "--timeout", "10m")
+		if code != 1 || !strings.Contains(errOut, "too_large") {
+			t.Fatalf("broker %v, a record of %d bytes: exit %d, %s", c.args, len(c.line), code, errOut)
+		}
+		b.Stop()
+	}
+}
