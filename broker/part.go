@@ -234,12 +234,25 @@ const persistBytes = 4 << 20
 // persisted again (a failed write is not retried over the same data; the partition
 // refuses writes until it is reloaded); one whose disk had no room for its next segment
 // is tried again at the next pass.
+//
+// A checkpoint is never dropped. The shard's queue is bounded and refuses a task when
+// full (sched.ErrBusy), and what Persist wrote is not pending in the store any more: a
+// later pass finds nothing to write, so the checkpoint could not ride on the next pass's
+// writes. It used to be lost that way, and the write buffers then kept data that was on
+// disk as not yet durable, the arena filled with it and every produce was answered busy
+// until some client happened to wait for C. So a refused checkpoint stays owed, and each
+// pass submits it again until the shard takes it; the persister does not park while one
+// is owed. A flag here rather than a submission that cannot be refused: the queue's bound
+// is what keeps a swamped shard from growing without limit, and the one task covers
+// every partition of the shard (Checkpointed reads the store's C when it runs), so
+// retrying it an interval later loses nothing and costs the hot path nothing.
 func (b *Broker) persistLoop(sh *sched.Shard, w *persistWake) {
 	defer b.persisters.Done()
 	interval := b.cfg.Log.SyncInterval
 	t := time.NewTimer(interval) // re-armed by each pass: passes an interval apart
 	defer t.Stop()
 	parked := false     // t is armed for parkedCheck
+	owed := false       // a checkpoint the shard's full queue refused: submitted again each pass
 	var start time.Time // when the last pass began
 	checkpointed := func(*sched.Shard) { b.forServing(sh, b.checkpointed) }
 	for {
@@ -289,10 +302,14 @@ func (b *Broker) persistLoop(sh *sched.Shard, w *persistWake) {
 			}
 			persisted = persisted || ok
 		}
-		if persisted {
-			sh.SubmitFunc(checkpointed) // a busy shard takes the checkpoint on the next pass
+		if persisted || owed {
+			// A full queue refuses it (ErrBusy): owed until a pass gets it queued. A closed
+			// shard (ErrClosed) runs Shutdown, which takes C, on every partition.
+			owed = errors.Is(sh.SubmitFunc(checkpointed), sched.ErrBusy)
 		}
-		if b.park(sh, w) {
+		if owed {
+			w.parked.Store(false) // not parked: a pass an interval from now submits it again
+		} else if b.park(sh, w) {
 			if !parked {
 				w.parks.Add(1)
 			}
