@@ -24,8 +24,9 @@ const (
 // Result is where a synchronously produced record went.
 type Result struct {
 	Partition int
-	// Offset is the record's offset, or -1 when the answer did not tell it exactly (a
-	// resend acknowledged together with batches the broker no longer remembers).
+	// Offset is the record's offset, or -1 when the answers did not tell it exactly: its
+	// batch was sent again (a connection lost, a refusal, a broker restarted), and a
+	// resend's answer may count it with batches the broker no longer remembers.
 	Offset int64
 }
 

@@ -80,6 +80,10 @@ type pbatch struct {
 	// known. last is exact when exact is set, else an upper bound of the true last offset.
 	base, last int64
 	exact      bool
+	// resent is set once a request carrying it was lost or refused after it was sent:
+	// its answer then may count it with batches the broker no longer remembers, and its
+	// offsets are never taken as exact.
+	resent bool
 	writing    int  // requests being written that point at buf
 	accepted   bool // accepted at least once (for ProduceSync and Flush)
 	durable    bool // a checkpoint covered it; it has left the window

@@ -131,16 +131,20 @@ func (w *window) learn(resp *wire.ProduceResponse) {
 
 // accept marks the next n batches accepted with the request's offsets [base, last]. Their
 // own offsets are assigned from last backwards: exact when the range holds exactly their
-// records (new batches, or duplicates of one earlier append), else an upper bound (the
-// broker skipped batches older than its dedup window, -1 offsets, or the duplicates were
-// not contiguous), which delays their release but never releases one early.
+// records and none of them was sent before (a first send's batches are appended
+// together), else an upper bound, which delays their release but never releases one
+// early. A resend is never exact: the broker gives no offsets for batches older than its
+// dedup window and base is then the first remembered one's, and the span from it to
+// last may hold as many of other producers' records as the forgotten batches had, which
+// looked exact (a review found ProduceSync reporting offsets that held other records).
 func (w *window) accept(n int, base, last int64) {
 	bs := w.q[w.acked : w.acked+n]
-	total := int64(0)
+	total, resent := int64(0), false
 	for _, b := range bs {
 		total += int64(b.count)
+		resent = resent || b.resent
 	}
-	exact := last >= 0 && last-base+1 == total
+	exact := last >= 0 && last-base+1 == total && !resent
 	end := last
 	for i := n - 1; i >= 0; i-- {
 		b := bs[i]
@@ -213,6 +217,9 @@ func (w *window) rewind(s uint64, c int64) {
 // cursor back to the first batch not accepted; nothing goes out before notBefore, and
 // then one request at a time until an answer succeeds.
 func (w *window) restart(notBefore int64) {
+	for _, b := range w.q[w.acked:w.sent] {
+		b.resent = true
+	}
 	w.sent = w.acked
 	w.reqs = w.reqs[:0]
 	w.epoch++
