@@ -217,7 +217,7 @@ func (b *Broker) openPartition(m topicMeta, i int, opts local.Options, tr tailRe
 	}
 	p, err := engine.Open(engine.PartitionConfig{Topic: m.Name, ID: i, Version: m.Version,
 		Session: b.newSession(), Replicated: b.cfg.HDFS.Enabled(), ReplicaStart: replica.start,
-		Prior: replica.prior, Records: b.records, Partitions: m.Partitions}, l, b.arena)
+		Prior: replica.prior, Records: b.records, Partitions: m.Partitions, DedupHorizon: b.cfg.DedupHorizon}, l, b.arena)
 	if err != nil {
 		l.Close()
 		return nil, err

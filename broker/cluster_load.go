@@ -160,7 +160,8 @@ func (b *Broker) loadAssigned(pid admin.PartitionID, old *part, o admin.Owner, m
 		return fmt.Errorf("cannot record the partition's switch to a new topic version: %w", err)
 	}
 	p, err := engine.Open(engine.PartitionConfig{Topic: t.meta.Name, ID: pid.ID, Version: version,
-		Session: session, Replicated: true, ReplicaStart: start, Prior: tr.tail.Headers, Records: b.records, Partitions: partitionsAt(layouts, version)}, l, b.arena)
+		Session: session, Replicated: true, ReplicaStart: start, Prior: tr.tail.Headers, Records: b.records, Partitions: partitionsAt(layouts, version),
+		DedupHorizon: b.cfg.DedupHorizon}, l, b.arena)
 	if err != nil {
 		l.Close()
 		return err

@@ -33,6 +33,12 @@ type Config struct {
 	// produce's wait for durability. A client asking for more is answered at the cap.
 	// Default 60 s.
 	MaxWait time.Duration
+	// DedupHorizon is how many bytes at the end of each partition's log (local, or its
+	// HDFS tail on a new host) are read when it loads, to rebuild what it remembers of
+	// its producers: a resend after a restart or a move of a batch further back than
+	// this is not recognized and is stored again (RELIABILITY.md). Reading it costs a
+	// header per batch at load. Default 64 MiB.
+	DedupHorizon int64
 	// TrustRecords stores produced batches once their header and CRC check out, without
 	// decoding their records (engine.RecordChecker): for a broker whose producers are all
 	// known to seal well-formed batches. By default every record is checked, and a
@@ -70,6 +76,9 @@ func (c *Config) EnsureDefaults() *Config {
 	if c.BusyRetryAfter == 0 {
 		c.BusyRetryAfter = 5 * time.Millisecond
 	}
+	if c.DedupHorizon == 0 {
+		c.DedupHorizon = 64 << 20
+	}
 	if c.MaxWait == 0 {
 		c.MaxWait = time.Minute
 	}
@@ -106,6 +115,9 @@ func (c *Config) Validate() error {
 	if c.MaxWait < time.Millisecond || c.RetentionCheck <= 0 || c.BusyRetryAfter <= 0 {
 		errs = append(errs, fmt.Errorf("max wait %v (at least 1ms), retention check %v and busy retry %v must be positive",
 			c.MaxWait, c.RetentionCheck, c.BusyRetryAfter))
+	}
+	if c.DedupHorizon < 0 {
+		errs = append(errs, fmt.Errorf("log.dedup_horizon %d must be positive", c.DedupHorizon))
 	}
 	if c.HDFS.Enabled() && !strings.HasPrefix(c.HDFS.Root, "/") {
 		errs = append(errs, fmt.Errorf("hdfs.root %q must be an absolute path", c.HDFS.Root))

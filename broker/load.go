@@ -149,13 +149,9 @@ func (b *Broker) readTail(topic string, id int) tailRead {
 	}
 	defer conn.Close()
 	var tr tailRead
-	tr.tail, tr.ok, tr.err = hdfs.ReadTail(context.Background(), conn, hdfs.PartitionDir(b.cfg.HDFS.Root, topic, id), dedupHorizon)
+	tr.tail, tr.ok, tr.err = hdfs.ReadTail(context.Background(), conn, hdfs.PartitionDir(b.cfg.HDFS.Root, topic, id), b.cfg.DedupHorizon)
 	return tr
 }
-
-// dedupHorizon is how much of a partition's end is read to rebuild its producers'
-// sequences (engine.PartitionConfig.DedupHorizon's default).
-const dedupHorizon = 64 << 20
 
 // hasSegments reports whether dir holds a segment file (a missing directory holds none).
 func hasSegments(dir string) bool {

@@ -656,3 +656,70 @@ func TestClientSyncOffsetsUnderResends(t *testing.T) {
 		t.Fatalf("%d wrong offsets %v; %d dups %v; %d missing %v", len(wrong), firstFew(wrong), len(dups), firstFew(dups), len(missing), firstFew(missing))
 	}
 }
+
+// TestClientResendAfterRestartWithinHorizon: a producer's batch is appended but its
+// answers are held up (the fault proxy stalls the broker-to-client direction); another
+// producer writes 70 MiB to the same partition; the broker is killed (kill -9) and
+// restarted on the same data; the first producer reconnects, learns the new session and
+// resends its batch, which must be acknowledged as a duplicate, not stored again. With
+// the default log.dedup_horizon (64 MiB) the restarted broker no longer remembers the
+// producer and stores the record twice (RELIABILITY.md states the limit); the broker here
+// reads 256 MiB at load, and the test holds it to that.
+func TestClientResendAfterRestartWithinHorizon(t *testing.T) {
+	b := testbroker.Start(t, t.TempDir(), "-log.dedup_horizon", "256MiB")
+	px := startFaultProxy(t, b.Addr)
+	createFaultTopic(t, b.Addr, "h", 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Second)
+	defer cancel()
+	p1, err := client.NewProducer(ctx, "h", client.Brokers(px.addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	px.stall[toClient].Store(true) // the answers to p1 wait
+	if err := p1.Produce(ctx, &client.Record{Value: faultValue(1, 0, 100)}); err != nil {
+		t.Fatal(err)
+	}
+	a, err := client.NewAdmin(client.Brokers(b.Addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	for { // p1's record is in the log
+		d, err := a.DescribeTopic(ctx, "h")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Partitions[0].NextOffset >= 1 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	p2, err := client.NewProducer(ctx, "h", client.Brokers(b.Addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := make([]byte, 1<<20-200)
+	for i := range 70 {
+		copy(big, faultValue(2, uint64(i), 12))
+		if err := p2.Produce(ctx, &client.Record{Value: big}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p2.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b.Kill()
+	b.Restart()
+	px.stall[toClient].Store(false)
+	px.resetAll()
+	if err := p1.WaitPersisted(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := p1.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	dups, missing, _ := checkFaultRecs(readAllFaultRecs(t, b.Addr, "h"), 1, 1)
+	if len(dups) > 0 || len(missing) > 0 {
+		t.Fatalf("producer 1's one record: duplicated %v, missing %v", dups, missing)
+	}
+}

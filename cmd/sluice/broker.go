@@ -50,6 +50,7 @@ var brokerKeys = [][2]string{
 	{"log.segment_bytes", "segment size (default 1GiB)"},
 	{"log.retention_bytes", "default retention by size per partition"},
 	{"log.retention", "default retention by age, e.g. 168h"},
+	{"log.dedup_horizon", "bytes at the end of each partition's log read at load to remember its producers: a resend of a batch further back is stored again (default 64MiB)"},
 	{"log.segment_reuse", "segment files each partition keeps from a retention pass, until the next, to start new segments in instead of unlinking them (default 32; -1: none)"},
 	{"shards", "number of shards (default: cores)"},
 	{"procs", "Go processors the broker runs on (GOMAXPROCS, at most four per CPU; default: twice the cores and one more, unless the GOMAXPROCS environment variable is set or a CPU quota is below the CPUs): one for each event loop and each persister, which wait and write in system calls that keep their processor, and a spare that runs goroutines made runnable meanwhile"},
@@ -207,6 +208,7 @@ func (f *brokerFlags) brokerConfig(logger *slog.Logger) (broker.Config, error) {
 	size("log.retention_bytes", &cfg.Log.RetentionBytes)
 	dur("log.retention", &cfg.Log.RetentionAge)
 	integer("log.segment_reuse", &cfg.Log.ReuseSegments)
+	size("log.dedup_horizon", &cfg.DedupHorizon)
 	integer("shards", &cfg.Sched.Shards)
 	boolean("sched.pin", &cfg.Sched.Pin)
 	if v := s("sched.cores"); v != "" {
