@@ -274,7 +274,7 @@ func (p *fuzzPartition) batchAtPos(name string, pos int64) (batchAt, bool) {
 // whether it is damaged there.
 func (p *fuzzPartition) expect(firstBad map[string]int64, rpData []byte) (next int64, damaged bool) {
 	rp, reason := decodeRecoveryPoint(rpData)
-	first := len(p.bases) - 1
+	first := 0 // without a recovery point every segment is scanned
 	if reason == "" {
 		first = max(0, segmentIndex(p.bases, rp.Offset+1))
 	}

@@ -29,8 +29,12 @@ import (
 //
 // A log that ends below R without a bad batch (a segment file cut short or missing) is
 // damaged too. Without a readable recovery point (an older directory, or a crash before
-// the first one was written) Open falls back to scanning the last segment only and
-// cutting it at its first bad batch, and says so in the log.
+// the first one was written, in a partition's first 30 s) Open scans every segment, as
+// if R were below the first: bad data in a sealed segment is damage, in the last one a
+// torn tail, and it says so in the log. (It scanned the last segment only, trusting the
+// sealed ones unread: a review found a bit flipped in a young partition's sealed
+// segment served to consumers, which stopped at its CRC, while `sluice segment verify`
+// called it damage.)
 //
 // Segment files are preallocated and their last block zero-padded, so the data of a
 // segment ends at the first zeros where a batch header should be (or at the end of the
@@ -95,7 +99,7 @@ func (l *Log) readRecoveryPoint(hasSegments bool) error {
 		l.rp.valid, l.rp.offset, l.rp.clean = true, rp.Offset, rp.Clean
 	case errors.Is(err, ErrNoRecoveryPoint) && !hasSegments:
 	case errors.Is(err, ErrNoRecoveryPoint) || errors.As(err, &ce):
-		l.opts.Logger.Warn("no valid recovery point: recovery cuts the last segment at its first bad batch, as for a torn tail",
+		l.opts.Logger.Warn("no valid recovery point: recovery scans every segment; bad data in the last is cut as a torn tail, elsewhere it is damage",
 			"dir", l.dir, "reason", err)
 	default:
 		return err // unreadable: never guess what is acknowledged

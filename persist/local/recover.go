@@ -18,7 +18,7 @@ func (l *Log) loadSegmentsLocked(bases []int64) error {
 			seg.next, seg.sealed, seg.sized = bases[i+1], true, false
 		}
 	}
-	first := len(bases) - 1 // without a recovery point: the last segment only
+	first := 0 // without a recovery point: every segment (nothing is known durable)
 	if l.rp.valid {
 		first = max(0, segmentIndex(bases, l.rp.offset+1))
 	}
