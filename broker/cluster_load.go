@@ -326,7 +326,9 @@ func (b *Broker) passShipped(pt *part, next int64) {
 		return
 	}
 	pt.p.Shipped(next)
-	pt.shard.SubmitFunc(func(*sched.Shard) { b.checkpointed(pt) })
+	if err := pt.shard.SubmitFunc(func(*sched.Shard) { b.checkpointed(pt) }); errors.Is(err, sched.ErrBusy) {
+		b.oweCheckpoint(pt) // the persister submits it (it was dropped: a review of persistLoop's own)
+	}
 }
 
 // clusterRefusal is the refusal of a produce to a partition being given up, or while the

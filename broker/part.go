@@ -302,6 +302,9 @@ func (b *Broker) persistLoop(sh *sched.Shard, w *persistWake) {
 			}
 			persisted = persisted || ok
 		}
+		if w.owed.Swap(false) {
+			owed = true // refused elsewhere (passShipped)
+		}
 		if persisted || owed {
 			// A full queue refuses it (ErrBusy): owed until a pass gets it queued. A closed
 			// shard (ErrClosed) runs Shutdown, which takes C, on every partition.

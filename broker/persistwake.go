@@ -31,6 +31,9 @@ type persistWake struct {
 	kick   chan struct{} // pass now
 	resume chan struct{} // tick again: data arrived while parked
 	parked atomic.Bool
+	// owed is set by a checkpoint the shard's full queue refused elsewhere (passShipped,
+	// HDFS's acknowledgment): the next pass submits the shard's checkpoint for it.
+	owed atomic.Bool
 	// parks and resumes count the persister's parks and the appends that resumed it
 	// (sluice_persister_events_total).
 	parks, resumes atomic.Uint64
@@ -75,4 +78,14 @@ func (b *Broker) persisterEvents() (parks, resumes uint64) {
 		resumes += w.resumes.Load()
 	}
 	return parks, resumes
+}
+
+// oweCheckpoint has pt's shard's persister submit the shard's checkpoint at once: one
+// that the shard's full queue refused must not be lost (the write buffers would keep
+// durable data as not durable, and a full arena refuse every produce for good). Any
+// goroutine; never blocks.
+func (b *Broker) oweCheckpoint(pt *part) {
+	w := b.wakes[pt.shard.ID()]
+	w.owed.Store(true)
+	signal(w.kick)
 }
