@@ -184,34 +184,35 @@ func inspectSegment(fs vfs.FS, dir string, base int64, sealed bool, visit func(B
 		return rep, nil
 	}
 	s.next = sc.next
-	idx, reason := s.readIndexFiles(s.h.Load())
+	idx, suffix, reason := s.readIndexPair(s.h.Load())
 	if idx == nil {
 		reason += " (opening the log rebuilds it)"
 	} else {
-		reason = run.check(idx, base, maxTs)
+		suffix, reason = run.check(idx, base, maxTs)
 	}
-	if reason != "" {
-		rep.problems = []error{&IndexError{File: segmentName(dir, base, indexSuffix), Reason: reason}}
+	if reason != "" { // naming the file at fault (it named the offset index for both)
+		rep.problems = []error{&IndexError{File: segmentName(dir, base, suffix), Reason: reason}}
 	}
 	return rep, nil
 }
 
-// check returns why idx disagrees with the batches, or "".
-func (r *batchRun) check(idx *index, segBase, maxTs int64) string {
+// check returns why idx disagrees with the batches, and the suffix of the index file
+// at fault; "", "" when it agrees.
+func (r *batchRun) check(idx *index, segBase, maxTs int64) (suffix, reason string) {
 	for i, e := range idx.offs {
 		k, ok := slices.BinarySearch(r.pos, e.pos)
 		if !ok || r.base[k] != segBase+int64(e.rel) {
-			return fmt.Sprintf("offset index entry %d (%d at %d) does not name a batch start", i, segBase+int64(e.rel), e.pos)
+			return indexSuffix, fmt.Sprintf("offset index entry %d (%d at %d) does not name a batch start", i, segBase+int64(e.rel), e.pos)
 		}
 	}
 	for i, e := range idx.times {
 		k, ok := slices.BinarySearch(r.base, e.offset)
 		if !ok || r.runMax[k] != e.ts {
-			return fmt.Sprintf("time index entry %d (%d at offset %d) does not match the data", i, e.ts, e.offset)
+			return timeIndexSuffix, fmt.Sprintf("time index entry %d (%d at offset %d) does not match the data", i, e.ts, e.offset)
 		}
 	}
 	if last := idx.times[len(idx.times)-1]; last.ts != maxTs {
-		return fmt.Sprintf("time index ends at %d, the segment's max timestamp is %d", last.ts, maxTs)
+		return timeIndexSuffix, fmt.Sprintf("time index ends at %d, the segment's max timestamp is %d", last.ts, maxTs)
 	}
-	return ""
+	return "", ""
 }

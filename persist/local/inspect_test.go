@@ -61,12 +61,21 @@ func TestInspect(t *testing.T) {
 		}
 	})
 	t.Run("bad index", func(t *testing.T) {
-		dir := copyDir(t, src)
-		os.Remove(filepath.Join(dir, filepath.Base(files[2][:len(files[2])-4]+".timeindex")))
-		problems, _ := inspect(dir)
-		var ie *IndexError
-		if len(problems) != 1 || !errors.As(problems[0], &ie) {
-			t.Fatalf("problems: %v", problems)
+		// The problem names the index file at fault: the time index here (it named the
+		// offset index whatever the file, a review found).
+		for _, suffix := range []string{".timeindex", ".index"} {
+			dir := copyDir(t, src)
+			bad := filepath.Join(dir, filepath.Base(files[2][:len(files[2])-4]+suffix))
+			patchFile(t, bad, func(d []byte) []byte { d[len(d)-3] ^= 0xff; return d })
+			problems, _ := inspect(dir)
+			var ie *IndexError
+			if len(problems) != 1 || !errors.As(problems[0], &ie) || ie.File != bad {
+				t.Fatalf("%s flipped: problems %v, want one naming %s", suffix, problems, bad)
+			}
+			os.Remove(bad)
+			if problems, _ := inspect(dir); len(problems) != 1 || !errors.As(problems[0], &ie) || ie.File != bad {
+				t.Fatalf("%s missing: problems %v, want one naming %s", suffix, problems, bad)
+			}
 		}
 	})
 	t.Run("missing segment", func(t *testing.T) {

@@ -191,28 +191,35 @@ func (s *segment) loadIndexLocked(l *Log) error {
 
 // readIndexFiles reads and checks both index files; on any problem it returns nil and why.
 func (s *segment) readIndexFiles(h *handle) (*index, string) {
+	idx, _, reason := s.readIndexPair(h)
+	return idx, reason
+}
+
+// readIndexPair is readIndexFiles, also naming the suffix of the file at fault
+// (indexSuffix or timeIndexSuffix) when it fails.
+func (s *segment) readIndexPair(h *handle) (*index, string, string) {
 	ob, err := readAll(s.fs, segmentName(dirOf(s.path), s.base, indexSuffix))
 	if err != nil {
-		return nil, err.Error()
+		return nil, indexSuffix, err.Error()
 	}
 	offs, err := decodeOffsets(ob, s.size)
 	if err != nil {
-		return nil, err.Error()
+		return nil, indexSuffix, err.Error()
 	}
 	tb, err := readAll(s.fs, segmentName(dirOf(s.path), s.base, timeIndexSuffix))
 	if err != nil {
-		return nil, err.Error()
+		return nil, timeIndexSuffix, err.Error()
 	}
 	times, err := decodeTimes(tb, s.base, s.next)
 	if err != nil {
-		return nil, err.Error()
+		return nil, timeIndexSuffix, err.Error()
 	}
 	// The last entry must point at a real batch of the right offset: one header read
 	// catches an index left over from a different .log.
 	end := offs[len(offs)-1]
 	hb := new([batch.HeaderSize]byte)
 	if _, err := readHeader(h, hb, end.pos, s.base+int64(end.rel), s.size); err != nil {
-		return nil, fmt.Sprintf("last index entry: %v", err)
+		return nil, indexSuffix, fmt.Sprintf("last index entry: %v", err)
 	}
 	// The last time entry states the segment's maximum timestamp: the batch it names
 	// must carry it.
@@ -222,9 +229,9 @@ func (s *segment) readIndexFiles(h *handle) (*index, string) {
 		return h.BaseOffset >= last.offset
 	})
 	if err != nil || hd.BaseOffset != last.offset || hd.MaxTimestamp != last.ts {
-		return nil, fmt.Sprintf("last time index entry (%d, %d) does not match its batch", last.ts, last.offset)
+		return nil, timeIndexSuffix, fmt.Sprintf("last time index entry (%d, %d) does not match its batch", last.ts, last.offset)
 	}
-	return &index{offs: offs, times: times, maxTs: last.ts, maxTsOffset: last.offset}, ""
+	return &index{offs: offs, times: times, maxTs: last.ts, maxTsOffset: last.offset}, "", ""
 }
 
 // rebuildIndex scans the whole segment, verifying every batch, and returns its index:
