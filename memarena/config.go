@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"sluice/internal/memlimit"
 )
 
 // Defaults applied by Config.EnsureDefaults.
@@ -102,6 +104,10 @@ func (c *Config) Validate() error {
 	c.validatePartition(add)
 	if phys, err := physicalMemory(); err == nil && c.Size > phys {
 		add("arena.size %s exceeds physical memory %s", FormatSize(c.Size), approxSize(phys))
+	} else if limit, _, ok := memlimit.Read(); ok && c.Size > limit {
+		// The OOM killer would end the broker once the arena filled (at start, with
+		// prefault): a review's 16 GiB arena in a 2 GiB cgroup died idle within 15 s.
+		add("arena.size %s exceeds the memory limit of this process's cgroup, %s", FormatSize(c.Size), approxSize(limit))
 	}
 	if len(errs) == 0 {
 		return nil

@@ -15,6 +15,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"sluice/internal/memlimit"
 )
 
 // Host is what Inspect found. A figure it could not read is 0 (or "").
@@ -22,6 +24,7 @@ type Host struct {
 	Cores          int    // CPUs this process may run on
 	MemTotal       int64  // bytes
 	MemAvailable   int64  // bytes
+	MemLimit       int64  // the process's cgroup memory limit, bytes; 0 when none
 	DataDir        string // the data directory asked about
 	DiskSize       int64  // its filesystem's size, bytes
 	DiskFree       int64  // bytes available to the broker
@@ -43,6 +46,13 @@ func Inspect(dataDir string) (Host, error) {
 		return h, fmt.Errorf("cannot read memory figures: %w", err)
 	}
 	h.MemTotal, h.MemAvailable = meminfo(mem, "MemTotal"), meminfo(mem, "MemAvailable")
+	if limit, used, ok := memlimit.Read(); ok {
+		// A container's or a unit's limit is the memory there is: what the host has
+		// beyond it ends in the OOM killer.
+		h.MemLimit = limit
+		h.MemTotal = min(h.MemTotal, limit)
+		h.MemAvailable = min(h.MemAvailable, max(limit-used, 0))
+	}
 	dir := existingParent(dataDir)
 	var st unix.Statfs_t
 	if err := unix.Statfs(dir, &st); err != nil {

@@ -82,7 +82,11 @@ func Recommend(h Host) ([]Setting, []Advice) {
 func Write(w io.Writer, h Host, s []Setting, a []Advice) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# sluice broker settings for this host (sluice tune).\n")
-	fmt.Fprintf(&b, "# host: %d cores, %s memory (%s available), %s on %s", h.Cores, size(h.MemTotal), size(h.MemAvailable), h.DataDir, orUnknown(h.FSType))
+	limit := ""
+	if h.MemLimit > 0 {
+		limit = ", the cgroup's limit"
+	}
+	fmt.Fprintf(&b, "# host: %d cores, %s memory%s (%s available), %s on %s", h.Cores, size(h.MemTotal), limit, size(h.MemAvailable), h.DataDir, orUnknown(h.FSType))
 	if h.DiskSize > 0 {
 		kind := "not rotational"
 		if h.DiskRotational {
