@@ -20,6 +20,7 @@ import (
 	"sluice/persist/hdfs"
 	"sluice/persist/vfs"
 	"sluice/sched"
+	"sluice/wire"
 )
 
 // Broker is a running embedded broker.
@@ -66,10 +67,13 @@ type Broker struct {
 	// a cluster); nil channels when not running.
 	stopReopen, reopenDone chan struct{}
 
-	panics      atomic.Uint64 // recovered on shards (netio counts the loops')
-	produced    atomic.Uint64 // batch bytes accepted by produce requests
-	copied      atomic.Uint64 // bytes the produce path copied in user space
-	parkedFetch atomic.Int64  // long polls parked on partitions
+	panics   atomic.Uint64 // recovered on shards (netio counts the loops')
+	produced atomic.Uint64 // batch bytes accepted by produce requests
+	copied   atomic.Uint64 // bytes the produce path copied in user space
+	// refused counts produce requests answered with an error, by code
+	// (sluice_produce_refused_total): the slow path only.
+	refused     [wire.CodeTooLarge + 1]atomic.Uint64
+	parkedFetch atomic.Int64 // long polls parked on partitions
 	// wakesLoop and wakesShard count appends that woke parked long polls, on the
 	// appending event loop or on the partition's shard (produce.go).
 	wakesLoop, wakesShard atomic.Uint64

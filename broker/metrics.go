@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"sluice/wire"
 )
 
 // Metrics returns a Prometheus collector reading the broker's figures at scrape time:
@@ -48,7 +50,7 @@ var (
 	descArena    = prometheus.NewDesc("sluice_arena_bytes",
 		"Arena memory by kind: size, used, free, write_buffer, block_cache, other, pending (not yet durable), mapped, prefaulted (faulted in at start by arena.prefault).", []string{"kind"}, nil)
 	descReclaimed = prometheus.NewDesc("sluice_arena_reclaimed_bytes_total", "Bytes reclaimed from owners.", nil, nil)
-	descFull      = prometheus.NewDesc("sluice_arena_full_total", "Allocations refused because memory was full of data not yet durable.", nil, nil)
+	descFull      = prometheus.NewDesc("sluice_arena_full_total", "Chunk allocations refused because the arena was full of data not yet durable (an append may try more than once; sluice_produce_refused_total counts the answers).", nil, nil)
 	descLag       = prometheus.NewDesc("sluice_partition_checkpoint_lag",
 		"Offsets accepted but not yet durable (next offset - 1 - checkpoint).", []string{"topic", "partition"}, nil)
 	descHits = prometheus.NewDesc("sluice_partition_reads_total",
@@ -120,6 +122,8 @@ var (
 		"Times each shard's goroutine woke from parked, for a task or a timer: each may cost a thread wake-up, tens of microseconds of processor time on a virtual machine (BENCHMARKS.md's machine line gives the host's).", []string{"shard"}, nil)
 	descShardBusy = prometheus.NewDesc("sluice_shard_refused_tasks_total",
 		"Tasks refused because the shard's queue was full (answered busy, or left to their deadline).", []string{"shard"}, nil)
+	descProduceRefused = prometheus.NewDesc("sluice_produce_refused_total",
+		"Produce requests answered with an error, by its code: busy is the throttle (memory full of data not yet durable, arena.partition_max reached, the shard's queue full or the partition switching layouts).", []string{"code"}, nil)
 	descClamped = prometheus.NewDesc("sluice_net_fetches_clamped_total",
 		"Fetches whose max bytes was lowered to the room their connection had in the outbound budget.", nil, nil)
 )
@@ -128,7 +132,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descSent, descConns, descRequests, descProtoErr, descArena, descReclaimed,
 		descFull, descLag, descHits, descState, descDirect, descReused, descLogBytes, descPanics, descReleased, descWakes, descSkipped, descParked, descProduced, descCopied,
 		descInbound, descOutbound, descRefused, descTimedOut, descSendTimedOut, descExpired, descPaused, descClamped, descDirectRead, descAnswers,
-		descPersister, descShardTasks, descShardWakeups, descShardBusy, descHDFSLag, descHDFSLagBytes, descHDFSLagSec, descHDFSFailing, descHDFSRounds, descHDFSSwitches, descHDFSBytes, descHDFSRead,
+		descPersister, descShardTasks, descShardWakeups, descShardBusy, descProduceRefused, descHDFSLag, descHDFSLagBytes, descHDFSLagSec, descHDFSFailing, descHDFSRounds, descHDFSSwitches, descHDFSBytes, descHDFSRead,
 		descAuth, descAuthRefused, descAuthReloads, descAuthFailing, descAuthUsers, descTLS, descCertExpiry, descTLSReloads} {
 		ch <- d
 	}
@@ -156,6 +160,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	counter(descReclaimed, float64(as.ReclaimedBytes))
 	counter(descFull, float64(as.FullErrors))
+	for code := range c.b.refused {
+		if n := c.b.refused[code].Load(); n > 0 {
+			counter(descProduceRefused, float64(n), wire.Code(code).String())
+		}
+	}
 	counter(descPanics, float64(ns.Panics), "loop")
 	counter(descPanics, float64(c.b.panics.Load()), "shard")
 	counter(descReleased, float64(ns.Released))

@@ -203,7 +203,11 @@ func (b *Broker) noteSpace(pt *part, src int) {
 // fail answers an engine error with its code and, where the client needs them, the
 // partition's current (V, S, C).
 func (t *produceTask) fail(err error) {
-	switch code := codeOf(err); code {
+	code := codeOf(err)
+	if int(code) < len(t.b.refused) {
+		t.b.refused[code].Add(1)
+	}
+	switch code {
 	case wire.CodeBusy:
 		t.answerBusy()
 	case wire.CodeSequenceGap:

@@ -307,11 +307,14 @@ func TestProduceTooLarge(t *testing.T) {
 		{[]string{"-arena.size", "4KiB", "-arena.chunk_size", "4KiB"}, "hello"},
 		{[]string{"-arena.size", "8MiB", "-arena.partition_max", "64KiB"}, strings.Repeat("x", 100_000)},
 	} {
-		b := testbroker.Start(t, t.TempDir(), c.args...)
+		b := testbroker.Start(t, t.TempDir(), append(c.args, "-metrics", "127.0.0.1:0")...)
 		mustRun(t, 0, "", "topic", "create", "big", "--broker", b.Addr)
 		code, _, errOut := sluiceCmd(t, c.line+"\n", "produce", "--broker", b.Addr, "--topic", "big", "--timeout", "10m")
 		if code != 1 || !strings.Contains(errOut, "too_large") {
 			t.Fatalf("broker %v, a record of %d bytes: exit %d, %s", c.args, len(c.line), code, errOut)
+		}
+		if n := testbroker.Scrape(t, b.MetricsAddr, `sluice_produce_refused_total{code="too_large"}`); n < 1 {
+			t.Fatalf("sluice_produce_refused_total{code=\"too_large\"} is %v after the refusal", n)
 		}
 		b.Stop()
 	}
