@@ -70,6 +70,7 @@ type Broker struct {
 	panics   atomic.Uint64 // recovered on shards (netio counts the loops')
 	produced atomic.Uint64 // batch bytes accepted by produce requests
 	copied   atomic.Uint64 // bytes the produce path copied in user space
+	gapLog   everyLog      // sequence gaps, logged once a minute for the whole broker (produce.go)
 	// refused counts produce requests answered with an error, by code
 	// (sluice_produce_refused_total): the slow path only.
 	refused     [wire.CodeTooLarge + 1]atomic.Uint64

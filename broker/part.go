@@ -64,7 +64,6 @@ type part struct {
 	lateShipped             atomic.Int64
 	appendLog               everyLog
 	retentionLog, answerLog everyLog
-	gapLog                  everyLog // sequence gaps: a producer and the partition disagree
 	// switchAsked is set once switchPart asked ZooKeeper to record the partition's
 	// switch: the znode may exist although no answer said so, so the freeze is never
 	// undone from then on.

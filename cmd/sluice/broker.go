@@ -40,6 +40,7 @@ var brokerKeys = [][2]string{
 	{"listen", "address to serve on (default 127.0.0.1:9440)"},
 	{"arena.size", "arena size, e.g. 8GiB (default 1GiB)"},
 	{"arena.chunk_size", "arena chunk size (default 64KiB)"},
+	{"arena.slab_size", "unit of mmap and of giving memory back, a power of two from the chunk size to 1GiB (default 64MiB)"},
 	{"arena.low_watermark", "fraction of the arena kept free by reclaim"},
 	{"arena.high_watermark", "fraction free at which reclaim stops"},
 	{"arena.partition_min", "memory each partition keeps under pressure"},
@@ -191,6 +192,7 @@ func (f *brokerFlags) brokerConfig(logger *slog.Logger) (broker.Config, error) {
 	}
 	size("arena.size", &cfg.Arena.Size)
 	size("arena.chunk_size", &cfg.Arena.ChunkSize)
+	size("arena.slab_size", &cfg.Arena.SlabSize)
 	frac("arena.low_watermark", &cfg.Arena.LowWatermark)
 	frac("arena.high_watermark", &cfg.Arena.HighWatermark)
 	size("arena.partition_min", &cfg.Arena.PartitionMin)
