@@ -55,7 +55,7 @@ func (d *sluiceDriver) NewProducer(ctx context.Context, c *Config) (Producer, er
 	if err != nil {
 		return nil, err
 	}
-	p, err := client.NewProducer(ctx, c.Topic, d.opts(c, client.BatchBytes(c.BatchBytes),
+	p, err := client.NewProducer(ctx, c.Topic, d.opts(c, client.BatchBytes(c.BatchBytes), client.MaxRequestBytes(max(c.BatchBytes, 4<<20)),
 		client.Linger(c.Linger), client.Compression(codec), client.MaxBufferedBytes(cmp.Or(c.BufferBytes, bufferBytesDefault)))...)
 	if err != nil {
 		return nil, err

@@ -92,7 +92,8 @@ func (c *cfg) validate() error {
 	case c.maxBuffered < int64(c.batchBytes):
 		bad = fmt.Sprintf("max buffered bytes %d below batch bytes %d", c.maxBuffered, c.batchBytes)
 	case c.maxInflight < 1 || c.requestBytes < c.batchBytes || c.requestBytes > batch.MaxSize:
-		bad = "max in flight must be positive and request bytes in [batch bytes, 64 MiB]"
+		bad = fmt.Sprintf("max in flight (%d) must be positive and max request bytes (%d) in [batch bytes (%d), %d]",
+			c.maxInflight, c.requestBytes, c.batchBytes, batch.MaxSize)
 	case c.pollWait < time.Millisecond || c.fetchWait < 0 || c.fetchBytes < 1 || c.fetchBytes > batch.MaxSize:
 		bad = fmt.Sprintf("poll wait must be at least 1ms, fetch wait not negative, fetch bytes in [1, %d]", batch.MaxSize)
 	case c.user != "" && (c.password == "" || strings.ContainsAny(c.user, ",=")):
