@@ -10,14 +10,15 @@ build:
 	$(GO) build -o bin/sluice ./cmd/sluice
 
 # The embedded default: one broker process, every topic local, no ZooKeeper, no HDFS.
-# DATA and LISTEN choose where it keeps its partitions and where it serves; ARGS adds
-# broker flags (a LISTEN other than loopback needs TLS and authentication in ARGS, or
-# ARGS=-insecure: docs/security.md).
-DATA   ?= $(CURDIR)/data
-LISTEN ?= 127.0.0.1:9440
-ARGS   ?=
+# DATA, LISTEN and METRICS choose where it keeps its partitions, where it serves and where
+# it serves /metrics; ARGS adds broker flags (a LISTEN other than loopback needs TLS and
+# authentication in ARGS, or ARGS=-insecure: docs/security.md).
+DATA    ?= $(CURDIR)/data
+LISTEN  ?= 127.0.0.1:9440
+METRICS ?= 127.0.0.1:9441
+ARGS    ?=
 run: build
-	bin/sluice broker -data "$(DATA)" -listen "$(LISTEN)" -metrics 127.0.0.1:9441 $(ARGS)
+	bin/sluice broker -data "$(DATA)" -listen "$(LISTEN)" -metrics "$(METRICS)" $(ARGS)
 
 test: deps check unit fuzz
 

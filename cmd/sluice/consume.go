@@ -30,6 +30,8 @@ type consumeFlags struct {
 // are not dense, a corrupt batch), after printing the records before it. --positions
 // starts the partitions it names at their offsets (client.StartPositions): to read on
 // past a batch that cannot be read, at the offset its error says the batch ends before.
+// An offset past a partition's end is moved to its end, one below its start to its
+// start, without a word (the client clamps it); the partitions not named start at --from.
 func consume(args []string, _ io.Reader, stdout, _ io.Writer) error {
 	f, opts, err := parseConsumeFlags(args)
 	if err != nil {
@@ -63,7 +65,7 @@ func parseConsumeFlags(args []string) (*consumeFlags, []client.Opt, error) {
 	fs.IntVar(&f.max, "max", 0, "stop after this many records (0: no limit)")
 	fs.DurationVar(&f.idle, "idle", 0, "stop after this long without a record (0: never)")
 	fs.StringVar(&f.logical, "logical", "", "only records of the logical range A-B (inclusive)")
-	fs.StringVar(&f.positions, "positions", "", "start these partitions at these offsets, P=OFFSET[,P=OFFSET...] (the others at --from)")
+	fs.StringVar(&f.positions, "positions", "", "start these partitions at these offsets, P=OFFSET[,P=OFFSET...] (the others at --from); an offset past a partition's end starts at its end, one below its start (deleted by retention) at its start, without a warning")
 	fs.BoolVar(&f.keys, "keys", false, "print each record's key and a tab before its value")
 	fs.DurationVar(&f.timeout, "timeout", 30*time.Second, "how long to wait for the broker at start (0: forever)")
 	tf := newSecurityFlags(fs)

@@ -64,7 +64,8 @@ func TestParsePositions(t *testing.T) {
 	f("0=5,", "map[] true")
 }
 
-// TestConsumePositions: --positions starts the partition it names at its offset.
+// TestConsumePositions: --positions starts the partition it names at its offset; an
+// offset past the partition's end starts at its end (as the flag's help says).
 func TestConsumePositions(t *testing.T) {
 	b := testbroker.Start(t, t.TempDir())
 	mustRun(t, 0, "", "topic", "create", "t", "--broker", b.Addr)
@@ -86,6 +87,9 @@ func TestConsumePositions(t *testing.T) {
 	lines := strings.Fields(out)
 	if code != 0 || len(lines) != 50 || lines[0] != "150" || lines[49] != "199" {
 		t.Fatalf("consume --positions 0=150: exit %d, %d lines (%.20q...)\n%s", code, len(lines), out, errOut)
+	}
+	if code, out, errOut := sluiceCmd(t, "", "consume", "--broker", b.Addr, "--topic", "t", "--positions", "0=500", "--idle", "1s"); code != 0 || out != "" {
+		t.Fatalf("consume --positions 0=500 (past the end, 200): exit %d\nstdout: %.40q\nstderr: %s", code, out, errOut)
 	}
 }
 

@@ -31,6 +31,46 @@ func TestHelp(t *testing.T) {
 	if code, _, errOut := runIn("nonsense"); code != 2 || !strings.Contains(errOut, "usage: sluice COMMAND") {
 		t.Fatalf("sluice nonsense: exit %d\n%s", code, errOut)
 	}
+	// A command group's -help prints its subcommands to stdout and exits 0 (it printed the
+	// global usage and exited 2); the group without a subcommand, or with an unknown one,
+	// is still a usage error.
+	for _, group := range []string{"topic", "segment", "user", "bench", "acl", "cluster"} {
+		for _, flag := range []string{"-help", "-h", "--help"} {
+			code, out, errOut := runIn(group, flag)
+			if code != 0 || !strings.HasPrefix(out, "usage: sluice "+group+" SUBCOMMAND") || errOut != "" {
+				t.Fatalf("sluice %s %s: exit %d\nstdout: %s\nstderr: %s", group, flag, code, out, errOut)
+			}
+			for name := range commands() {
+				if in := strings.HasPrefix(name, group+" "); in != strings.Contains(out, "  "+name) {
+					t.Fatalf("sluice %s %s: %q listed %v\n%s", group, flag, name, !in, out)
+				}
+			}
+		}
+		if code, out, errOut := runIn(group); code != 2 || out != "" || !strings.Contains(errOut, "usage: sluice "+group+" SUBCOMMAND") {
+			t.Fatalf("sluice %s: exit %d\nstdout: %s\nstderr: %s", group, code, out, errOut)
+		}
+		if code, out, errOut := runIn(group, "nonsense"); code != 2 || out != "" || !strings.Contains(errOut, "unknown subcommand "+group+" nonsense") {
+			t.Fatalf("sluice %s nonsense: exit %d\nstdout: %s\nstderr: %s", group, code, out, errOut)
+		}
+	}
+}
+
+// TestHelpSaysWhatSurprises: the help says what a new user did not expect: produce drops
+// a \r before a line's \n, consume --positions moves an offset out of range to the
+// partition's end or start, segment verify is for a stopped broker's directory.
+func TestHelpSaysWhatSurprises(t *testing.T) {
+	for _, c := range []struct{ args, want []string }{
+		{[]string{"produce", "-help"}, []string{`lines end at \n or \r\n`}},
+		{[]string{"consume", "-help"}, []string{"past a partition's end starts at its end", "below its start", "the others at --from"}},
+		{[]string{"segment", "verify", "-help"}, []string{"stopped broker", "torn tail"}},
+	} {
+		code, out, _ := runIn(c.args...)
+		for _, want := range c.want {
+			if code != 0 || !strings.Contains(out, want) {
+				t.Fatalf("sluice %s: exit %d, want %q in\n%s", strings.Join(c.args, " "), code, want, out)
+			}
+		}
+	}
 }
 
 // TestUsageErrors: bad flags exit 2 with the usage, before anything is sent: negative

@@ -4,7 +4,8 @@
 // Exit status, the same for every subcommand: 0 success (and for -help, which prints the
 // usage to stdout), 1 the command ran and failed (a broker unreachable or answering an
 // error, a corrupt log found by `segment verify`, records not acknowledged), 2 a usage
-// error (bad flags or arguments), after which the usage is printed.
+// error (bad flags or arguments), after which the usage is printed. A command group
+// (`sluice topic -help`, `sluice segment -help`, ...) prints its subcommands.
 package main
 
 import (
@@ -29,7 +30,7 @@ func commands() map[string]command {
 		"chaos":          {"chaos [--duration D] [--faults F,...] [--seed N] [--distributed] [--json FILE]: inject faults under load into brokers on loopback, then check that nothing acknowledged was lost, duplicated or reordered", chaosCmd},
 		"cluster status": {"cluster status -zk ADDRS [-zk-root PATH]: print a distributed cluster's brokers and every partition's owner", clusterStatus},
 		"broker":         {"broker -data DIR [-listen ADDR] [-config FILE] [-arena-size SIZE] [-metrics ADDR]: run the embedded broker", runBroker},
-		"produce":        {"produce --broker ADDR --topic T [--key] [--acks accepted|persisted] [--codec C] [--timeout D]: send stdin lines as records", produce},
+		"produce":        {"produce --broker ADDR --topic T [--key] [--acks accepted|persisted] [--codec C] [--timeout D]: send stdin lines as records (lines end at \\n or \\r\\n: one \\r before the \\n is dropped)", produce},
 		"consume":        {"consume --broker ADDR --topic T [--from oldest|newest|OFFSET|RFC3339] [--positions P=OFFSET,...] [--max N] [--idle D] [--logical A-B] [--timeout D]: print record values", consume},
 		"topic create":   {"topic create NAME --partitions N --broker ADDR: create a topic", topicCreate},
 		"topic describe": {"topic describe NAME --broker ADDR: print a topic's partitions, offsets and checkpoints", topicDescribe},
@@ -45,7 +46,7 @@ func commands() map[string]command {
 			topicExpand},
 		"tune":           {"tune [-data DIR]: print the broker settings this host calls for (a config file, with reasons) and host advice", tuneHost},
 		"segment dump":   {"segment dump DIR: print every batch of a partition directory", segmentDump},
-		"segment verify": {"segment verify DIR: check CRCs, offsets and indexes; tell a torn tail from damage; exit 1 on a problem", segmentVerify},
+		"segment verify": {"segment verify DIR: check CRCs, offsets and indexes; tell a torn tail from damage; exit 1 on a problem (for a stopped broker's directory: a live partition's last segment may show a torn tail)", segmentVerify},
 		"segment repair": {"segment repair DIR --truncate-at OFFSET [--dry-run]: cut a damaged partition (broker stopped)", segmentRepair},
 		"segment demo":   {"segment demo DIR [-batches N]: write a small demo log", segmentDemo},
 		"bench produce":  {"bench produce [-system S] [-broker ADDR] [flags]: measure producers", benchCmd("produce")},
@@ -86,21 +87,68 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return 1
 		}
 	}
-	if len(args) == 1 && (args[0] == "-help" || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+	if len(args) == 1 && isHelp(args[0]) {
 		printUsage(stdout, cmds)
 		return 0
+	}
+	// A command group (topic, segment, user, bench, ...) without a subcommand of its own:
+	// -help prints the group's subcommands (exit 0); none or an unknown one is a usage
+	// error, with the group's subcommands.
+	if len(args) > 0 {
+		if group := groupCommands(cmds, args[0]); len(group) > 0 {
+			if len(args) == 2 && isHelp(args[1]) {
+				printGroupUsage(stdout, args[0], group)
+				return 0
+			}
+			if len(args) == 1 {
+				fmt.Fprintf(stderr, "sluice: %s needs a subcommand\n", args[0])
+			} else {
+				fmt.Fprintf(stderr, "sluice: unknown subcommand %s %s\n", args[0], args[1])
+			}
+			printGroupUsage(stderr, args[0], group)
+			return 2
+		}
 	}
 	printUsage(stderr, cmds)
 	return 2
 }
 
+// isHelp tells whether arg asks for the usage.
+func isHelp(arg string) bool {
+	return arg == "-help" || arg == "--help" || arg == "-h" || arg == "help"
+}
+
+// groupCommands returns the commands of the group name ("topic" for "topic create", ...),
+// none when name is not a group.
+func groupCommands(cmds map[string]command, name string) map[string]command {
+	group := map[string]command{}
+	for n, c := range cmds {
+		if strings.HasPrefix(n, name+" ") {
+			group[n] = c
+		}
+	}
+	return group
+}
+
+// printGroupUsage prints the subcommands of the group name.
+func printGroupUsage(w io.Writer, name string, group map[string]command) {
+	fmt.Fprintf(w, "usage: sluice %s SUBCOMMAND [ARGS]\n\nsubcommands:\n", name)
+	printCommands(w, group)
+	fmt.Fprintf(w, "\n`sluice %s SUBCOMMAND -help` prints a subcommand's flags.\n", name)
+}
+
 func printUsage(w io.Writer, cmds map[string]command) {
+	fmt.Fprintln(w, "usage: sluice COMMAND [ARGS]\n\ncommands:")
+	printCommands(w, cmds)
+}
+
+// printCommands prints the usage line of each of cmds, sorted by name.
+func printCommands(w io.Writer, cmds map[string]command) {
 	names := make([]string, 0, len(cmds))
 	for name := range cmds {
 		names = append(names, name)
 	}
 	sort.Strings(names)
-	fmt.Fprintln(w, "usage: sluice COMMAND [ARGS]\n\ncommands:")
 	for _, name := range names {
 		fmt.Fprintf(w, "  %s\n", cmds[name].usage)
 	}

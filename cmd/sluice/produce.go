@@ -24,7 +24,9 @@ type produceFlags struct {
 }
 
 // produce sends the lines of stdin as records: `sluice produce --broker ADDR --topic T
-// [--key] [--acks accepted|persisted] [--codec C]`. With --key, the key of a record is
+// [--key] [--acks accepted|persisted] [--codec C]`. Lines end at \n or \r\n: one \r
+// before a line's \n is dropped (bufio.ScanLines), so CRLF input makes the same records
+// as LF input; a value cannot end in \r. With --key, the key of a record is
 // the text before the first tab or space of its line and the value the text after that
 // character (a line with neither is a value without key). A record holds at most
 // client.MaxRecordBytes of key and value: a longer line stops produce with its number.

@@ -202,6 +202,20 @@ func TestReadLinesLimit(t *testing.T) {
 	f(maxLine, true, []string{"k", "k " + v(maxLine)}, []int{1}, fmt.Sprintf("line 2: its record of %d bytes is larger than the largest record, %d bytes", maxLine+1, maxLine))
 }
 
+// TestReadLinesCRLF: lines end at \n or \r\n (as produce's usage says): one \r before
+// the \n is dropped, any other \r stays in the record, and a last line without its \n
+// is a record too.
+func TestReadLinesCRLF(t *testing.T) {
+	var got []string
+	_, err := readLines(strings.NewReader("a\r\nb\n\rc\r\r\nd\re\nlast"), false, 100, func(r *client.Record) error {
+		got = append(got, string(r.Value))
+		return nil
+	})
+	if want := []string{"a", "b", "\rc\r", "d\re", "last"}; err != nil || fmt.Sprintf("%q", got) != fmt.Sprintf("%q", want) {
+		t.Fatalf("records %q, %v; want %q", got, err, want)
+	}
+}
+
 // TestProduceLongLine: a 33 MiB line (over the 32 MiB the line reader stopped at) goes
 // through `sluice produce` and comes back whole. (A line at the limit, 64 MiB, is accepted
 // by produce; the broker does not serve a fetch answer with a batch that large yet, so

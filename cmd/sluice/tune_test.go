@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"sluice/memarena"
@@ -37,6 +38,18 @@ func TestTuneWritesAConfig(t *testing.T) {
 	}
 	if want := *newTunedFlags(t, file).settings["arena.size"]; cfg.Arena.Size == memarena.DefaultSize && want != "1GiB" {
 		t.Fatalf("the arena kept its default size, not tune's %s", want)
+	}
+}
+
+// TestTuneRefusesArguments: tune takes no positional argument (it ignored one and
+// exited 0), like every other command: a usage error, exit 2, before the host is read.
+func TestTuneRefusesArguments(t *testing.T) {
+	dir := t.TempDir()
+	for _, args := range [][]string{{"tune", "-data", dir, "extra"}, {"tune", "extra", "-data", dir}} {
+		code, out, errOut := runIn(args...)
+		if code != 2 || out != "" || !strings.Contains(errOut, "unexpected argument extra") || !strings.Contains(errOut, "usage: sluice tune") {
+			t.Fatalf("sluice %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), code, out, errOut)
+		}
 	}
 }
 
