@@ -258,7 +258,10 @@ func (t *produceTask) answer(code wire.Code, text string) {
 	if code == wire.CodeBusy {
 		body.RetryAfterMs = uint32(max(t.b.cfg.BusyRetryAfter.Milliseconds(), 1))
 	}
-	if code != wire.CodeNone {
+	if code != wire.CodeNone && code != wire.CodeBusy && code != wire.CodeNoSpace {
+		// A refusal appended nothing; busy and no_space may follow a prefix a request
+		// appended, and say which (docs/protocol.md; -1 when none). (answerBusy said so
+		// while this line still wiped the offsets of every refusal: a review.)
 		body.BaseOffset, body.LastOffset = -1, -1
 	}
 	bodyOrNil := &body

@@ -165,13 +165,17 @@ func (p *Partition) produce(v uint32, s uint64, batches []byte, now time.Time, r
 // refuses the request whole (busy, nothing appended, as the protocol says, so that a
 // producer without an id may send it again) rather than after a prefix of it, which such
 // a producer's resend would append twice (a review found the log holding a request's
-// first batches six times after five busy answers). Each batch may need a roll's padding
-// before it. It reports whether the caller must Release the room. A request larger than
-// the buffer can ever hold at once (arena.partition_max) is appended batch by batch, as
-// the persister frees room, and may still be refused midway with a prefix appended
-// (reported in the answer); so may one that fills the disk (persist.ErrNoSpace at a
-// roll). One batch needs no hold: appendOne reserves its room. Requires p.app.
+// first batches six times after five busy answers). It reports whether the caller must
+// Release the room. A request larger than the buffer can ever hold at once
+// (arena.partition_max, padding counted) is appended batch by batch, as the persister
+// frees room, and may still be refused midway with a prefix appended (reported in the
+// answer); so may one that fills the disk (persist.ErrNoSpace at a roll), and one that
+// rolls segments more than twice. One batch needs no hold: appendOne reserves its room.
+// Requires p.app.
 func (p *Partition) hold(batches []byte) (release bool, err error) {
+	if p.app.frozen {
+		return false, nil // appendOne refuses it (ErrSwitching: route again), not the arena
+	}
 	n, size := 0, int64(0)
 	for pos := 0; pos < len(batches); {
 		h, _ := batch.ParseHeader(batches[pos:]) // checked by checkBatches
@@ -186,7 +190,12 @@ func (p *Partition) hold(batches []byte) (release bool, err error) {
 	if n < 2 {
 		return false, nil
 	}
-	switch err := p.buf.Hold(size, int64(n)*(blockSize-1)); {
+	// Padding for two rolls at most (by age at the first batch, by size once): a request
+	// that fills more than one segment (segments smaller than half of it) may find its
+	// held room short at a third and be refused there, a prefix appended, as before. A
+	// pad for every batch held 4 KiB a batch, and kept a request of small batches from a
+	// partition whose room it did fit (a review).
+	switch err := p.buf.Hold(size, int64(min(n, 2))*(blockSize-1)); {
 	case err == nil:
 		return true, nil
 	case errors.Is(err, memarena.ErrTooLarge):

@@ -1,5 +1,7 @@
 package memarena
 
+import "fmt"
+
 // Reserve makes room at the tail for a batch of size bytes after pad bytes of padding,
 // allocating chunks now, and keeps it until the next Append or Unreserve: the reclaimer
 // leaves the tail chunk alone meanwhile, so the Append of that batch (after a Skip of at
@@ -15,6 +17,11 @@ func (w *WriteBuffer) Reserve(size, pad int64) error { return w.reserve(size, pa
 func (w *WriteBuffer) reserve(size, pad int64, hold bool) error {
 	if err := w.checkSize(size); err != nil {
 		return err
+	}
+	if hold && size+pad > w.max {
+		// More than PartitionMax at once, padding counted: the partition's cap would not
+		// hold (an empty buffer may take one batch past it, not a request of them).
+		return fmt.Errorf("cannot hold %d bytes and %d of padding in a partition of at most %d: %w", size, pad, w.max, ErrTooLarge)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()

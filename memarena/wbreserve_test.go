@@ -131,3 +131,28 @@ func TestReserveNeverFits(t *testing.T) {
 		t.Fatalf("a hold a non-empty buffer cannot get now (it may later): %v, want ErrFull", err)
 	}
 }
+
+// TestHoldOverPartitionMaxIsTooLarge: a Hold of more than PartitionMax, padding counted,
+// is ErrTooLarge and holds nothing (the engine then appends batch by batch), so that an
+// empty buffer never takes a request's worth past the partition's cap (a review saw 20
+// batches of 1 KiB hold 100 KiB under a 64 KiB cap); one within it holds at most a
+// chunk past the cap, as one batch may.
+func TestHoldOverPartitionMaxIsTooLarge(t *testing.T) {
+	c := smallConfig(64)
+	c.PartitionMax = 16 * 4 * KiB
+	a := newTestArena(t, c)
+	w := newWB(t, a, 0)
+	if err := w.Hold(20*KiB, 20*4095); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("hold of 20 KiB and 80 KiB of padding under a 64 KiB cap: %v, want ErrTooLarge", err)
+	}
+	if got := w.Stats().Bytes; got != 0 {
+		t.Fatalf("a refused hold left %d bytes held", got)
+	}
+	if err := w.Hold(40*KiB, 2*4095); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.Stats().Bytes; got > c.PartitionMax+c.ChunkSize {
+		t.Fatalf("a hold within the cap holds %d bytes, PartitionMax %d", got, c.PartitionMax)
+	}
+	w.Release()
+}
