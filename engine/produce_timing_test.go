@@ -33,15 +33,33 @@ func BenchmarkProduce(b *testing.B) {
 			}
 			p := openPartitionAt(b, b.TempDir(), a, local.Options{Sync: local.SyncNever, SegmentBytes: 16 << 20, RetentionBytes: 64 << 20}, 1, rc)
 			defer p.Close()
-			produceRounds(b, p, func(pid int64, i int) []byte { return mkBatch(pid, int32(i*c.records), c.records, c.size) })
+			produceRounds(b, p, 1, func(pid int64, i int) []byte { return mkBatch(pid, int32(i*c.records), c.records, c.size) })
 		})
 	}
 }
 
-// produceRounds runs b.N produce requests of one batch each on p, in rounds of 1024
+// BenchmarkProduceMultiBatch is BenchmarkProduce with requests of four batches of 63
+// records of 1000 bytes (one producer's, sequences continuing), checked: a request of
+// several batches takes the write buffer's room for all of them first (Partition.hold,
+// so that a full arena refuses it whole), which one batch does not.
+func BenchmarkProduceMultiBatch(b *testing.B) {
+	a := newArena(b, 256<<20, 1<<20)
+	p := openPartitionAt(b, b.TempDir(), a, local.Options{Sync: local.SyncNever, SegmentBytes: 16 << 20, RetentionBytes: 64 << 20}, 1, NewRecordChecker())
+	defer p.Close()
+	const n, records = 4, 63
+	produceRounds(b, p, n, func(pid int64, i int) []byte {
+		var req []byte
+		for j := range n {
+			req = append(req, mkBatch(pid, int32((i*n+j)*records), records, 1000)...)
+		}
+		return req
+	})
+}
+
+// produceRounds runs b.N produce requests of n batches each on p, in rounds of 1024
 // requests from a new producer id (mk builds request i of producer pid); the requests
 // are built, and each round persisted and its retention applied, with the timer stopped.
-func produceRounds(b *testing.B, p *Partition, mk func(pid int64, i int) []byte) {
+func produceRounds(b *testing.B, p *Partition, n int, mk func(pid int64, i int) []byte) {
 	const round = 1024
 	reqs := make([][]byte, round)
 	build := func(pid int64) {
@@ -67,7 +85,7 @@ func produceRounds(b *testing.B, p *Partition, mk func(pid int64, i int) []byte)
 			b.StartTimer()
 		}
 		res, err := p.Produce(1, 1, reqs[i%round], now)
-		if err != nil || res.Appended != 1 {
+		if err != nil || res.Appended != n {
 			b.Fatalf("request %d: appended %d: %v", i, res.Appended, err)
 		}
 	}
@@ -177,7 +195,7 @@ func BenchmarkProduceHeld(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer p.Close()
-			produceRounds(b, p, func(pid int64, i int) []byte {
+			produceRounds(b, p, 1, func(pid int64, i int) []byte {
 				var bb batch.Builder
 				bb.Reset(nil, pid, int32(i*63))
 				bb.SetLayout(1)
