@@ -176,6 +176,9 @@ func (p *Partition) hold(batches []byte) (release bool, err error) {
 	if p.app.frozen {
 		return false, nil // appendOne refuses it (ErrSwitching: route again), not the arena
 	}
+	if h, _ := batch.ParseHeader(batches); h.Size() >= len(batches) {
+		return false, nil // one batch (most requests): no map lookup under the lock
+	}
 	n, size := 0, int64(0)
 	for pos := 0; pos < len(batches); {
 		h, _ := batch.ParseHeader(batches[pos:]) // checked by checkBatches
