@@ -83,11 +83,11 @@ type pbatch struct {
 	// resent is set once a request carrying it was lost or refused after it was sent:
 	// its answer then may count it with batches the broker no longer remembers, and its
 	// offsets are never taken as exact.
-	resent bool
-	writing    int  // requests being written that point at buf
-	accepted   bool // accepted at least once (for ProduceSync and Flush)
-	durable    bool // a checkpoint covered it; it has left the window
-	released   bool // left the window: buf goes back to the pool once writing is 0
+	resent   bool
+	writing  int  // requests being written that point at buf
+	accepted bool // accepted at least once (for ProduceSync and Flush)
+	durable  bool // a checkpoint covered it; it has left the window
+	released bool // left the window: buf goes back to the pool once writing is 0
 	// sync is set when a ProduceSync waits for it. moved is set when an expansion routed
 	// its records again (no partition held it): its last record is in moved, of movedWin.
 	sync     bool
