@@ -334,6 +334,58 @@ func readAllFaultRecs(t testing.TB, addr, topic string) []faultRec {
 	return out
 }
 
+// produceUntil runs g goroutines that each call produce, with goroutine index i and the
+// next sequence number, until d has passed or a call fails (reported with t.Error), and
+// returns how many sequence numbers were taken.
+func produceUntil(t *testing.T, g int, d time.Duration, produce func(i int, seq uint64) error) uint64 {
+	t.Helper()
+	var wg sync.WaitGroup
+	var seq atomic.Uint64
+	deadline := time.Now().Add(d)
+	for i := range g {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(deadline) {
+				if err := produce(i, seq.Add(1)-1); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return seq.Load()
+}
+
+// requireOnce fails the test unless recs hold each of tag's records 0..n-1 exactly once.
+func requireOnce(t *testing.T, recs []faultRec, tag uint32, n uint64) {
+	t.Helper()
+	if dups, missing, _ := checkFaultRecs(recs, tag, n); len(dups) > 0 || len(missing) > 0 {
+		t.Fatalf("tag %d, %d records: %d dups %v, %d missing %v", tag, n, len(dups), firstFew(dups), len(missing), firstFew(missing))
+	}
+}
+
+// closeWithin closes p with a context of 5 s and fails the test, listing the client's
+// goroutines, when Close has not returned after bound (what is the context for, if
+// Close outlives it).
+func closeWithin(t *testing.T, p *client.Producer, bound time.Duration, what string) {
+	t.Helper()
+	closed := make(chan error, 1)
+	cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer ccancel()
+	go func() { closed <- p.Close(cctx) }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Logf("%s: Close: %v", what, err)
+		}
+	case <-time.After(bound):
+		t.Fatalf("%s: Close(ctx of 5s) has not returned after %v; client goroutines:\n%s",
+			what, bound, strings.Join(clientGoroutines(), "\n"))
+	}
+}
+
 // checkFaultRecs lists tag's duplicates and order violations (per partition), and
 // which of 0..n-1 are missing.
 func checkFaultRecs(recs []faultRec, tag uint32, n uint64) (dups []string, missing []uint64, reorder []string) {
