@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"sluice/admin"
+	"sluice/engine"
 	"sluice/memarena"
 	"sluice/netio"
 	"sluice/persist/local"
@@ -77,7 +78,7 @@ func (c *Config) EnsureDefaults() *Config {
 		c.BusyRetryAfter = 5 * time.Millisecond
 	}
 	if c.DedupHorizon == 0 {
-		c.DedupHorizon = 64 << 20
+		c.DedupHorizon = engine.DefaultDedupHorizon
 	}
 	if c.MaxWait == 0 {
 		c.MaxWait = time.Minute

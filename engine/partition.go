@@ -101,7 +101,7 @@ type PartitionConfig struct {
 	// a resend of a batch the replica holds is recognized.
 	Prior []batch.Header
 	// DedupHorizon bounds how many bytes at the end of the log are read, when loading, to
-	// rebuild the producers' sequences. 0 means 64 MiB.
+	// rebuild the producers' sequences. 0 means DefaultDedupHorizon (64 MiB).
 	DedupHorizon int64
 	// Records checks the records of every produced batch before it is appended (shared
 	// by the broker's partitions); nil checks each batch's header and CRC only.
@@ -180,6 +180,11 @@ func Open(cfg PartitionConfig, store persist.Store, arena *memarena.Arena) (*Par
 	return p, nil
 }
 
+// DefaultDedupHorizon is PartitionConfig.DedupHorizon's default (the broker's
+// log.dedup_horizon): how much of a log's end is read at load to rebuild its producers'
+// sequences.
+const DefaultDedupHorizon = 64 << 20
+
 // rebuildProducers records every idempotent batch of prior (below the store's start),
 // then reads batch headers from the last horizon bytes of the store (whole segments at
 // least back to the active one) and records those.
@@ -191,7 +196,7 @@ func (p *Partition) rebuildProducers(prior []batch.Header, horizon int64) error 
 		}
 	}
 	if horizon == 0 {
-		horizon = 64 << 20
+		horizon = DefaultDedupHorizon
 	}
 	start, next := p.store.Bounds()
 	from := start
